@@ -1,0 +1,227 @@
+//! The command line: clap types for `run` and `history`, and the glue that
+//! turns them into library calls and prints the results. No domain logic
+//! lives here.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::clock::rfc3339;
+use crate::config::{Config, DEFAULT_STORE, RunFlags};
+use crate::error::Error;
+use crate::receipt::{Event, Receipt};
+use crate::store::{ClaimStore, RunRecord, SqliteStore};
+
+/// Run a report job exactly once per time window, as a sandboxed
+/// WebAssembly component.
+#[derive(Debug, Parser)]
+#[command(name = "jobhost", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the job for the last window that closed before now; print one JSON receipt.
+    Run(RunArgs),
+    /// Show what the claim store holds.
+    History(HistoryArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// The report component (.wasm, built for wasm32-wasip2).
+    #[arg(long, value_name = "PATH")]
+    component: Option<PathBuf>,
+    /// A TOML job config; flags override its values.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The job's name, part of every window key [default: daily-report].
+    #[arg(long, value_name = "NAME")]
+    job: Option<String>,
+    /// Window length: hour, day or week [default: day].
+    #[arg(long, value_name = "KIND")]
+    window: Option<String>,
+    /// IANA time zone whose calendar defines the windows [default: UTC].
+    #[arg(long, value_name = "IANA_ZONE")]
+    tz: Option<String>,
+    /// The claim store [default: $JOBHOST_STORE, else ./state/jobhost.db].
+    #[arg(long, value_name = "PATH", env = "JOBHOST_STORE")]
+    store: Option<PathBuf>,
+    /// Run as if it were this instant: RFC 3339 with an offset or Z, or RFC 9557 with a [Zone].
+    #[arg(long, value_name = "TIME")]
+    now: Option<String>,
+    /// Compiled-code cache folder [default: $XDG_CACHE_HOME/jobhost or ~/.cache/jobhost].
+    #[arg(long, value_name = "DIR", env = "JOBHOST_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct HistoryArgs {
+    /// The claim store [default: $JOBHOST_STORE, else ./state/jobhost.db].
+    #[arg(long, value_name = "PATH", env = "JOBHOST_STORE")]
+    store: Option<PathBuf>,
+    /// Only this job's runs.
+    #[arg(long, value_name = "NAME")]
+    job: Option<String>,
+    /// One JSON object per line instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Parses the command line, runs it, and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match cli.command {
+        Command::Run(args) => run(args),
+        Command::History(args) => match history(args) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("jobhost: error: {e:#}");
+                e.downcast_ref::<Error>().map_or(1, Error::exit_code)
+            }
+        },
+    }
+}
+
+fn run(args: RunArgs) -> i32 {
+    let flags = RunFlags {
+        component: args.component,
+        config: args.config,
+        job: args.job,
+        window: args.window,
+        tz: args.tz,
+        store: args.store,
+        now: args.now,
+        cache_dir: args.cache_dir,
+    };
+    let outcome = match Config::resolve(&flags) {
+        Ok(config) => crate::job::run(&config),
+        Err(e) => {
+            let mut receipt = Receipt::new(Event::Failed);
+            receipt.fail(e.kind(), e.to_string(), None);
+            crate::job::Outcome {
+                receipt,
+                exit_code: e.exit_code(),
+            }
+        }
+    };
+    if let Some(err) = &outcome.receipt.error {
+        eprintln!("jobhost: error: {}", err.message);
+    } else if let (Event::Skipped, Some(detail)) = (outcome.receipt.event, &outcome.receipt.detail)
+    {
+        eprintln!("jobhost: skipped: {detail}");
+    }
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{}", outcome.receipt.to_json_line()).is_err() {
+        return 1;
+    }
+    outcome.exit_code
+}
+
+fn history(args: HistoryArgs) -> anyhow::Result<()> {
+    let path = args.store.unwrap_or_else(|| PathBuf::from(DEFAULT_STORE));
+    if !path.exists() {
+        return Err(Error::input(format!(
+            "no store at `{}`; run a job first or pass --store",
+            path.display()
+        ))
+        .into());
+    }
+    let mut store = SqliteStore::open(&path)?;
+    let runs = store
+        .history(args.job.as_deref())
+        .with_context(|| format!("cannot list store `{}`", path.display()))?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        for r in &runs {
+            writeln!(out, "{}", history_json(r))?;
+        }
+    } else {
+        write_table(&mut out, &runs)?;
+    }
+    Ok(())
+}
+
+fn history_json(r: &RunRecord) -> serde_json::Value {
+    serde_json::json!({
+        "key": r.key.as_str(),
+        "job": r.job,
+        "window": {"start": rfc3339(r.window_start), "end": rfc3339(r.window_end), "tz": r.timezone},
+        "state": r.state.as_str(),
+        "attempt": r.attempt,
+        "fence": r.fence.0,
+        "owner": r.owner,
+        "lease_until": rfc3339(r.lease_until),
+        "component": r.component,
+        "report": r.report.as_ref().map(|rep| serde_json::json!({"summary": rep.summary, "cursor": rep.cursor})),
+        "messages": r.messages,
+        "delivered": r.delivered,
+        "error": r.error,
+        "created_at": rfc3339(r.created_at),
+        "updated_at": rfc3339(r.updated_at),
+    })
+}
+
+fn write_table(out: &mut impl Write, runs: &[RunRecord]) -> std::io::Result<()> {
+    if runs.is_empty() {
+        return writeln!(out, "no runs recorded");
+    }
+    let rows: Vec<[String; 7]> = runs
+        .iter()
+        .map(|r| {
+            let component = r.component.strip_prefix("sha256:").unwrap_or(&r.component);
+            [
+                r.key.to_string(),
+                r.state.to_string(),
+                r.attempt.to_string(),
+                r.fence.to_string(),
+                format!("{}/{}", r.delivered, r.messages),
+                format!("sha256:{}", &component[..component.len().min(12)]),
+                r.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let header = [
+        "KEY",
+        "STATE",
+        "ATTEMPT",
+        "FENCE",
+        "SENT",
+        "COMPONENT",
+        "ERROR",
+    ];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[&str]| {
+        let mut s = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(cell);
+            } else {
+                s.push_str(&format!("{cell:<w$}  ", w = widths[i]));
+            }
+        }
+        s.trim_end().to_string()
+    };
+    writeln!(out, "{}", line(&header))?;
+    for row in &rows {
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        writeln!(out, "{}", line(&cells))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,116 @@
+//! Where a run's sense of time comes from. The host never reads the wall
+//! clock anywhere else: a run takes one reading from a [`Clock`] and derives
+//! its window, its lease times and the guest's wall clock from it. Parsing of
+//! user-supplied instants lives here too, and it refuses naive timestamps: a
+//! time without an offset means a different instant in every zone.
+
+use jiff::{Timestamp, ZonedDateTime};
+
+use crate::error::{Error, Result};
+
+/// The accepted forms of a time value, shown whenever one is refused.
+pub const ACCEPTED_FORMS: &str = "use RFC 3339 with an offset or Z (2026-11-09T00:05:00Z, \
+     2026-11-09T09:05:00+09:00) or RFC 9557 with a zone (2026-11-09T09:05:00+09:00[Asia/Tokyo])";
+
+/// A source of "now".
+pub trait Clock {
+    /// The current instant.
+    fn now(&self) -> Timestamp;
+}
+
+/// The host's real clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
+    }
+}
+
+/// A clock that always reads the same instant: `--now`, replays and tests.
+#[derive(Debug, Clone, Copy)]
+pub struct FixedClock(pub Timestamp);
+
+impl Clock for FixedClock {
+    fn now(&self) -> Timestamp {
+        self.0
+    }
+}
+
+/// Parses an instant given by a user: RFC 3339 with an offset or `Z`, or RFC
+/// 9557 with a `[Zone]` annotation (with or without an offset).
+///
+/// # Errors
+///
+/// `Error::Input` naming `what` (for example `--now`) and the value when the
+/// text is malformed, lacks an offset and a zone, or names an unknown zone.
+pub fn parse_instant(what: &str, text: &str) -> Result<Timestamp> {
+    let text = text.trim();
+    let parsed = if text.contains('[') {
+        crate::window::parse_zoned(text).map(|z: ZonedDateTime| z.timestamp())
+    } else {
+        text.parse::<Timestamp>().map_err(|e| e.to_string())
+    };
+    match parsed {
+        Ok(ts) if ts.as_second() < 0 => Err(Error::input(format!(
+            "invalid {what} `{text}`: instants before 1970-01-01T00:00:00Z are not supported"
+        ))),
+        Ok(ts) => Ok(ts),
+        Err(_) if looks_naive(text) => Err(Error::input(format!(
+            "invalid {what} `{text}`: a time without an offset is ambiguous; {ACCEPTED_FORMS}"
+        ))),
+        Err(e) => Err(Error::input(format!(
+            "invalid {what} `{text}`: {e}; {ACCEPTED_FORMS}"
+        ))),
+    }
+}
+
+/// True when `text` parses as a civil date-time with no offset and no zone.
+fn looks_naive(text: &str) -> bool {
+    text.parse::<jiff::civil::DateTime>().is_ok()
+}
+
+/// Formats an instant as RFC 3339 in UTC with `Z`, the form every receipt
+/// and store row uses.
+pub fn rfc3339(ts: Timestamp) -> String {
+    ts.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_and_offset_forms_are_accepted() {
+        let a = parse_instant("--now", "2026-11-09T00:05:00Z").unwrap();
+        let b = parse_instant("--now", "2026-11-09T09:05:00+09:00").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(rfc3339(a), "2026-11-09T00:05:00Z");
+    }
+
+    #[test]
+    fn rfc9557_zone_annotation_is_accepted_with_and_without_offset() {
+        let a = parse_instant("--now", "2026-11-09T09:05:00+09:00[Asia/Tokyo]").unwrap();
+        let b = parse_instant("--now", "2026-11-09T09:05:00[Asia/Tokyo]").unwrap();
+        assert_eq!(rfc3339(a), "2026-11-09T00:05:00Z");
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn naive_timestamp_is_refused_with_the_accepted_forms() {
+        let err = parse_instant("--now", "2026-11-09T00:05:00").unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, Error::Input(_)));
+        assert!(msg.contains("without an offset"), "{msg}");
+        assert!(msg.contains("2026-11-09T00:05:00Z"), "{msg}");
+        assert!(!msg.contains('\n'));
+    }
+
+    #[test]
+    fn garbage_and_unknown_zones_are_refused() {
+        assert!(parse_instant("--now", "yesterday").is_err());
+        let err = parse_instant("--now", "2026-11-09T00:05:00Z[Mars/Olympus]").unwrap_err();
+        assert!(err.to_string().contains("Mars/Olympus"), "{err}");
+    }
+}

@@ -1,0 +1,409 @@
+//! Every piece of user input, from flags, the TOML job config and the
+//! environment, resolved into one validated [`Config`]. Flags override the
+//! config file; `$JOBHOST_STORE` stands for `--store`. Paths in a config file
+//! are relative to the file's folder; paths on the command line are relative
+//! to the current directory. Unknown config keys are errors, so a typo cannot
+//! silently fall back to a default.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::Deserialize;
+
+use crate::clock;
+use crate::error::{Error, Result};
+use crate::outbox::Destination;
+use crate::sandbox::GuestLimits;
+use crate::source::SourceSpec;
+use crate::window::{JobName, WindowKind, Zone};
+
+/// The store used when neither `--store`, the config nor `$JOBHOST_STORE` names one.
+pub const DEFAULT_STORE: &str = "state/jobhost.db";
+
+/// The job config file, as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// The job's name; part of every window key.
+    pub job: Option<String>,
+    /// The report component (`.wasm`).
+    pub component: Option<PathBuf>,
+    /// `hour`, `day` or `week`.
+    pub window: Option<String>,
+    /// IANA zone whose calendar defines the windows.
+    #[serde(alias = "tz")]
+    pub timezone: Option<String>,
+    /// The claim store.
+    pub store: Option<PathBuf>,
+    /// A fixed clock reading (mostly for tests and demos).
+    pub now: Option<String>,
+    /// Attempts before a failing window is given up.
+    pub max_attempts: Option<u32>,
+    /// The compiled-code cache folder.
+    pub cache_dir: Option<PathBuf>,
+    /// The data source.
+    pub source: Option<SourceFile>,
+    /// Named destinations.
+    #[serde(default)]
+    pub destinations: BTreeMap<String, DestinationFile>,
+    /// Limits for the guest.
+    #[serde(default)]
+    pub limits: LimitsFile,
+    /// Free-form parameters handed to the guest.
+    #[serde(default)]
+    pub params: BTreeMap<String, toml::Value>,
+}
+
+/// `[source]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceFile {
+    /// SQLite database file.
+    pub path: PathBuf,
+    /// The query.
+    pub query: String,
+}
+
+/// `[destinations.NAME]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, tag = "type", rename_all = "lowercase")]
+pub enum DestinationFile {
+    /// Append JSON lines to a file.
+    File {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+/// `[limits]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFile {
+    /// Guest memory, MiB (default 256).
+    pub memory_mib: Option<u64>,
+    /// Guest compute time, seconds (default 30).
+    pub timeout_seconds: Option<f64>,
+    /// Messages a run may stage (default 100).
+    pub max_messages: Option<u32>,
+    /// Bytes per message (default 4 MiB).
+    pub max_message_bytes: Option<u64>,
+    /// Bytes of guest log messages shown (default 64 KiB).
+    pub log_bytes: Option<usize>,
+    /// Bytes of guest stdout and of stderr kept (default 64 KiB).
+    pub output_bytes: Option<usize>,
+    /// Rows per batch, at most (default 8192).
+    pub batch_rows: Option<u32>,
+    /// Seconds a claim stays live without renewal (default: the timeout plus 5 minutes).
+    pub lease_seconds: Option<u64>,
+}
+
+/// What `jobhost run` was given on the command line.
+#[derive(Debug, Default, Clone)]
+pub struct RunFlags {
+    /// `--component`.
+    pub component: Option<PathBuf>,
+    /// `--config`.
+    pub config: Option<PathBuf>,
+    /// `--job`.
+    pub job: Option<String>,
+    /// `--window`.
+    pub window: Option<String>,
+    /// `--tz`.
+    pub tz: Option<String>,
+    /// `--store`, or `$JOBHOST_STORE`.
+    pub store: Option<PathBuf>,
+    /// `--now`.
+    pub now: Option<String>,
+    /// `--cache-dir`, or `$JOBHOST_CACHE_DIR`.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// The validated configuration of one run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The job.
+    pub job: JobName,
+    /// The component file.
+    pub component: PathBuf,
+    /// Window kind.
+    pub window: WindowKind,
+    /// Time zone.
+    pub zone: Zone,
+    /// The store file.
+    pub store: PathBuf,
+    /// A fixed `now`, if given.
+    pub now: Option<Timestamp>,
+    /// Attempts before giving up on a window.
+    pub max_attempts: u32,
+    /// Compiled-code cache folder (`None`: no cache).
+    pub cache_dir: Option<PathBuf>,
+    /// The data source.
+    pub source: Option<SourceSpec>,
+    /// Destinations by name.
+    pub destinations: BTreeMap<String, Destination>,
+    /// Guest limits.
+    pub limits: GuestLimits,
+    /// Messages per run.
+    pub max_messages: u32,
+    /// Bytes per message.
+    pub max_message_bytes: u64,
+    /// Guest log bytes.
+    pub log_bytes: usize,
+    /// Rows per batch.
+    pub batch_rows: u32,
+    /// Lease length.
+    pub lease: Duration,
+    /// Guest parameters, sorted.
+    pub params: Vec<(String, String)>,
+}
+
+impl Config {
+    /// Resolves flags and the optional config file into a `Config`.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the flag, key or file that is wrong.
+    pub fn resolve(flags: &RunFlags) -> Result<Config> {
+        let (file, base) = match &flags.config {
+            Some(path) => (load_file(path)?, config_dir(path)),
+            None => (ConfigFile::default(), PathBuf::new()),
+        };
+        let from_file = |p: &Path| base.join(p);
+
+        let component = match (&flags.component, &file.component) {
+            (Some(p), _) => p.clone(),
+            (None, Some(p)) => from_file(p),
+            (None, None) => {
+                return Err(Error::input(
+                    "no component given: pass --component PATH or set `component` in the job config",
+                ));
+            }
+        };
+        let job = JobName::new(
+            flags
+                .job
+                .as_deref()
+                .or(file.job.as_deref())
+                .unwrap_or("daily-report"),
+        )?;
+        let window: WindowKind = flags
+            .window
+            .as_deref()
+            .or(file.window.as_deref())
+            .unwrap_or("day")
+            .parse()?;
+        let zone = Zone::new(
+            flags
+                .tz
+                .as_deref()
+                .or(file.timezone.as_deref())
+                .unwrap_or("UTC"),
+        )?;
+        let store = match (&flags.store, &file.store) {
+            (Some(p), _) => p.clone(),
+            (None, Some(p)) => from_file(p),
+            (None, None) => PathBuf::from(DEFAULT_STORE),
+        };
+        let now = match (&flags.now, &file.now) {
+            (Some(t), _) => Some(clock::parse_instant("--now", t)?),
+            (None, Some(t)) => Some(clock::parse_instant("`now` in the job config", t)?),
+            (None, None) => None,
+        };
+        let max_attempts = file.max_attempts.unwrap_or(3);
+        if max_attempts == 0 {
+            return Err(Error::input("invalid `max_attempts = 0`: use 1 or more"));
+        }
+        let cache_dir = match (&flags.cache_dir, &file.cache_dir) {
+            (Some(p), _) => Some(p.clone()),
+            (None, Some(p)) => Some(from_file(p)),
+            (None, None) => crate::cache::CompileCache::default_dir(),
+        };
+        let source = file.source.map(|s| SourceSpec {
+            path: from_file(&s.path),
+            query: s.query,
+        });
+        let mut destinations = BTreeMap::new();
+        for (name, d) in file.destinations {
+            if name.is_empty()
+                || name.len() > 64
+                || name.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
+                return Err(Error::input(format!(
+                    "invalid destination name `{name}`: use 1 to 64 characters without spaces"
+                )));
+            }
+            let d = match d {
+                DestinationFile::File { path } => Destination::File {
+                    path: from_file(&path),
+                },
+            };
+            destinations.insert(name, d);
+        }
+        let l = file.limits;
+        let timeout_s = l.timeout_seconds.unwrap_or(30.0);
+        if !(timeout_s.is_finite() && timeout_s > 0.0 && timeout_s <= 86_400.0) {
+            return Err(Error::input(format!(
+                "invalid `limits.timeout_seconds = {timeout_s}`: use a number of seconds above 0 and at most 86400"
+            )));
+        }
+        let memory_mib = l.memory_mib.unwrap_or(256);
+        if !(1..=4096).contains(&memory_mib) {
+            return Err(Error::input(format!(
+                "invalid `limits.memory_mib = {memory_mib}`: use 1 to 4096"
+            )));
+        }
+        let timeout = Duration::from_secs_f64(timeout_s);
+        let lease = match l.lease_seconds {
+            Some(s) if (s as f64) <= timeout_s => {
+                return Err(Error::input(format!(
+                    "invalid `limits.lease_seconds = {s}`: a lease must outlive the guest's time limit ({timeout_s} s)"
+                )));
+            }
+            Some(s) => Duration::from_secs(s),
+            None => timeout + Duration::from_secs(300),
+        };
+        let mut params = Vec::new();
+        for (k, v) in file.params {
+            let v = match v {
+                toml::Value::String(s) => s,
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => {
+                    return Err(Error::input(format!(
+                        "invalid `params.{k}`: use a string, number or boolean, not {}",
+                        other.type_str()
+                    )));
+                }
+            };
+            params.push((k, v));
+        }
+        Ok(Config {
+            job,
+            component,
+            window,
+            zone,
+            store,
+            now,
+            max_attempts,
+            cache_dir,
+            source,
+            destinations,
+            limits: GuestLimits {
+                memory_bytes: (memory_mib as usize) << 20,
+                timeout,
+                output_bytes: l.output_bytes.unwrap_or(64 << 10),
+            },
+            max_messages: l.max_messages.unwrap_or(100),
+            max_message_bytes: l.max_message_bytes.unwrap_or(4 << 20),
+            log_bytes: l.log_bytes.unwrap_or(64 << 10),
+            batch_rows: l.batch_rows.unwrap_or(8192).clamp(1, 1 << 20),
+            lease,
+            params,
+        })
+    }
+}
+
+fn config_dir(path: &Path) -> PathBuf {
+    path.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// Reads and parses a job config file.
+///
+/// # Errors
+///
+/// `Error::Input` naming the file, and the line and key for a TOML error.
+pub fn load_file(path: &Path) -> Result<ConfigFile> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::input(format!("cannot read job config `{}`: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| {
+        let detail = e.message().to_string();
+        let at = e
+            .span()
+            .map(|s| {
+                format!(
+                    " (line {})",
+                    text[..s.start.min(text.len())].matches('\n').count() + 1
+                )
+            })
+            .unwrap_or_default();
+        Error::input(format!(
+            "invalid job config `{}`{at}: {detail}",
+            path.display()
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(text: &str) -> PathBuf {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "jobhost-config-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("job.toml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn flags_override_the_file_and_file_paths_are_relative_to_it() {
+        let p = write(
+            "job = \"sales\"\ncomponent = \"r.wasm\"\ntimezone = \"Asia/Tokyo\"\n\
+             [source]\npath = \"d.db\"\nquery = \"SELECT 1 WHERE :start < :end\"\n\
+             [destinations.digest]\ntype = \"file\"\npath = \"out/d.jsonl\"\n[params]\ntop = 5\n",
+        );
+        let flags = RunFlags {
+            config: Some(p.clone()),
+            tz: Some("UTC".into()),
+            ..RunFlags::default()
+        };
+        let c = Config::resolve(&flags).unwrap();
+        let dir = p.parent().unwrap();
+        assert_eq!(c.job.as_str(), "sales");
+        assert_eq!(c.zone.name(), "UTC");
+        assert_eq!(c.component, dir.join("r.wasm"));
+        assert_eq!(c.source.unwrap().path, dir.join("d.db"));
+        assert_eq!(
+            c.destinations["digest"],
+            Destination::File {
+                path: dir.join("out/d.jsonl")
+            }
+        );
+        assert_eq!(c.params, vec![("top".to_string(), "5".to_string())]);
+        assert_eq!(c.store, PathBuf::from(DEFAULT_STORE));
+    }
+
+    #[test]
+    fn a_misspelled_key_is_an_error_naming_it_and_its_line() {
+        let p = write("job = \"x\"\ncomponent = \"r.wasm\"\ntimezon = \"UTC\"\n");
+        let err = Config::resolve(&RunFlags {
+            config: Some(p),
+            ..RunFlags::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("timezon"), "{err}");
+        assert!(err.contains("line 3"), "{err}");
+    }
+
+    #[test]
+    fn a_lease_shorter_than_the_timeout_is_refused() {
+        let p =
+            write("component = \"r.wasm\"\n[limits]\ntimeout_seconds = 60\nlease_seconds = 30\n");
+        let err = Config::resolve(&RunFlags {
+            config: Some(p),
+            ..RunFlags::default()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("must outlive"), "{err}");
+    }
+}

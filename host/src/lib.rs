@@ -1,0 +1,25 @@
+//! jobhost runs a report job exactly once per time window. A native host
+//! owns the clock, the durable claim store, the data source and delivery;
+//! the report logic runs as a sandboxed WebAssembly component that sees only
+//! what the host hands it through the `jobhost:report` WIT world.
+//!
+//! The modules follow the data flow of one run (see `job`): configuration,
+//! clock and window, claim store, sandbox and guest, outbox delivery, receipt.
+
+pub mod bindings;
+pub mod cache;
+pub mod capture;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod guest_log;
+pub mod job;
+pub mod outbox;
+pub mod receipt;
+pub mod sandbox;
+pub mod source;
+pub mod store;
+pub mod window;
+
+pub use error::{Error, Result};

@@ -1,0 +1,548 @@
+//! The sandbox a report component runs in. One `Engine` and `Linker` per
+//! process; a fresh `Store` per run, so nothing survives from one run to the
+//! next. The guest gets no preopened directories, no environment, no
+//! arguments and no sockets; its wall clock reads the run's `now` for the
+//! whole run, its monotonic clock ticks 1 µs per reading, and its random
+//! numbers come from a generator seeded with the window key, so the same run
+//! computes the same bytes every time. Memory is capped, time is cut off by
+//! an epoch deadline, and output is captured with a cap. Whatever the guest
+//! does ends as a report or a [`GuestFailure`]; never as a host panic.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Linker, ResourceTable};
+use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
+use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
+
+use crate::bindings::{self, ReportWorldPre, WitInstant, WitRunContext, WitRunError, WitWindow};
+use crate::cache::{CacheOutcome, CompileCache};
+use crate::capture::CappedOutput;
+use crate::error::{Error, Result};
+use crate::guest_log::GuestLog;
+use crate::outbox::Staging;
+use crate::source::SourceAccess;
+use crate::store::{StagedMessage, StoredReport};
+use crate::window::Window;
+
+/// The world this host implements, as guests name it.
+pub const WORLD: &str = "jobhost:report/reporter@0.1.0";
+
+/// The engine and linker shared by every run in this process.
+pub struct Sandbox {
+    engine: Engine,
+    linker: Linker<HostState>,
+}
+
+/// A component file as read from disk, with its digest.
+pub struct ComponentFile {
+    /// Where it was read from.
+    pub path: std::path::PathBuf,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+    /// Lowercase hex sha256 of the bytes.
+    pub hex: String,
+}
+
+impl ComponentFile {
+    /// Reads a component file.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the file when it cannot be read.
+    pub fn read(path: &Path) -> Result<ComponentFile> {
+        let bytes = std::fs::read(path).map_err(|e| {
+            Error::input(format!(
+                "cannot read component `{}`: {e}; build it with \
+                 `cargo build --release --target wasm32-wasip2` or fix --component",
+                path.display()
+            ))
+        })?;
+        let hex = hex::encode(Sha256::digest(&bytes));
+        Ok(ComponentFile {
+            path: path.to_path_buf(),
+            bytes,
+            hex,
+        })
+    }
+
+    /// `sha256:<hex>`.
+    pub fn digest(&self) -> String {
+        format!("sha256:{}", self.hex)
+    }
+}
+
+/// A component ready to instantiate.
+pub struct LoadedComponent {
+    pre: ReportWorldPre<HostState>,
+    /// `sha256:<hex>` of the `.wasm` file.
+    pub digest: String,
+    /// Whether the compiled code came from the cache.
+    pub cache: CacheOutcome,
+}
+
+/// Resource limits for one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuestLimits {
+    /// Linear memory cap, in bytes.
+    pub memory_bytes: usize,
+    /// Wall-clock time the guest may compute for.
+    pub timeout: Duration,
+    /// Bytes of stdout and of stderr kept.
+    pub output_bytes: usize,
+}
+
+/// Everything a run hands the guest.
+pub struct RunInput {
+    /// The window being reported.
+    pub window: Window,
+    /// The run's clock reading.
+    pub now: Timestamp,
+    /// The job's cursor from its last DONE run.
+    pub cursor: Option<String>,
+    /// The attempt number, from 1.
+    pub attempt: u32,
+    /// Free-form parameters, sorted by name.
+    pub params: Vec<(String, String)>,
+    /// Source access for the window.
+    pub source: SourceAccess,
+    /// The outbox; its destination names are passed to the guest too.
+    pub outbox: Staging,
+    /// Declared destination names, sorted.
+    pub destinations: Vec<String>,
+    /// The guest's log.
+    pub log: GuestLog,
+    /// Limits.
+    pub limits: GuestLimits,
+}
+
+/// A successful run: the report, its messages and some counts.
+#[derive(Debug)]
+pub struct GuestSuccess {
+    /// The report.
+    pub report: StoredReport,
+    /// Messages staged, in order.
+    pub messages: Vec<StagedMessage>,
+    /// What the guest did, for the receipt.
+    pub stats: GuestStats,
+}
+
+/// Counts for the receipt.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct GuestStats {
+    /// Rows handed to the guest.
+    pub rows: u64,
+    /// Log lines written.
+    pub log_lines: u64,
+    /// Log lines dropped over the budget.
+    pub log_dropped: u64,
+    /// Time spent in the guest, in milliseconds.
+    pub guest_ms: f64,
+}
+
+/// Why a run produced no report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestFailure {
+    /// `guest-error`, `guest-trap`, `guest-timeout`, `guest-memory`.
+    pub kind: &'static str,
+    /// One line for a person.
+    pub message: String,
+    /// Whether running again could help.
+    pub retryable: bool,
+}
+
+/// Per-run host state: what the guest's imports act on.
+pub struct HostState {
+    wasi: WasiCtx,
+    pub(crate) table: ResourceTable,
+    limiter: MemoryLimiter,
+    pub(crate) source: SourceAccess,
+    pub(crate) outbox: Staging,
+    pub(crate) log: GuestLog,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// A `ResourceLimiter` that remembers whether the memory cap was hit, since
+/// a refused memory growth does not surface as a `Trap`.
+struct MemoryLimiter {
+    max: usize,
+    hit: Arc<AtomicBool>,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max {
+            self.hit.store(true, Ordering::Relaxed);
+            wasmtime::bail!("guest memory limit of {} bytes reached", self.max);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+
+    fn instances(&self) -> usize {
+        64
+    }
+
+    fn memories(&self) -> usize {
+        64
+    }
+
+    fn tables(&self) -> usize {
+        64
+    }
+}
+
+/// The guest's wall clock: always the run's `now`.
+struct PinnedWallClock(Duration);
+
+impl HostWallClock for PinnedWallClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_nanos(1)
+    }
+    fn now(&self) -> Duration {
+        self.0
+    }
+}
+
+/// The guest's monotonic clock: starts at 0 and advances 1 µs per reading,
+/// so a guest that waits for time to pass makes progress, deterministically.
+struct TickingClock(AtomicU64);
+
+impl HostMonotonicClock for TickingClock {
+    fn resolution(&self) -> u64 {
+        1_000
+    }
+    fn now(&self) -> u64 {
+        self.0.fetch_add(1_000, Ordering::Relaxed)
+    }
+}
+
+impl Sandbox {
+    /// Builds the engine and linker.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Host` if wasmtime cannot be configured on this machine.
+    pub fn new() -> Result<Sandbox> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        config.wasm_component_model(true);
+        config.cranelift_opt_level(wasmtime::OptLevel::Speed);
+        let engine = Engine::new(&config)
+            .map_err(|e| Error::Host(format!("cannot start the WebAssembly engine: {e:#}")))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .and_then(|()| bindings::add_to_linker(&mut linker))
+            .map_err(|e| Error::Host(format!("cannot link the host interfaces: {e:#}")))?;
+        Ok(Sandbox { engine, linker })
+    }
+
+    /// Checks and compiles (or loads from cache) a component file.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the file when it is not WebAssembly, a core
+    /// module rather than a component, or built for another world.
+    pub fn load(&self, file: &ComponentFile, cache: &CompileCache) -> Result<LoadedComponent> {
+        let shown = file.path.display();
+        let wasm = &file.bytes;
+        let hex = &file.hex;
+        match wasm.get(0..8) {
+            Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => {
+                return Err(Error::input(format!(
+                    "`{shown}` is a core WebAssembly module, not a component; build it for \
+                     the wasm32-wasip2 target (or wrap it with `wasm-tools component new`)"
+                )));
+            }
+            Some([0, b'a', b's', b'm', _, _, 1, 0]) => {}
+            _ => {
+                return Err(Error::input(format!(
+                    "`{shown}` is not a WebAssembly component (no `\\0asm` header); \
+                     point --component at the .wasm file your build produced"
+                )));
+            }
+        }
+        let (component, cache_outcome) = cache
+            .load(&self.engine, wasm, hex)
+            .map_err(|e| Error::input(format!("invalid component `{shown}`: {e:#}")))?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .and_then(ReportWorldPre::new)
+            .map_err(|e| {
+                Error::input(format!(
+                    "component `{shown}` does not fit the `{WORLD}` world this host provides: \
+                     {e:#}; build it against this host's wit/ folder"
+                ))
+            })?;
+        Ok(LoadedComponent {
+            pre,
+            digest: format!("sha256:{hex}"),
+            cache: cache_outcome,
+        })
+    }
+
+    /// Runs the component once, in a fresh store.
+    pub fn run(
+        &self,
+        component: &LoadedComponent,
+        input: RunInput,
+    ) -> std::result::Result<GuestSuccess, GuestFailure> {
+        let stdout = CappedOutput::new(input.limits.output_bytes);
+        let stderr = CappedOutput::new(input.limits.output_bytes);
+        let key = input.window.key();
+        let seed: [u8; 32] = Sha256::digest(key.as_str().as_bytes()).into();
+        let since_epoch = Duration::new(
+            u64::try_from(input.now.as_second()).unwrap_or(0),
+            u32::try_from(input.now.subsec_nanosecond()).unwrap_or(0),
+        );
+        let wasi = WasiCtx::builder()
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .wall_clock(PinnedWallClock(since_epoch))
+            .monotonic_clock(TickingClock(AtomicU64::new(0)))
+            .secure_random(StdRng::from_seed(seed))
+            .insecure_random(StdRng::from_seed(derive(seed, 1)))
+            .insecure_random_seed(u128::from_le_bytes(
+                derive(seed, 2)[..16].try_into().unwrap_or([0; 16]),
+            ))
+            .build();
+        let memory_hit = Arc::new(AtomicBool::new(false));
+        let ctx = WitRunContext {
+            window: wit_window(&input.window),
+            now: wit_instant(input.now),
+            cursor: input.cursor,
+            attempt: input.attempt,
+            destinations: input.destinations,
+            params: input.params,
+        };
+        let state = HostState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter {
+                max: input.limits.memory_bytes,
+                hit: memory_hit.clone(),
+            },
+            source: input.source,
+            outbox: input.outbox,
+            log: input.log,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_trap();
+
+        let started = std::time::Instant::now();
+        let watchdog = Watchdog::start(self.engine.clone(), input.limits.timeout);
+        let result = component
+            .pre
+            .instantiate(&mut store)
+            .and_then(|world| world.call_run(&mut store, &ctx));
+        drop(watchdog);
+        let guest_ms = started.elapsed().as_secs_f64() * 1000.0;
+
+        let mut state = store.into_data();
+        let (out, out_dropped) = stdout.contents();
+        let (err, err_dropped) = stderr.contents();
+        state.log.emit_stream("stdout", &out, out_dropped);
+        state.log.emit_stream("stderr", &err, err_dropped);
+        let stats = GuestStats {
+            rows: state.source.rows_read(),
+            log_lines: state.log.emitted(),
+            log_dropped: state.log.dropped(),
+            guest_ms,
+        };
+        let last_stderr_line = panic_message(&String::from_utf8_lossy(&err));
+        match result {
+            Ok(Ok(report)) => Ok(GuestSuccess {
+                report: StoredReport {
+                    summary: report.summary,
+                    cursor: report.cursor,
+                },
+                messages: state.outbox.into_messages(),
+                stats,
+            }),
+            Ok(Err(e)) => Err(match e {
+                WitRunError::InvalidData(m) => GuestFailure {
+                    kind: "guest-error",
+                    message: format!("the report refused the data: {m}"),
+                    retryable: false,
+                },
+                WitRunError::SourceFailed(m) => GuestFailure {
+                    kind: "guest-error",
+                    message: format!("the report could not read its source: {m}"),
+                    retryable: true,
+                },
+                WitRunError::Other(m) => GuestFailure {
+                    kind: "guest-error",
+                    message: format!("the report failed: {m}"),
+                    retryable: true,
+                },
+            }),
+            Err(e) => Err(classify(
+                &e,
+                &input.limits,
+                memory_hit.load(Ordering::Relaxed),
+                last_stderr_line,
+            )),
+        }
+    }
+}
+
+/// The most telling line of the guest's stderr: a Rust panic's location and
+/// message, else the last line that is not a hint about backtraces.
+fn panic_message(stderr: &str) -> Option<String> {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if let Some(i) = lines.iter().rposition(|l| l.contains("panicked at")) {
+        let message = lines.get(i + 1).filter(|l| !l.starts_with("note:"));
+        return Some(match message {
+            Some(m) => format!("{} {m}", lines[i]),
+            None => lines[i].to_string(),
+        });
+    }
+    lines
+        .iter()
+        .rev()
+        .find(|l| !l.starts_with("note:"))
+        .map(|l| l.to_string())
+}
+
+fn derive(seed: [u8; 32], n: u8) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(seed);
+    h.update([n]);
+    h.finalize().into()
+}
+
+fn classify(
+    e: &wasmtime::Error,
+    limits: &GuestLimits,
+    memory_hit: bool,
+    stderr: Option<String>,
+) -> GuestFailure {
+    let hint = stderr
+        .map(|l| format!("; guest stderr: {l}"))
+        .unwrap_or_default();
+    if memory_hit {
+        return GuestFailure {
+            kind: "guest-memory",
+            message: format!(
+                "the guest exceeded its memory limit of {} MiB; raise `limits.memory_mib` if the report needs more",
+                limits.memory_bytes >> 20
+            ),
+            retryable: false,
+        };
+    }
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => GuestFailure {
+            kind: "guest-timeout",
+            message: format!(
+                "the guest exceeded its time limit of {} s and was stopped; raise `limits.timeout_seconds` if the report needs longer",
+                limits.timeout.as_secs_f64()
+            ),
+            retryable: true,
+        },
+        Some(trap) => GuestFailure {
+            kind: "guest-trap",
+            message: format!("the guest trapped: {trap}{hint}"),
+            retryable: false,
+        },
+        None => GuestFailure {
+            kind: "guest-trap",
+            message: format!("the guest failed: {}{hint}", one_line(&format!("{e:#}"))),
+            retryable: false,
+        },
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn wit_instant(t: Timestamp) -> WitInstant {
+    WitInstant {
+        seconds: t.as_second(),
+        nanoseconds: u32::try_from(t.subsec_nanosecond()).unwrap_or(0),
+    }
+}
+
+fn wit_window(w: &Window) -> WitWindow {
+    WitWindow {
+        job: w.job.to_string(),
+        key: w.key().to_string(),
+        label: w.label.clone(),
+        start: wit_instant(w.start),
+        end: wit_instant(w.end),
+        timezone: w.zone.name().to_string(),
+    }
+}
+
+/// Bumps the engine's epoch when the time limit passes, interrupting the
+/// guest at its next check; dropping it before then cancels it.
+struct Watchdog {
+    cancel: Option<mpsc::Sender<()>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    fn start(engine: Engine, timeout: Duration) -> Watchdog {
+        let (tx, rx) = mpsc::channel::<()>();
+        let thread = thread::Builder::new()
+            .name("jobhost-watchdog".to_string())
+            .spawn(move || {
+                if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(timeout) {
+                    engine.increment_epoch();
+                }
+            })
+            .ok();
+        Watchdog {
+            cancel: Some(tx),
+            thread,
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        drop(self.cancel.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

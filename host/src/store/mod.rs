@@ -1,0 +1,291 @@
+//! The claim store: the durable record of which windows have been claimed,
+//! by whom, under which fence, and how far each run got. Everything that must
+//! survive the process (the claim, the staged messages, the job's cursor)
+//! lives here and nowhere else. [`ClaimStore`] is the contract; `sqlite` is
+//! the default backend.
+//!
+//! A run moves `CLAIMED -> PREPARED -> DONE`, or to `FAILED`. Every write
+//! after the claim names the fence it was claimed with; a write that matches
+//! no row means another process took the run over, and the writer must stop.
+
+pub mod sqlite;
+
+use std::fmt;
+
+use jiff::Timestamp;
+
+use crate::error::Result;
+use crate::window::{JobName, Window, WindowKey};
+
+pub use sqlite::SqliteStore;
+
+/// The fence number of a claim: incremented by every takeover, so a stale
+/// owner's writes match nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Fence(pub i64);
+
+impl fmt::Display for Fence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunState {
+    /// Claimed; the guest has not produced a committed report yet.
+    Claimed,
+    /// The report and its messages are committed; delivery is under way.
+    Prepared,
+    /// Every message was delivered; the job's cursor has moved.
+    Done,
+    /// The run failed; `retryable` failures may be claimed again.
+    Failed,
+    /// The host gave up; a person must look.
+    Abandoned,
+}
+
+impl RunState {
+    /// The state's name as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Claimed => "CLAIMED",
+            RunState::Prepared => "PREPARED",
+            RunState::Done => "DONE",
+            RunState::Failed => "FAILED",
+            RunState::Abandoned => "ABANDONED",
+        }
+    }
+
+    /// Parses a stored state name.
+    pub fn parse(s: &str) -> Option<RunState> {
+        Some(match s {
+            "CLAIMED" => RunState::Claimed,
+            "PREPARED" => RunState::Prepared,
+            "DONE" => RunState::Done,
+            "FAILED" => RunState::Failed,
+            "ABANDONED" => RunState::Abandoned,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for RunState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A held claim: what every fenced write must present.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The window key the claim is for.
+    pub key: WindowKey,
+    /// The fence the claim was taken with.
+    pub fence: Fence,
+    /// Who holds it (host, process id and a random tag).
+    pub owner: String,
+    /// Which attempt at the window this is, from 1.
+    pub attempt: u32,
+}
+
+/// What a claim attempt asks for.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest<'a> {
+    /// The window to claim.
+    pub window: &'a Window,
+    /// The claiming process.
+    pub owner: &'a str,
+    /// `sha256:<hex>` of the component that will run.
+    pub component: &'a str,
+    /// The run's clock reading.
+    pub now: Timestamp,
+    /// When the lease runs out if not renewed.
+    pub lease_until: Timestamp,
+    /// Attempts after which a failed window is no longer retried.
+    pub max_attempts: u32,
+}
+
+/// The answer to a claim attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The window is ours to run; `takeover` when a dead owner's expired
+    /// lease or an earlier retryable failure was taken over.
+    Run {
+        /// The claim to present on every later write.
+        lease: Lease,
+        /// Whether an earlier claim existed.
+        takeover: bool,
+    },
+    /// An earlier owner committed its report and died while delivering: the
+    /// stored messages must be delivered, the guest must not run again.
+    Resume {
+        /// The claim to present on every later write.
+        lease: Lease,
+    },
+    /// Already done.
+    Done,
+    /// Another process holds a live lease.
+    Busy {
+        /// Who holds it.
+        owner: String,
+        /// Until when.
+        lease_until: Timestamp,
+    },
+    /// Failed permanently, or out of attempts.
+    GaveUp {
+        /// The attempts made.
+        attempts: u32,
+        /// The last recorded error.
+        error: Option<String>,
+    },
+}
+
+/// One staged message, as the guest produced it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StagedMessage {
+    /// Position in the run, from 1.
+    pub seq: u32,
+    /// A destination name declared in the job's config.
+    pub destination: String,
+    /// `<window key>#<seq>`.
+    pub idempotency_key: String,
+    /// MIME type, for example `application/json`.
+    pub content_type: String,
+    /// The exact bytes to deliver.
+    pub body: Vec<u8>,
+}
+
+/// A committed report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredReport {
+    /// The report text.
+    pub summary: String,
+    /// The cursor proposed by the run, applied when it is DONE.
+    pub cursor: Option<String>,
+}
+
+/// A run's row, as `history` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRecord {
+    /// The window key.
+    pub key: WindowKey,
+    /// The job.
+    pub job: String,
+    /// Window bounds.
+    pub window_start: Timestamp,
+    /// Window bounds.
+    pub window_end: Timestamp,
+    /// The window's zone.
+    pub timezone: String,
+    /// Where the run stands.
+    pub state: RunState,
+    /// Current fence.
+    pub fence: Fence,
+    /// Attempts made.
+    pub attempt: u32,
+    /// Current or last owner.
+    pub owner: String,
+    /// Lease expiry.
+    pub lease_until: Timestamp,
+    /// `sha256:<hex>` of the component of the latest attempt.
+    pub component: String,
+    /// The committed report, once PREPARED.
+    pub report: Option<StoredReport>,
+    /// The last error, if any.
+    pub error: Option<String>,
+    /// Messages staged / delivered.
+    pub messages: u32,
+    /// Messages delivered so far.
+    pub delivered: u32,
+    /// When the row was created.
+    pub created_at: Timestamp,
+    /// When the row last changed.
+    pub updated_at: Timestamp,
+}
+
+/// The durable claim store contract. Every method after `claim` is fenced.
+pub trait ClaimStore {
+    /// The run's current row, without claiming anything.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store` when the store cannot be read.
+    fn peek(&mut self, key: &WindowKey) -> Result<Option<RunRecord>>;
+
+    /// Claims the window atomically.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store` when the store cannot be written.
+    fn claim(&mut self, req: &ClaimRequest<'_>) -> Result<Claim>;
+
+    /// Commits the report and its staged messages: CLAIMED -> PREPARED, in
+    /// one transaction.
+    ///
+    /// # Errors
+    ///
+    /// `Error::LeaseLost` when the fence no longer matches; `Error::Store`.
+    fn prepare(
+        &mut self,
+        lease: &Lease,
+        report: &StoredReport,
+        messages: &[StagedMessage],
+        now: Timestamp,
+    ) -> Result<()>;
+
+    /// The messages of a PREPARED run that are not delivered yet, in order.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn pending_messages(&mut self, key: &WindowKey) -> Result<Vec<StagedMessage>>;
+
+    /// The committed report of a run.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn report(&mut self, key: &WindowKey) -> Result<Option<StoredReport>>;
+
+    /// Records one message as delivered.
+    ///
+    /// # Errors
+    ///
+    /// `Error::LeaseLost` when the fence no longer matches; `Error::Store`.
+    fn mark_delivered(
+        &mut self,
+        lease: &Lease,
+        seq: u32,
+        status: &str,
+        now: Timestamp,
+    ) -> Result<()>;
+
+    /// PREPARED -> DONE, moving the job's cursor in the same transaction.
+    ///
+    /// # Errors
+    ///
+    /// `Error::LeaseLost` when the fence no longer matches; `Error::Store`.
+    fn finish(&mut self, lease: &Lease, window: &Window, now: Timestamp) -> Result<()>;
+
+    /// Records a failed attempt.
+    ///
+    /// # Errors
+    ///
+    /// `Error::LeaseLost` when the fence no longer matches; `Error::Store`.
+    fn fail(&mut self, lease: &Lease, error: &str, retryable: bool, now: Timestamp) -> Result<()>;
+
+    /// The cursor of the job's last DONE run.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn cursor(&mut self, job: &JobName) -> Result<Option<String>>;
+
+    /// Every run, newest window first, optionally for one job.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>>;
+}

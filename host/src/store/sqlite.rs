@@ -1,0 +1,791 @@
+//! The SQLite claim store: one file, WAL mode, `synchronous=FULL`, every
+//! write in a `BEGIN IMMEDIATE` transaction. The schema is versioned by
+//! `PRAGMA user_version` and migrated in one exclusive transaction. Two rules
+//! for migrations: never remove or edit one that has shipped, and never break
+//! a store an older host of the same major version can read.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
+
+use super::{
+    Claim, ClaimRequest, ClaimStore, Fence, Lease, RunRecord, RunState, StagedMessage, StoredReport,
+};
+use crate::error::{Error, Result};
+use crate::window::{JobName, Window, WindowKey};
+
+/// Migrations, applied in order; `user_version` counts those applied.
+const MIGRATIONS: &[&str] = &[
+    // v1: the run table, the outbox and the cursors (DESIGN.md section 4).
+    "CREATE TABLE runs (
+        key              TEXT PRIMARY KEY,
+        job              TEXT NOT NULL,
+        window_start     INTEGER NOT NULL,  -- unix seconds, UTC
+        window_end       INTEGER NOT NULL,  -- unix seconds, UTC, exclusive
+        timezone         TEXT NOT NULL,
+        state            TEXT NOT NULL CHECK (state IN
+                             ('CLAIMED', 'PREPARED', 'DONE', 'FAILED', 'ABANDONED')),
+        fence            INTEGER NOT NULL,
+        owner            TEXT NOT NULL,
+        lease_expires_at INTEGER NOT NULL,  -- unix seconds, UTC
+        attempt          INTEGER NOT NULL,
+        component        TEXT NOT NULL,     -- sha256:<hex> of the .wasm
+        report           TEXT,
+        report_cursor    TEXT,
+        journal          BLOB,
+        error            TEXT,
+        retryable        INTEGER NOT NULL DEFAULT 0,
+        created_at       INTEGER NOT NULL,
+        updated_at       INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX runs_by_job ON runs (job, window_start);
+    CREATE TABLE outbox (
+        key              TEXT NOT NULL REFERENCES runs (key),
+        seq              INTEGER NOT NULL,
+        destination      TEXT NOT NULL,
+        idempotency_key  TEXT NOT NULL UNIQUE,
+        content_type     TEXT NOT NULL,
+        body             BLOB NOT NULL,
+        state            TEXT NOT NULL CHECK (state IN
+                             ('PENDING', 'DELIVERED', 'FAILED', 'ABANDONED')),
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        last_status      TEXT,
+        updated_at       INTEGER NOT NULL,
+        PRIMARY KEY (key, seq)
+    ) STRICT;
+    CREATE TABLE cursors (
+        job              TEXT PRIMARY KEY,
+        cursor           TEXT,
+        key              TEXT NOT NULL,
+        window_end       INTEGER NOT NULL,
+        updated_at       INTEGER NOT NULL
+    ) STRICT;",
+];
+
+/// How long a writer waits for another process's write lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A claim store in one SQLite file.
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Opens the store at `path`, creating it (and missing parent folders)
+    /// with owner-only permissions, and migrates its schema.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` when the path cannot be created or is not a jobhost
+    /// SQLite store; `Error::Store` for other database failures.
+    pub fn open(path: &Path) -> Result<SqliteStore> {
+        let shown = path.display();
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                Error::input(format!(
+                    "cannot create store folder `{}`: {e}; choose another --store path",
+                    parent.display()
+                ))
+            })?;
+        }
+        if path.is_dir() {
+            return Err(Error::input(format!(
+                "store `{shown}` is a directory; give --store a file path such as `{shown}/jobhost.db`"
+            )));
+        }
+        // Created here rather than by SQLite so the file is owner-only from
+        // its first byte: it holds report bodies. SQLite gives its -wal and
+        // -shm files the same permissions.
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| {
+                Error::input(format!(
+                    "cannot create store `{shown}`: {e}; choose another --store path"
+                ))
+            })?;
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| open_error(path, e))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| open_error(path, e))?;
+        let mut store = SqliteStore {
+            conn,
+            path: path.to_path_buf(),
+        };
+        store.enable_wal()?;
+        // FULL, not NORMAL: NORMAL may lose the last commit on power loss,
+        // and a lost DONE is a second delivery.
+        store
+            .conn
+            .execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+            .map_err(|e| open_error(path, e))?;
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// The store's file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Switches to WAL once. On a brand-new file several processes racing to
+    /// switch get SQLITE_BUSY at once (the busy handler does not cover it), so
+    /// retry for as long as a normal lock wait would take.
+    fn enable_wal(&mut self) -> Result<()> {
+        let deadline = Instant::now() + BUSY_TIMEOUT;
+        loop {
+            let attempt = self
+                .conn
+                .query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0))
+                .and_then(|mode| {
+                    if mode.eq_ignore_ascii_case("wal") {
+                        Ok(mode)
+                    } else {
+                        self.conn
+                            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
+                    }
+                });
+            match attempt {
+                Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+                Ok(mode) => {
+                    return Err(Error::Store(format!(
+                        "cannot switch store `{}` to WAL mode (it stays `{mode}`); \
+                         put the store on a local filesystem",
+                        self.path.display()
+                    )));
+                }
+                Err(e) if is_busy(&e) && Instant::now() < deadline => {
+                    thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(open_error(&self.path, e)),
+            }
+        }
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let latest = MIGRATIONS.len() as i64;
+        let version = self.user_version()?;
+        if version == latest {
+            return Ok(());
+        }
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| open_error(&path, e))?;
+        // Re-read under the write lock: another process may have migrated.
+        let version: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| open_error(&path, e))?;
+        if version > latest {
+            return Err(Error::input(format!(
+                "store `{}` has schema version {version}, newer than this jobhost \
+                 understands ({latest}); upgrade jobhost",
+                path.display()
+            )));
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            tx.execute_batch(sql).map_err(|e| {
+                Error::store(
+                    format!(
+                        "cannot migrate store `{}` to version {}",
+                        path.display(),
+                        i + 1
+                    ),
+                    e,
+                )
+            })?;
+        }
+        tx.pragma_update(None, "user_version", latest)
+            .map_err(|e| open_error(&path, e))?;
+        tx.commit().map_err(|e| open_error(&path, e))
+    }
+
+    fn user_version(&self) -> Result<i64> {
+        let version: i64 = self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| open_error(&self.path, e))?;
+        if version > MIGRATIONS.len() as i64 {
+            return Err(Error::input(format!(
+                "store `{}` has schema version {version}, newer than this jobhost \
+                 understands ({}); upgrade jobhost",
+                self.path.display(),
+                MIGRATIONS.len()
+            )));
+        }
+        Ok(version)
+    }
+
+    fn err(&self, what: &str, e: rusqlite::Error) -> Error {
+        Error::store(
+            format!("cannot {what} in store `{}`", self.path.display()),
+            e,
+        )
+    }
+
+    fn immediate(&mut self) -> Result<rusqlite::Transaction<'_>> {
+        let path = self.path.clone();
+        self.conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| Error::store(format!("cannot lock store `{}`", path.display()), e))
+    }
+}
+
+/// True for SQLITE_BUSY and SQLITE_LOCKED.
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _)
+        if matches!(f.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+}
+
+fn open_error(path: &Path, e: rusqlite::Error) -> Error {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::NotADatabase => {
+            Error::input(format!(
+                "store `{}` is not a SQLite database; point --store at a jobhost store or a new path",
+                path.display()
+            ))
+        }
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(
+                f.code,
+                ErrorCode::CannotOpen | ErrorCode::PermissionDenied | ErrorCode::ReadOnly
+            ) =>
+        {
+            Error::input(format!("cannot open store `{}`: {e}", path.display()))
+        }
+        _ => Error::store(format!("cannot open store `{}`", path.display()), e),
+    }
+}
+
+fn secs(ts: Timestamp) -> i64 {
+    ts.as_second()
+}
+
+fn from_secs(s: i64) -> Timestamp {
+    Timestamp::from_second(s).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+const RUN_COLUMNS: &str = "r.key, r.job, r.window_start, r.window_end, r.timezone, r.state, \
+     r.fence, r.attempt, r.owner, r.lease_expires_at, r.component, r.report, r.report_cursor, \
+     r.error, r.created_at, r.updated_at, \
+     (SELECT count(*) FROM outbox o WHERE o.key = r.key), \
+     (SELECT count(*) FROM outbox o WHERE o.key = r.key AND o.state = 'DELIVERED')";
+
+fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
+    let state: String = r.get(5)?;
+    let report: Option<String> = r.get(11)?;
+    Ok(RunRecord {
+        key: WindowKey::from_stored(r.get(0)?),
+        job: r.get(1)?,
+        window_start: from_secs(r.get(2)?),
+        window_end: from_secs(r.get(3)?),
+        timezone: r.get(4)?,
+        state: RunState::parse(&state).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                5,
+                rusqlite::types::Type::Text,
+                format!("unknown run state `{state}`").into(),
+            )
+        })?,
+        fence: Fence(r.get(6)?),
+        attempt: r.get(7)?,
+        owner: r.get(8)?,
+        lease_until: from_secs(r.get(9)?),
+        component: r.get(10)?,
+        report: report.map(|summary| StoredReport {
+            summary,
+            cursor: r.get(12).ok().flatten(),
+        }),
+        error: r.get(13)?,
+        created_at: from_secs(r.get(14)?),
+        updated_at: from_secs(r.get(15)?),
+        messages: r.get(16)?,
+        delivered: r.get(17)?,
+    })
+}
+
+/// Fails with `LeaseLost` when a fenced write touched no row.
+fn fenced(changed: usize, lease: &Lease) -> Result<()> {
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(Error::LeaseLost(format!(
+            "lost the claim on `{}` (fence {}): another process took it over; stopping without writing",
+            lease.key, lease.fence
+        )))
+    }
+}
+
+impl ClaimStore for SqliteStore {
+    fn peek(&mut self, key: &WindowKey) -> Result<Option<RunRecord>> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs r WHERE r.key = ?1");
+        self.conn
+            .query_row(&sql, [key.as_str()], run_record)
+            .optional()
+            .map_err(|e| self.err("read a run", e))
+    }
+
+    fn claim(&mut self, req: &ClaimRequest<'_>) -> Result<Claim> {
+        let key = req.window.key();
+        let now = secs(req.now);
+        let until = secs(req.lease_until);
+        let tx = self.immediate()?;
+        let existing = tx
+            .query_row(
+                "SELECT state, fence, attempt, owner, lease_expires_at, error, retryable
+                 FROM runs WHERE key = ?1",
+                [key.as_str()],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, u32>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, i64>(4)?,
+                        r.get::<_, Option<String>>(5)?,
+                        r.get::<_, bool>(6)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(|e| Error::store("cannot read the claim", e))?;
+        let lease = |fence: i64, attempt: u32| Lease {
+            key: key.clone(),
+            fence: Fence(fence),
+            owner: req.owner.to_string(),
+            attempt,
+        };
+        let claim = match existing {
+            None => {
+                tx.execute(
+                    "INSERT INTO runs (key, job, window_start, window_end, timezone, state, fence,
+                        owner, lease_expires_at, attempt, component, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 'CLAIMED', 1, ?6, ?7, 1, ?8, ?9, ?9)",
+                    params![
+                        key.as_str(),
+                        req.window.job.as_str(),
+                        secs(req.window.start),
+                        secs(req.window.end),
+                        req.window.zone.name(),
+                        req.owner,
+                        until,
+                        req.component,
+                        now
+                    ],
+                )
+                .map_err(|e| Error::store("cannot insert the claim", e))?;
+                Claim::Run {
+                    lease: lease(1, 1),
+                    takeover: false,
+                }
+            }
+            Some((state, fence, attempt, owner, expires, error, retryable)) => {
+                let state = RunState::parse(&state).unwrap_or(RunState::Abandoned);
+                let live = expires > now;
+                match state {
+                    RunState::Done => Claim::Done,
+                    RunState::Claimed | RunState::Prepared if live => Claim::Busy {
+                        owner,
+                        lease_until: from_secs(expires),
+                    },
+                    RunState::Failed if retryable && attempt < req.max_attempts => {
+                        take_over(&tx, &key, req, fence, attempt + 1)?;
+                        Claim::Run {
+                            lease: lease(fence + 1, attempt + 1),
+                            takeover: true,
+                        }
+                    }
+                    RunState::Claimed if attempt < req.max_attempts => {
+                        take_over(&tx, &key, req, fence, attempt + 1)?;
+                        Claim::Run {
+                            lease: lease(fence + 1, attempt + 1),
+                            takeover: true,
+                        }
+                    }
+                    RunState::Prepared => {
+                        // The report is committed: keep the attempt, deliver it.
+                        take_over(&tx, &key, req, fence, attempt)?;
+                        Claim::Resume {
+                            lease: lease(fence + 1, attempt),
+                        }
+                    }
+                    RunState::Claimed | RunState::Failed | RunState::Abandoned => Claim::GaveUp {
+                        attempts: attempt,
+                        error,
+                    },
+                }
+            }
+        };
+        tx.commit()
+            .map_err(|e| Error::store("cannot commit the claim", e))?;
+        Ok(claim)
+    }
+
+    fn prepare(
+        &mut self,
+        lease: &Lease,
+        report: &StoredReport,
+        messages: &[StagedMessage],
+        now: Timestamp,
+    ) -> Result<()> {
+        let tx = self.immediate()?;
+        let changed = tx
+            .execute(
+                "UPDATE runs SET state = 'PREPARED', report = ?3, report_cursor = ?4,
+                    error = NULL, updated_at = ?5
+                 WHERE key = ?1 AND fence = ?2 AND state = 'CLAIMED'",
+                params![
+                    lease.key.as_str(),
+                    lease.fence.0,
+                    report.summary,
+                    report.cursor,
+                    secs(now)
+                ],
+            )
+            .map_err(|e| Error::store("cannot commit the report", e))?;
+        fenced(changed, lease)?;
+        {
+            let mut insert = tx
+                .prepare(
+                    "INSERT INTO outbox (key, seq, destination, idempotency_key, content_type,
+                        body, state, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'PENDING', ?7)",
+                )
+                .map_err(|e| Error::store("cannot stage messages", e))?;
+            for m in messages {
+                insert
+                    .execute(params![
+                        lease.key.as_str(),
+                        m.seq,
+                        m.destination,
+                        m.idempotency_key,
+                        m.content_type,
+                        m.body,
+                        secs(now)
+                    ])
+                    .map_err(|e| Error::store("cannot stage messages", e))?;
+            }
+        }
+        tx.commit()
+            .map_err(|e| Error::store("cannot commit the report", e))
+    }
+
+    fn pending_messages(&mut self, key: &WindowKey) -> Result<Vec<StagedMessage>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT seq, destination, idempotency_key, content_type, body FROM outbox
+                 WHERE key = ?1 AND state = 'PENDING' ORDER BY seq",
+            )
+            .map_err(|e| Error::store("cannot read staged messages", e))?;
+        let rows = stmt
+            .query_map([key.as_str()], |r| {
+                Ok(StagedMessage {
+                    seq: r.get(0)?,
+                    destination: r.get(1)?,
+                    idempotency_key: r.get(2)?,
+                    content_type: r.get(3)?,
+                    body: r.get(4)?,
+                })
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(|e| Error::store("cannot read staged messages", e))?;
+        Ok(rows)
+    }
+
+    fn report(&mut self, key: &WindowKey) -> Result<Option<StoredReport>> {
+        self.conn
+            .query_row(
+                "SELECT report, report_cursor FROM runs WHERE key = ?1 AND report IS NOT NULL",
+                [key.as_str()],
+                |r| {
+                    Ok(StoredReport {
+                        summary: r.get(0)?,
+                        cursor: r.get(1)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| self.err("read the report", e))
+    }
+
+    fn mark_delivered(
+        &mut self,
+        lease: &Lease,
+        seq: u32,
+        status: &str,
+        now: Timestamp,
+    ) -> Result<()> {
+        let tx = self.immediate()?;
+        let owned = tx
+            .execute(
+                "UPDATE runs SET updated_at = ?3 WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'",
+                params![lease.key.as_str(), lease.fence.0, secs(now)],
+            )
+            .map_err(|e| Error::store("cannot record a delivery", e))?;
+        fenced(owned, lease)?;
+        tx.execute(
+            "UPDATE outbox SET state = 'DELIVERED', attempts = attempts + 1, last_status = ?3,
+                updated_at = ?4
+             WHERE key = ?1 AND seq = ?2",
+            params![lease.key.as_str(), seq, status, secs(now)],
+        )
+        .map_err(|e| Error::store("cannot record a delivery", e))?;
+        tx.commit()
+            .map_err(|e| Error::store("cannot record a delivery", e))
+    }
+
+    fn finish(&mut self, lease: &Lease, window: &Window, now: Timestamp) -> Result<()> {
+        let tx = self.immediate()?;
+        let changed = tx
+            .execute(
+                "UPDATE runs SET state = 'DONE', updated_at = ?3
+                 WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'
+                   AND NOT EXISTS (SELECT 1 FROM outbox
+                                   WHERE outbox.key = ?1 AND outbox.state <> 'DELIVERED')",
+                params![lease.key.as_str(), lease.fence.0, secs(now)],
+            )
+            .map_err(|e| Error::store("cannot mark the run done", e))?;
+        fenced(changed, lease)?;
+        // The cursor moves only with DONE, and never backwards: a late
+        // catch-up of an older window keeps the newer window's cursor.
+        tx.execute(
+            "INSERT INTO cursors (job, cursor, key, window_end, updated_at)
+             SELECT job, report_cursor, key, window_end, ?2 FROM runs
+             WHERE key = ?1 AND report_cursor IS NOT NULL
+             ON CONFLICT (job) DO UPDATE SET cursor = excluded.cursor, key = excluded.key,
+                window_end = excluded.window_end, updated_at = excluded.updated_at
+             WHERE excluded.window_end >= cursors.window_end",
+            params![lease.key.as_str(), secs(now)],
+        )
+        .map_err(|e| Error::store("cannot move the cursor", e))?;
+        let _ = window;
+        tx.commit()
+            .map_err(|e| Error::store("cannot mark the run done", e))
+    }
+
+    fn fail(&mut self, lease: &Lease, error: &str, retryable: bool, now: Timestamp) -> Result<()> {
+        let tx = self.immediate()?;
+        let changed = tx
+            .execute(
+                "UPDATE runs SET state = 'FAILED', error = ?3, retryable = ?4, updated_at = ?5
+                 WHERE key = ?1 AND fence = ?2 AND state IN ('CLAIMED', 'PREPARED')",
+                params![
+                    lease.key.as_str(),
+                    lease.fence.0,
+                    error,
+                    retryable,
+                    secs(now)
+                ],
+            )
+            .map_err(|e| Error::store("cannot record the failure", e))?;
+        fenced(changed, lease)?;
+        tx.commit()
+            .map_err(|e| Error::store("cannot record the failure", e))
+    }
+
+    fn cursor(&mut self, job: &JobName) -> Result<Option<String>> {
+        self.conn
+            .query_row(
+                "SELECT cursor FROM cursors WHERE job = ?1",
+                [job.as_str()],
+                |r| r.get(0),
+            )
+            .optional()
+            .map(Option::flatten)
+            .map_err(|e| self.err("read the cursor", e))
+    }
+
+    fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs r WHERE ?1 IS NULL OR r.job = ?1
+             ORDER BY r.window_start DESC, r.key"
+        );
+        let mut stmt = self
+            .conn
+            .prepare(&sql)
+            .map_err(|e| self.err("read history", e))?;
+        let rows = stmt
+            .query_map([job], run_record)
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>());
+        rows.map_err(|e| Error::store("cannot read history", e))
+    }
+}
+
+fn take_over(
+    tx: &rusqlite::Transaction<'_>,
+    key: &WindowKey,
+    req: &ClaimRequest<'_>,
+    fence: i64,
+    attempt: u32,
+) -> Result<()> {
+    tx.execute(
+        "UPDATE runs SET state = CASE state WHEN 'PREPARED' THEN 'PREPARED' ELSE 'CLAIMED' END,
+            fence = ?3, owner = ?4, lease_expires_at = ?5, attempt = ?6, component = ?7,
+            updated_at = ?8
+         WHERE key = ?1 AND fence = ?2",
+        params![
+            key.as_str(),
+            fence,
+            fence + 1,
+            req.owner,
+            secs(req.lease_until),
+            attempt,
+            req.component,
+            secs(req.now)
+        ],
+    )
+    .map_err(|e| Error::store("cannot take over the claim", e))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::{WindowKind, Zone};
+
+    fn window(label_day: &str) -> Window {
+        let now: Timestamp = format!("{label_day}T12:00:00Z").parse().unwrap();
+        Window::containing(
+            &JobName::new("daily-report").unwrap(),
+            WindowKind::Day,
+            &Zone::utc(),
+            now,
+        )
+        .unwrap()
+    }
+
+    fn req<'a>(w: &'a Window, now: &str, owner: &'a str) -> ClaimRequest<'a> {
+        let now: Timestamp = now.parse().unwrap();
+        ClaimRequest {
+            window: w,
+            owner,
+            component: "sha256:00",
+            now,
+            lease_until: now + jiff::SignedDuration::from_secs(60),
+            max_attempts: 3,
+        }
+    }
+
+    #[test]
+    fn migrate_twice_is_a_no_op() {
+        let dir = tempdir();
+        let path = dir.join("s.db");
+        drop(SqliteStore::open(&path).unwrap());
+        let mut s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.user_version().unwrap(), MIGRATIONS.len() as i64);
+        s.migrate().unwrap();
+    }
+
+    #[test]
+    fn a_live_claim_is_busy_and_an_expired_one_is_taken_over_with_a_new_fence() {
+        let dir = tempdir();
+        let mut s = SqliteStore::open(&dir.join("s.db")).unwrap();
+        let w = window("2026-11-08");
+        let Claim::Run { lease, takeover } =
+            s.claim(&req(&w, "2026-11-09T00:00:00Z", "a")).unwrap()
+        else {
+            panic!("first claim must run")
+        };
+        assert!(!takeover);
+        assert!(matches!(
+            s.claim(&req(&w, "2026-11-09T00:00:30Z", "b")).unwrap(),
+            Claim::Busy { .. }
+        ));
+        let Claim::Run { lease: b, takeover } =
+            s.claim(&req(&w, "2026-11-09T00:05:00Z", "b")).unwrap()
+        else {
+            panic!("expired claim must be taken over")
+        };
+        assert!(takeover);
+        assert_eq!(b.fence, Fence(lease.fence.0 + 1));
+        let now = "2026-11-09T00:06:00Z".parse().unwrap();
+        let report = StoredReport {
+            summary: "x".into(),
+            cursor: None,
+        };
+        assert!(matches!(
+            s.prepare(&lease, &report, &[], now),
+            Err(Error::LeaseLost(_))
+        ));
+        s.prepare(&b, &report, &[], now).unwrap();
+        s.finish(&b, &w, now).unwrap();
+        assert_eq!(
+            s.claim(&req(&w, "2026-11-10T00:00:00Z", "c")).unwrap(),
+            Claim::Done
+        );
+    }
+
+    #[test]
+    fn the_cursor_moves_only_when_the_run_is_done() {
+        let dir = tempdir();
+        let mut s = SqliteStore::open(&dir.join("s.db")).unwrap();
+        let w = window("2026-11-08");
+        let job = JobName::new("daily-report").unwrap();
+        let Claim::Run { lease, .. } = s.claim(&req(&w, "2026-11-09T00:00:00Z", "a")).unwrap()
+        else {
+            panic!()
+        };
+        let now = "2026-11-09T00:00:01Z".parse().unwrap();
+        let msg = StagedMessage {
+            seq: 1,
+            destination: "d".into(),
+            idempotency_key: format!("{}#1", w.key()),
+            content_type: "text/plain".into(),
+            body: b"hi".to_vec(),
+        };
+        let report = StoredReport {
+            summary: "x".into(),
+            cursor: Some("c1".into()),
+        };
+        s.prepare(&lease, &report, std::slice::from_ref(&msg), now)
+            .unwrap();
+        assert_eq!(s.cursor(&job).unwrap(), None);
+        assert!(
+            matches!(s.finish(&lease, &w, now), Err(Error::LeaseLost(_))),
+            "undelivered messages block DONE"
+        );
+        assert_eq!(s.pending_messages(&w.key()).unwrap(), vec![msg]);
+        s.mark_delivered(&lease, 1, "appended", now).unwrap();
+        s.finish(&lease, &w, now).unwrap();
+        assert_eq!(s.cursor(&job).unwrap().as_deref(), Some("c1"));
+    }
+
+    #[test]
+    fn a_file_that_is_not_sqlite_is_refused_as_bad_input() {
+        let dir = tempdir();
+        let path = dir.join("notes.txt");
+        std::fs::write(&path, "these are my notes, not a database ".repeat(100)).unwrap();
+        let err = SqliteStore::open(&path).err().unwrap();
+        assert!(matches!(err, Error::Input(_)), "{err}");
+        assert!(err.to_string().contains("not a SQLite database"), "{err}");
+    }
+
+    fn tempdir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "jobhost-store-test-{}-{}",
+            std::process::id(),
+            rand_suffix()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn rand_suffix() -> u64 {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        N.fetch_add(1, Ordering::Relaxed)
+    }
+}

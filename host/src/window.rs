@@ -1,0 +1,491 @@
+//! Window arithmetic: which time window an instant belongs to, in a job's
+//! time zone, and the key that names it. Windows are civil: a day is the
+//! span between two local midnights (23 or 25 hours across daylight saving
+//! changes), an hour is one hour of local clock time, a week runs Monday to
+//! Monday (ISO 8601). Consecutive windows tile time with no gap and no
+//! overlap, because every window ends exactly where the next one starts.
+
+use std::fmt;
+use std::str::FromStr;
+
+use jiff::civil::DateTime;
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp, ZonedDateTime};
+
+use crate::error::{Error, Result};
+
+/// The length of a job's windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WindowKind {
+    /// One hour of local clock time.
+    Hour,
+    /// One civil day, local midnight to local midnight.
+    Day,
+    /// One ISO week, Monday 00:00 to the next Monday 00:00.
+    Week,
+}
+
+impl FromStr for WindowKind {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<WindowKind> {
+        match s {
+            "hour" => Ok(WindowKind::Hour),
+            "day" => Ok(WindowKind::Day),
+            "week" => Ok(WindowKind::Week),
+            other => Err(Error::input(format!(
+                "unknown window `{other}`: use `hour`, `day` or `week`"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for WindowKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WindowKind::Hour => "hour",
+            WindowKind::Day => "day",
+            WindowKind::Week => "week",
+        })
+    }
+}
+
+/// A job name: letters, digits, `.`, `_` and `-`, at most 64 characters, so
+/// that keys are unambiguous (`:` separates the job from the label).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobName(String);
+
+impl JobName {
+    /// Validates a job name.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` when the name is empty, too long or has other characters.
+    pub fn new(name: &str) -> Result<JobName> {
+        let ok = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if ok {
+            Ok(JobName(name.to_string()))
+        } else {
+            Err(Error::input(format!(
+                "invalid job name `{name}`: use 1 to 64 letters, digits, `.`, `_` or `-`"
+            )))
+        }
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for JobName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The key of one window of one job: `<job>:<label>`. Exactly one run per
+/// key succeeds; it is the claim store's primary key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WindowKey(String);
+
+impl WindowKey {
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Wraps a key read back from the store.
+    pub fn from_stored(key: String) -> WindowKey {
+        WindowKey(key)
+    }
+}
+
+impl fmt::Display for WindowKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A named IANA time zone, resolved against the tz database bundled into the
+/// binary (so a run computes the same windows on every machine).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Zone {
+    name: String,
+    tz: TimeZone,
+}
+
+impl Zone {
+    /// Looks up an IANA zone name such as `Europe/Berlin` or `UTC`.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the zone when the database does not know it.
+    pub fn new(name: &str) -> Result<Zone> {
+        match TimeZone::get(name) {
+            Ok(tz) => Ok(Zone {
+                name: name.to_string(),
+                tz,
+            }),
+            Err(_) => Err(Error::input(format!(
+                "unknown time zone `{name}`: use an IANA name such as `UTC`, \
+                 `Europe/Berlin` or `America/New_York`"
+            ))),
+        }
+    }
+
+    /// UTC.
+    pub fn utc() -> Zone {
+        Zone {
+            name: "UTC".to_string(),
+            tz: TimeZone::UTC,
+        }
+    }
+
+    /// The zone's IANA name as given.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// One window of one job: `[start, end)` in UTC, with its civil label.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    /// The job the window belongs to.
+    pub job: JobName,
+    /// What kind of window this is.
+    pub kind: WindowKind,
+    /// The zone whose calendar defines the window.
+    pub zone: Zone,
+    /// The first instant inside the window.
+    pub start: Timestamp,
+    /// The first instant after the window.
+    pub end: Timestamp,
+    /// The civil label: `2026-11-08`, `2026-11-08T13:00+01:00` or `2026-W45`.
+    pub label: String,
+}
+
+impl Window {
+    /// The window's key, `<job>:<label>`.
+    pub fn key(&self) -> WindowKey {
+        WindowKey(format!("{}:{}", self.job, self.label))
+    }
+
+    /// The window that contains `instant`.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` if the instant is so close to the ends of the supported
+    /// range (years -9999 and 9999) that the window cannot be computed.
+    pub fn containing(
+        job: &JobName,
+        kind: WindowKind,
+        zone: &Zone,
+        instant: Timestamp,
+    ) -> Result<Window> {
+        let out_of_range =
+            |e: jiff::Error| Error::input(format!("instant `{instant}` is out of range: {e}"));
+        let local = instant.to_zoned_datetime(zone.tz.clone());
+        let (start, end, label) = match kind {
+            WindowKind::Day => {
+                let start = local.start_of_day().map_err(out_of_range)?;
+                let end = start
+                    .tomorrow()
+                    .and_then(|t| t.start_of_day())
+                    .map_err(out_of_range)?;
+                let label = start.datetime().date().to_string();
+                (start.timestamp(), end.timestamp(), label)
+            }
+            WindowKind::Week => {
+                let back = i64::from(local.weekday().to_monday_zero_offset());
+                let monday = local
+                    .datetime()
+                    .date()
+                    .checked_sub(jiff::Span::new().days(back))
+                    .map_err(out_of_range)?;
+                let start = civil_start(monday.to_datetime(jiff::civil::Time::midnight()), zone)?;
+                let next = monday
+                    .checked_add(jiff::Span::new().days(7))
+                    .map_err(out_of_range)?;
+                let end = civil_start(next.to_datetime(jiff::civil::Time::midnight()), zone)?;
+                let iso = monday.iso_week_date();
+                let label = format!("{:04}-W{:02}", iso.year(), iso.week());
+                (start, end, label)
+            }
+            WindowKind::Hour => {
+                let (start, end) = hour_bounds(&zone.tz, instant).map_err(out_of_range)?;
+                let start_local = start.to_zoned_datetime(zone.tz.clone());
+                (start, end, hour_label(&start_local))
+            }
+        };
+        Ok(Window {
+            job: job.clone(),
+            kind,
+            zone: zone.clone(),
+            start,
+            end,
+            label,
+        })
+    }
+
+    /// The last window that had fully closed at `now`: the one that ends at or
+    /// before `now` and has no closed window after it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Window::containing`].
+    pub fn last_closed(
+        job: &JobName,
+        kind: WindowKind,
+        zone: &Zone,
+        now: Timestamp,
+    ) -> Result<Window> {
+        let current = Window::containing(job, kind, zone, now)?;
+        let just_before = current
+            .start
+            .checked_sub(SignedDuration::from_nanos(1))
+            .map_err(|e| Error::input(format!("instant `{now}` is out of range: {e}")))?;
+        Window::containing(job, kind, zone, just_before)
+    }
+
+    /// The window that follows this one.
+    ///
+    /// # Errors
+    ///
+    /// As [`Window::containing`].
+    pub fn next(&self) -> Result<Window> {
+        Window::containing(&self.job, self.kind, &self.zone, self.end)
+    }
+}
+
+/// The local clock hour containing `t`: it starts at the later of the last
+/// local `hh:00` and the last offset change, and ends at the earlier of the
+/// next ones. Whole-hour offset changes land on `hh:00` anyway; a half-hour
+/// change (Lord Howe Island) makes one window half an hour long instead of
+/// leaving a gap or an overlap.
+fn hour_bounds(
+    tz: &TimeZone,
+    t: Timestamp,
+) -> std::result::Result<(Timestamp, Timestamp), jiff::Error> {
+    let offset = i64::from(tz.to_offset(t).seconds());
+    let aligned = (t.as_second() + offset).div_euclid(3600) * 3600 - offset;
+    let mut start = Timestamp::from_second(aligned)?;
+    let mut end = start.checked_add(SignedDuration::from_hours(1))?;
+    let after = t.checked_add(SignedDuration::from_nanos(1))?;
+    if let Some(change) = tz.preceding(after).next() {
+        start = start.max(change.timestamp());
+    }
+    if let Some(change) = tz.following(t).next() {
+        end = end.min(change.timestamp());
+    }
+    Ok((start, end))
+}
+
+/// `2026-11-08T13:00+01:00`: the offset keeps the two 01:00 hours of a
+/// daylight-saving fall-back night apart.
+fn hour_label(start: &ZonedDateTime) -> String {
+    let dt = start.datetime();
+    let offset = start.offset().seconds();
+    let sign = if offset < 0 { '-' } else { '+' };
+    let abs = offset.unsigned_abs();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}{}{:02}:{:02}",
+        dt.year(),
+        dt.month(),
+        dt.day(),
+        dt.hour(),
+        dt.minute(),
+        sign,
+        abs / 3600,
+        (abs % 3600) / 60
+    )
+}
+
+/// The first instant of a civil date-time in `zone`. Midnight can fall in a
+/// daylight-saving gap in a few zones; then the day starts at the first
+/// instant after the gap, as `start_of_day` does.
+fn civil_start(dt: DateTime, zone: &Zone) -> Result<Timestamp> {
+    let zoned = dt
+        .to_zoned_datetime(zone.tz.clone())
+        .and_then(|z| z.start_of_day())
+        .map_err(|e| Error::input(format!("date `{dt}` is out of range: {e}")))?;
+    Ok(zoned.timestamp())
+}
+
+/// Parses an RFC 9557 zoned date-time such as `2026-11-09T09:05:00[Asia/Tokyo]`.
+pub(crate) fn parse_zoned(text: &str) -> std::result::Result<ZonedDateTime, String> {
+    text.parse::<ZonedDateTime>().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn job() -> JobName {
+        JobName::new("daily-report").unwrap()
+    }
+
+    fn closed(kind: WindowKind, zone: &str, now: &str) -> Window {
+        Window::last_closed(&job(), kind, &Zone::new(zone).unwrap(), ts(now)).unwrap()
+    }
+
+    #[test]
+    fn just_after_utc_midnight_reports_the_previous_utc_day() {
+        let w = closed(WindowKind::Day, "UTC", "2026-11-09T00:05:00Z");
+        assert_eq!(w.key().as_str(), "daily-report:2026-11-08");
+        assert_eq!(w.start, ts("2026-11-08T00:00:00Z"));
+        assert_eq!(w.end, ts("2026-11-09T00:00:00Z"));
+    }
+
+    #[test]
+    fn exactly_at_midnight_the_day_that_just_ended_is_reported() {
+        let w = closed(WindowKind::Day, "UTC", "2026-11-09T00:00:00Z");
+        assert_eq!(w.label, "2026-11-08");
+    }
+
+    #[test]
+    fn tokyo_days_start_at_tokyo_midnight() {
+        let w = closed(WindowKind::Day, "Asia/Tokyo", "2026-11-09T00:30:00+09:00");
+        assert_eq!(w.label, "2026-11-08");
+        assert_eq!(w.start, ts("2026-11-07T15:00:00Z"));
+        assert_eq!(w.end, ts("2026-11-08T15:00:00Z"));
+    }
+
+    #[test]
+    fn the_day_daylight_saving_starts_in_berlin_lasts_23_hours() {
+        let w = closed(
+            WindowKind::Day,
+            "Europe/Berlin",
+            "2026-03-30T00:05:00+02:00",
+        );
+        assert_eq!(w.label, "2026-03-29");
+        assert_eq!(
+            w.end.duration_since(w.start),
+            SignedDuration::from_hours(23)
+        );
+    }
+
+    #[test]
+    fn the_day_daylight_saving_ends_in_new_york_lasts_25_hours() {
+        let w = closed(
+            WindowKind::Day,
+            "America/New_York",
+            "2026-11-02T00:05:00-05:00",
+        );
+        assert_eq!(w.label, "2026-11-01");
+        assert_eq!(w.start, ts("2026-11-01T04:00:00Z"));
+        assert_eq!(
+            w.end.duration_since(w.start),
+            SignedDuration::from_hours(25)
+        );
+    }
+
+    #[test]
+    fn fall_back_night_has_two_distinct_one_oclock_hours() {
+        let zone = Zone::new("America/New_York").unwrap();
+        let first = Window::containing(&job(), WindowKind::Hour, &zone, ts("2026-11-01T05:30:00Z"))
+            .unwrap();
+        let second = first.next().unwrap();
+        assert_eq!(first.label, "2026-11-01T01:00-04:00");
+        assert_eq!(second.label, "2026-11-01T01:00-05:00");
+        assert_ne!(first.key(), second.key());
+    }
+
+    #[test]
+    fn hours_across_both_dst_days_number_23_and_25() {
+        for (zone, spring, fall) in [
+            ("America/New_York", "2026-03-08", "2026-11-01"),
+            ("Europe/Berlin", "2026-03-29", "2026-10-25"),
+        ] {
+            let z = Zone::new(zone).unwrap();
+            for (day, expected) in [(spring, 23), (fall, 25)] {
+                let day_w = Window::containing(
+                    &job(),
+                    WindowKind::Day,
+                    &z,
+                    format!("{day}T12:00:00[{zone}]")
+                        .parse::<ZonedDateTime>()
+                        .unwrap()
+                        .timestamp(),
+                )
+                .unwrap();
+                let mut w = Window::containing(&job(), WindowKind::Hour, &z, day_w.start).unwrap();
+                let mut n = 0;
+                let mut keys = std::collections::BTreeSet::new();
+                while w.start < day_w.end {
+                    keys.insert(w.key());
+                    n += 1;
+                    w = w.next().unwrap();
+                }
+                assert_eq!(w.start, day_w.end, "hours end exactly at the day's end");
+                assert_eq!((zone, day, n), (zone, day, expected));
+                assert_eq!(keys.len(), expected);
+            }
+        }
+    }
+
+    #[test]
+    fn weeks_run_monday_to_monday_with_iso_labels() {
+        let w = closed(WindowKind::Week, "UTC", "2026-11-11T10:00:00Z");
+        assert_eq!(w.label, "2026-W45");
+        assert_eq!(w.start, ts("2026-11-02T00:00:00Z"));
+        assert_eq!(w.end, ts("2026-11-09T00:00:00Z"));
+        // ISO week 1 of 2027 starts on Monday 2027-01-04; 2027-01-02 is in 2026-W53.
+        let z = Zone::utc();
+        let w =
+            Window::containing(&job(), WindowKind::Week, &z, ts("2027-01-02T12:00:00Z")).unwrap();
+        assert_eq!(w.label, "2026-W53");
+    }
+
+    #[test]
+    fn windows_tile_time_without_gap_or_overlap() {
+        for zone in [
+            "UTC",
+            "America/New_York",
+            "Europe/Berlin",
+            "Asia/Kolkata",
+            "Australia/Lord_Howe",
+        ] {
+            let z = Zone::new(zone).unwrap();
+            for kind in [WindowKind::Hour, WindowKind::Day, WindowKind::Week] {
+                let mut w =
+                    Window::containing(&job(), kind, &z, ts("2026-01-01T00:00:00Z")).unwrap();
+                let stop = ts("2027-01-10T00:00:00Z");
+                let mut keys = std::collections::HashSet::new();
+                while w.start < stop {
+                    assert!(w.start < w.end, "{zone} {kind} {}", w.label);
+                    // Every instant inside maps back to this window.
+                    let mid = w.start + (w.end.duration_since(w.start) / 2);
+                    let again = Window::containing(&job(), kind, &z, mid).unwrap();
+                    assert_eq!(again.start, w.start, "{zone} {kind} {}", w.label);
+                    let last =
+                        Window::containing(&job(), kind, &z, w.end - SignedDuration::from_nanos(1))
+                            .unwrap();
+                    assert_eq!(last.start, w.start, "{zone} {kind} {}", w.label);
+                    assert!(keys.insert(w.key()), "duplicate key {}", w.key());
+                    let next = w.next().unwrap();
+                    assert_eq!(next.start, w.end, "gap or overlap after {zone} {}", w.label);
+                    w = next;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_zones_and_bad_job_names_are_named_in_the_error() {
+        let err = Zone::new("Mars/Olympus_Mons").unwrap_err().to_string();
+        assert!(err.contains("`Mars/Olympus_Mons`"), "{err}");
+        assert!(JobName::new("a:b").is_err());
+        assert!(JobName::new("").is_err());
+        assert!(JobName::new("daily_report-2.v1").is_ok());
+    }
+}

@@ -1,0 +1,320 @@
+//! Speed of `jobhost run`, measured side by side in one process:
+//!
+//! 1. the skip path: a `jobhost run` process whose window is already done;
+//! 2. a run of the reference report over 10k rows, compiled code cached;
+//! 3. 1M rows through the guest, end to end including the source read,
+//!    against the same aggregation in native Rust over the same rows: once
+//!    written the plain native way (a row loop with hash maps) and once as
+//!    the guest's own `Digest` compiled natively over the host's batches.
+//!
+//! `cargo bench -p jobhost-tests --bench run` (add `-- --quick` for fewer
+//! samples). Medians with the 25th and 75th percentiles; run with
+//! `RUST_BACKTRACE=0`, which this bench sets for itself and its children.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use jobhost::config::{Config, RunFlags};
+use jobhost::source::{self, SourceAccess, SourceSpec};
+use jobhost_tests::guests;
+
+const DAY_START: i64 = 1_794_096_000; // 2026-11-08T00:00:00Z
+const DAY_END: i64 = DAY_START + 86_400;
+const NOW: &str = "2026-11-09T00:05:00Z";
+const EMPTY_NOW: &str = "2026-11-21T00:05:00Z";
+const QUERY: &str = "SELECT ts, region, product, quantity, amount FROM sales WHERE ts >= :start AND ts < :end ORDER BY ts, id";
+
+fn main() {
+    // SAFETY: set before any thread starts.
+    unsafe { std::env::set_var("RUST_BACKTRACE", "0") };
+    let quick = std::env::args().any(|a| a == "--quick");
+    let (n_proc, n_big) = if quick { (11, 3) } else { (41, 9) };
+
+    let root = guests::workspace_root();
+    let target = root.join("target").join("bench-guests");
+    let built = guests::build(&target).unwrap_or_else(|e| panic!("building guests failed:\n{e}"));
+    let cache = target.join("compile-cache");
+    let work = std::env::temp_dir().join(format!("jobhost-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&work).expect("bench folder");
+
+    let small = setup(&work.join("small"), &built.report, 10_000);
+    let big = setup(&work.join("big"), &built.report, 1_000_000);
+
+    // Warm the compile cache once, outside any measurement.
+    let warm_store = work.join("warm.db");
+    run_process(&small.config, &warm_store, NOW, &cache);
+
+    // 1. Skip path.
+    let done_store = work.join("done.db");
+    run_process(&small.config, &done_store, NOW, &cache);
+    let skip = sample(n_proc, |_| {
+        let t = Instant::now();
+        let out = run_process(&small.config, &done_store, NOW, &cache);
+        assert!(out.contains("\"skipped\""), "{out}");
+        t.elapsed()
+    });
+
+    // 2. 10k rows, cached component: each sample on a store that already
+    //    exists (its schema made by a run over an empty window).
+    let stores: Vec<PathBuf> = (0..n_proc)
+        .map(|i| {
+            let p = work.join(format!("small-{i}.db"));
+            run_process(&small.config, &p, EMPTY_NOW, &cache);
+            p
+        })
+        .collect();
+    let run10k = sample(n_proc, |i| {
+        let t = Instant::now();
+        let out = run_process(&small.config, &stores[i], NOW, &cache);
+        assert!(
+            out.contains("\"ran\"") && out.contains("\"rows\":10000"),
+            "{out}"
+        );
+        t.elapsed()
+    });
+
+    // 3. 1M rows, in process, interleaved so noise hits all three alike.
+    let big_stores: Vec<PathBuf> = (0..n_big)
+        .map(|i| {
+            let p = work.join(format!("big-{i}.db"));
+            run_process(&big.config, &p, EMPTY_NOW, &cache);
+            p
+        })
+        .collect();
+    let mut wasm = Vec::new();
+    let mut native_rows = Vec::new();
+    let mut native_batches = Vec::new();
+    let mut checks = (0u64, 0u64, 0u64);
+    for store in &big_stores {
+        let config = Config::resolve(&RunFlags {
+            config: Some(big.config.clone()),
+            store: Some(store.clone()),
+            now: Some(NOW.to_string()),
+            cache_dir: Some(cache.clone()),
+            ..RunFlags::default()
+        })
+        .expect("bench config");
+        let t = Instant::now();
+        let outcome = jobhost::job::run(&config);
+        wasm.push(t.elapsed());
+        assert_eq!(outcome.exit_code, 0, "{:?}", outcome.receipt.error);
+        checks.0 = outcome.receipt.stats.map(|s| s.rows).unwrap_or(0);
+
+        let t = Instant::now();
+        checks.1 = aggregate_rows_natively(&big.db);
+        native_rows.push(t.elapsed());
+
+        let t = Instant::now();
+        checks.2 = aggregate_batches_natively(&big.db);
+        native_batches.push(t.elapsed());
+    }
+    assert_eq!(checks.0, checks.1, "all three paths saw the same rows");
+    assert_eq!(checks.1, checks.2);
+
+    println!(
+        "jobhost run benchmarks (medians, p25-p75; {n_proc} process runs, {n_big} 1M-row runs)"
+    );
+    report("skip path: one `jobhost run` process, window done", &skip);
+    report("ran: one `jobhost run` process, 10k rows, cached", &run10k);
+    report("1M rows through the guest (job::run, in process)", &wasm);
+    report("1M rows native, row loop + hash maps", &native_rows);
+    report(
+        "1M rows native, host batches + guest Digest",
+        &native_batches,
+    );
+    let m = |v: &[Duration]| median(v).as_secs_f64();
+    println!(
+        "ratio guest / native row loop: {:.2}x; guest / native same-code: {:.2}x",
+        m(&wasm) / m(&native_rows),
+        m(&wasm) / m(&native_batches)
+    );
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+struct Setup {
+    config: PathBuf,
+    db: PathBuf,
+}
+
+fn setup(dir: &Path, component: &Path, rows: u64) -> Setup {
+    std::fs::create_dir_all(dir).expect("bench folder");
+    let db = dir.join("sales.db");
+    jobhost_tests::sample::write_sales(&db, DAY_START, DAY_END, rows, 11).expect("sample data");
+    let config = dir.join("job.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "job = \"bench\"\ncomponent = \"{}\"\n[source]\npath = \"sales.db\"\nquery = \"{QUERY}\"\n\
+             [destinations.digest]\ntype = \"file\"\npath = \"out.jsonl\"\n[limits]\nmemory_mib = 512\n",
+            component.display()
+        ),
+    )
+    .expect("bench config");
+    Setup { config, db }
+}
+
+fn run_process(config: &Path, store: &Path, now: &str, cache: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_jobhost-under-test"))
+        .args(["run", "--config"])
+        .arg(config)
+        .arg("--store")
+        .arg(store)
+        .args(["--now", now])
+        .env("JOBHOST_CACHE_DIR", cache)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("jobhost runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn sample(n: usize, mut f: impl FnMut(usize) -> Duration) -> Vec<Duration> {
+    (0..n).map(&mut f).collect()
+}
+
+fn median(v: &[Duration]) -> Duration {
+    percentile(v, 50)
+}
+
+fn percentile(v: &[Duration], p: usize) -> Duration {
+    let mut s = v.to_vec();
+    s.sort();
+    s[(s.len() - 1) * p / 100]
+}
+
+fn report(name: &str, v: &[Duration]) {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "  {name:<52} {:>9.2} ms  ({:.2}-{:.2})",
+        ms(median(v)),
+        ms(percentile(v, 25)),
+        ms(percentile(v, 75))
+    );
+}
+
+#[derive(Default)]
+struct Group {
+    orders: u64,
+    units: i64,
+    revenue: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Group {
+    fn add(&mut self, units: i64, amount: f64) {
+        if self.orders == 0 {
+            self.min = amount;
+            self.max = amount;
+        }
+        self.orders += 1;
+        self.units += units;
+        self.revenue += amount;
+        self.min = self.min.min(amount);
+        self.max = self.max.max(amount);
+    }
+}
+
+/// The digest's aggregation written the plain native way.
+fn aggregate_rows_natively(db: &Path) -> u64 {
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("open");
+    let mut stmt = conn.prepare(QUERY).expect("prepare");
+    let mut rows = stmt
+        .query(rusqlite::named_params! {":start": DAY_START, ":end": DAY_END})
+        .expect("query");
+    let mut total = Group::default();
+    let mut regions: HashMap<String, Group> = HashMap::new();
+    let mut products: HashMap<String, Group> = HashMap::new();
+    let (mut first, mut last) = (i64::MAX, i64::MIN);
+    while let Some(row) = rows.next().expect("row") {
+        let ts: i64 = row.get(0).expect("ts");
+        let region = row.get_ref(1).expect("region").as_str().expect("text");
+        let product = row.get_ref(2).expect("product").as_str().expect("text");
+        let quantity: i64 = row.get(3).expect("quantity");
+        let amount: f64 = row.get(4).expect("amount");
+        total.add(quantity, amount);
+        first = first.min(ts);
+        last = last.max(ts);
+        match regions.get_mut(region) {
+            Some(g) => g.add(quantity, amount),
+            None => regions
+                .entry(region.to_string())
+                .or_default()
+                .add(quantity, amount),
+        }
+        match products.get_mut(product) {
+            Some(g) => g.add(quantity, amount),
+            None => products
+                .entry(product.to_string())
+                .or_default()
+                .add(quantity, amount),
+        }
+    }
+    let mut ranked: Vec<_> = products.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.revenue.total_cmp(&a.1.revenue).then(a.0.cmp(&b.0)));
+    std::hint::black_box((&ranked, &regions, first, last));
+    total.orders
+}
+
+/// The guest's own `Digest`, compiled natively, over the host's batches.
+fn aggregate_batches_natively(db: &Path) -> u64 {
+    use guest_report::batch as g;
+    let spec = SourceSpec {
+        path: db.to_path_buf(),
+        query: QUERY.to_string(),
+    };
+    let start = jiff::Timestamp::from_second(DAY_START).expect("start");
+    let end = jiff::Timestamp::from_second(DAY_END).expect("end");
+    let mut access = SourceAccess::new(Some(spec), start, end, 8192);
+    let mut cursor = access.open().expect("open");
+    let columns: Vec<g::ColumnInfo> = cursor
+        .columns()
+        .iter()
+        .map(|c| g::ColumnInfo {
+            name: c.name.clone(),
+            kind: match c.kind {
+                source::ColumnKind::Integer => g::ColumnKind::Integer,
+                source::ColumnKind::Real => g::ColumnKind::Real,
+                source::ColumnKind::Text => g::ColumnKind::Text,
+                source::ColumnKind::Blob => g::ColumnKind::Blob,
+            },
+        })
+        .collect();
+    let mut digest = guest_report::digest::Digest::new(&columns).expect("digest");
+    let text = |t: source::TextData| g::TextColumn {
+        data: t.data,
+        offsets: t.offsets,
+    };
+    while let Some(batch) = cursor.next_batch(8192).expect("batch") {
+        let batch = g::Batch {
+            rows: batch.rows as usize,
+            columns: batch
+                .columns
+                .into_iter()
+                .map(|c| g::Column {
+                    nulls: c.nulls,
+                    data: match c.data {
+                        source::ColumnData::Integer(v) => g::ColumnData::Integer(v),
+                        source::ColumnData::Real(v) => g::ColumnData::Real(v),
+                        source::ColumnData::Text(t) => g::ColumnData::Text(text(t)),
+                        source::ColumnData::TextDict { values, indices } => {
+                            g::ColumnData::TextDict(g::DictColumn {
+                                values: text(values),
+                                indices,
+                            })
+                        }
+                        source::ColumnData::Blob(t) => g::ColumnData::Blob(text(t)),
+                    },
+                })
+                .collect(),
+        };
+        digest.add_batch(&batch).expect("aggregate");
+    }
+    let rows = digest.rows();
+    let summary = digest.finish(guest_report::digest::WindowInfo::default(), Some(5));
+    std::hint::black_box(summary.to_json());
+    rows
+}

@@ -1,0 +1,159 @@
+//! Shared test plumbing: guests built once per test process into their own
+//! target dir, a temporary folder per test, and a runner for the binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    jobhost_tests::guests::workspace_root()
+}
+
+/// Where test guests and the shared compile cache live.
+fn guest_target() -> PathBuf {
+    root().join("target").join("test-guests")
+}
+
+/// The compile cache shared by every test process (keyed by component and
+/// engine, so sharing is safe).
+pub fn cache_dir() -> PathBuf {
+    guest_target().join("compile-cache")
+}
+
+pub use jobhost_tests::guests::Guests;
+
+/// Test guests, built once per test process.
+pub fn guests() -> &'static Guests {
+    static GUESTS: OnceLock<Guests> = OnceLock::new();
+    GUESTS.get_or_init(|| {
+        jobhost_tests::guests::build(&guest_target())
+            .unwrap_or_else(|e| panic!("building the test guests failed:\n{e}"))
+    })
+}
+
+/// A scratch folder for one test, removed when dropped.
+pub fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("jobhost-test-")
+        .tempdir()
+        .expect("temp dir")
+}
+
+/// What one invocation printed and returned.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// The receipt: stdout must hold exactly one JSON object on one line.
+    pub fn receipt(&self) -> Value {
+        let lines: Vec<&str> = self.stdout.lines().collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "stdout must carry exactly one receipt line, got {:?}\nstderr: {}",
+            self.stdout,
+            self.stderr
+        );
+        serde_json::from_str(lines[0])
+            .unwrap_or_else(|e| panic!("receipt is not JSON ({e}): {}", lines[0]))
+    }
+
+    /// The receipt's `event`.
+    pub fn event(&self) -> String {
+        self.receipt()["event"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+}
+
+/// Runs the binary with `args`, from `cwd`, with a test compile cache.
+pub fn jobhost_in(cwd: &Path, args: &[&str]) -> Run {
+    let out = command(cwd, args).output().expect("jobhost runs");
+    to_run(out)
+}
+
+/// Runs the binary from the workspace root.
+pub fn jobhost(args: &[&str]) -> Run {
+    jobhost_in(&root(), args)
+}
+
+/// The command, for tests that spawn several at once.
+pub fn command(cwd: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_jobhost-under-test"));
+    cmd.current_dir(cwd)
+        .args(args)
+        .env("JOBHOST_CACHE_DIR", cache_dir())
+        .env_remove("JOBHOST_STORE")
+        .env("RUST_BACKTRACE", "0");
+    cmd
+}
+
+pub fn to_run(out: Output) -> Run {
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A sales database with `rows` sales spread over 2026-11-01 .. 2026-11-15 UTC.
+pub fn sales_db(dir: &Path, rows: u64) -> PathBuf {
+    let path = dir.join("sales.db");
+    let start = 1_793_491_200;
+    jobhost_tests::sample::write_sales(&path, start, start + 14 * 86_400, rows, 7)
+        .expect("sample data");
+    path
+}
+
+/// Writes a job config into `dir` and returns its path.
+pub fn config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("job.toml");
+    std::fs::write(&path, text).expect("config written");
+    path
+}
+
+/// A config for the reference report over `sales.db` in `dir`, delivering
+/// to `out.jsonl` in `dir`.
+pub fn report_config(dir: &Path, rows: u64) -> PathBuf {
+    sales_db(dir, rows);
+    config(
+        dir,
+        &format!(
+            r#"job = "daily-report"
+component = "{}"
+
+[source]
+path = "sales.db"
+query = "SELECT ts, region, product, quantity, amount FROM sales WHERE ts >= :start AND ts < :end ORDER BY ts, id"
+
+[destinations.digest]
+type = "file"
+path = "out.jsonl"
+"#,
+            guests().report.display()
+        ),
+    )
+}
+
+/// Path as &str for argument lists.
+pub fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// Run rows in the store, via `history --json`.
+pub fn history(store: &Path) -> Vec<Value> {
+    let run = jobhost(&["history", "--store", s(store), "--json"]);
+    assert_eq!(run.code, 0, "history failed: {}", run.stderr);
+    run.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("history line is JSON"))
+        .collect()
+}

@@ -1,0 +1,12 @@
+//! End-to-end tests of the `jobhost` binary: every test drives a real
+//! process with an injected clock and inspects its receipt, its exit code,
+//! its stderr and the store it leaves behind.
+
+mod bad_input;
+mod harness;
+mod history;
+mod races;
+mod reference_report;
+mod sandbox;
+mod seed_scenarios;
+mod windows;

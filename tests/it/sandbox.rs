@@ -1,0 +1,198 @@
+//! The sandbox holds: a test-only guest tries to reach the host's files,
+//! environment and network, to run forever and to allocate without bound;
+//! each attempt is refused or stopped, with the reason in the receipt.
+
+use serde_json::Value;
+
+use crate::harness::*;
+
+fn probe(mode: &str, limits: &str) -> (Run, tempfile::TempDir) {
+    let dir = scratch();
+    let cfg = config(
+        dir.path(),
+        &format!(
+            "job = \"{mode}\"\ncomponent = \"{}\"\n[destinations.sink]\ntype = \"file\"\npath = \"sink.jsonl\"\n[limits]\n{limits}\n",
+            guests().probe.display()
+        ),
+    );
+    let store = dir.path().join("s.db");
+    let run = jobhost(&[
+        "run",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&store),
+        "--now",
+        "2026-11-09T00:05:00Z",
+    ]);
+    (run, dir)
+}
+
+fn summary(run: &Run) -> Value {
+    let r = run.receipt();
+    assert_eq!(r["event"], "ran", "stderr: {}", run.stderr);
+    serde_json::from_str(r["report"]["summary"].as_str().expect("summary"))
+        .expect("summary is JSON")
+}
+
+fn assert_all_denied(summary: &Value) {
+    let map = summary.as_object().expect("object");
+    assert!(!map.is_empty());
+    for (attempt, outcome) in map {
+        let outcome = outcome.as_str().unwrap_or_default();
+        assert!(
+            !outcome.starts_with("ok"),
+            "`{attempt}` should have been refused, got `{outcome}`"
+        );
+    }
+}
+
+#[test]
+fn guest_cannot_read_or_write_the_host_filesystem() {
+    let (run, _dir) = probe("probe-fs", "");
+    let s = summary(&run);
+    assert_all_denied(&s);
+    assert!(
+        s["read /etc/passwd"]
+            .as_str()
+            .unwrap()
+            .starts_with("denied"),
+        "{s}"
+    );
+    assert!(!std::path::Path::new("/tmp/jobhost-probe").exists());
+}
+
+#[test]
+fn guest_cannot_read_the_host_environment_or_arguments() {
+    // SAFETY of the assertion: the host process certainly has PATH and HOME.
+    let (run, _dir) = probe("probe-env", "");
+    let s = summary(&run);
+    assert_all_denied(&s);
+    assert!(
+        !run.receipt()
+            .to_string()
+            .contains(&std::env::var("PATH").unwrap())
+    );
+}
+
+#[test]
+fn guest_cannot_open_sockets_or_resolve_names() {
+    let (run, _dir) = probe("probe-net", "");
+    assert_all_denied(&summary(&run));
+}
+
+#[test]
+fn a_guest_that_loops_forever_is_stopped_at_its_time_limit() {
+    let (run, dir) = probe("spin", "timeout_seconds = 1");
+    let r = run.receipt();
+    assert_eq!(run.code, 1);
+    assert_eq!(r["event"], "failed");
+    assert_eq!(r["error"]["kind"], "guest-timeout");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("time limit of 1 s"),
+        "{r}"
+    );
+    let h = history(&dir.path().join("s.db"));
+    assert_eq!(h[0]["state"], "FAILED");
+}
+
+#[test]
+fn a_guest_that_allocates_without_bound_is_stopped_at_its_memory_limit() {
+    let (run, _dir) = probe("oom", "memory_mib = 32");
+    let r = run.receipt();
+    assert_eq!(run.code, 1);
+    assert_eq!(r["error"]["kind"], "guest-memory", "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("32 MiB"),
+        "{r}"
+    );
+}
+
+#[test]
+fn a_guest_panic_is_a_failed_run_with_the_panic_message() {
+    let (run, _dir) = probe("panic", "");
+    let r = run.receipt();
+    assert_eq!(run.code, 1);
+    assert_eq!(r["error"]["kind"], "guest-trap");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("probe panicked on purpose"),
+        "{r}"
+    );
+}
+
+#[test]
+fn a_guest_flooding_stdout_cannot_break_the_receipt() {
+    let (run, _dir) = probe("stdout-flood", "output_bytes = 1024");
+    let r = run.receipt(); // exactly one line on stdout
+    assert_eq!(r["event"], "ran", "{}", run.stderr);
+    assert!(
+        run.stderr.contains("more bytes to stdout, dropped"),
+        "{}",
+        &run.stderr[..run.stderr.len().min(2000)]
+    );
+}
+
+#[test]
+fn a_guest_flooding_the_log_is_capped_and_counted() {
+    let (run, _dir) = probe("log-flood", "log_bytes = 10000");
+    let r = run.receipt();
+    assert_eq!(r["event"], "ran");
+    assert_eq!(r["stats"]["log_lines"], 100);
+    assert_eq!(r["stats"]["log_dropped"], 100_000 - 100);
+}
+
+#[test]
+fn guest_wall_clock_is_pinned_to_now_and_random_is_seeded_from_the_key() {
+    let (a, _d1) = probe("clock", "");
+    let (b, _d2) = probe("clock", "");
+    let (sa, sb) = (summary(&a), summary(&b));
+    assert_eq!(sa, sb, "same key and clock, same bytes");
+    let wall = sa.to_string();
+    assert!(
+        wall.contains("1794182700"),
+        "wall clock reads --now (2026-11-09T00:05:00Z): {sa}"
+    );
+}
+
+#[test]
+fn sending_to_an_undeclared_destination_is_refused_at_send() {
+    let (run, _dir) = probe("unknown-destination", "");
+    let r = run.receipt();
+    assert_eq!(r["event"], "ran");
+    assert!(
+        r["report"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("unknown-destination: no-such-destination"),
+        "{r}"
+    );
+    assert_eq!(r["messages"].as_array().map(Vec::len), Some(0));
+}
+
+#[test]
+fn a_failed_guest_is_recorded_and_a_permanent_failure_is_not_retried() {
+    let (run, dir) = probe("fail", "");
+    let r = run.receipt();
+    assert_eq!(run.code, 1);
+    assert_eq!(r["error"]["kind"], "guest-error");
+    assert_eq!(r["error"]["retryable"], false);
+    let cfg = dir.path().join("job.toml");
+    let again = jobhost(&[
+        "run",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&dir.path().join("s.db")),
+        "--now",
+        "2026-11-09T00:06:00Z",
+    ]);
+    let r = again.receipt();
+    assert_eq!(r["event"], "skipped");
+    assert_eq!(r["reason"], "gave-up");
+}

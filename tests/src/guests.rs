@@ -1,0 +1,61 @@
+//! Builds the WebAssembly guests the tests and benchmarks run, with a nested
+//! cargo into a target dir of their own: a nested cargo on the outer target
+//! dir would wait forever for the lock the outer cargo holds.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Paths of the built guests.
+#[derive(Debug, Clone)]
+pub struct Guests {
+    /// The reference daily sales report.
+    pub report: PathBuf,
+    /// The sandbox probe (behaviour chosen by the job name).
+    pub probe: PathBuf,
+    /// A component of another world.
+    pub other_world: PathBuf,
+}
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// Builds every guest in release mode for wasm32-wasip2 into `target_dir`.
+///
+/// # Errors
+///
+/// Cargo's stderr when the build fails.
+pub fn build(target_dir: &Path) -> Result<Guests, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let out = Command::new(cargo)
+        .current_dir(workspace_root())
+        .args(["build", "--release", "--target", "wasm32-wasip2"])
+        .args([
+            "-p",
+            "guest-report",
+            "-p",
+            "sandbox-probe",
+            "-p",
+            "other-world",
+        ])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let dir = target_dir.join("wasm32-wasip2").join("release");
+    Ok(Guests {
+        report: dir.join("guest_report.wasm"),
+        probe: dir.join("sandbox_probe.wasm"),
+        other_world: dir.join("other_world.wasm"),
+    })
+}
