@@ -167,6 +167,7 @@ pub struct HostState {
     pub(crate) source: SourceAccess,
     pub(crate) outbox: Staging,
     pub(crate) log: GuestLog,
+    monotonic: Arc<AtomicU64>,
 }
 
 impl WasiView for HostState {
@@ -235,7 +236,8 @@ impl HostWallClock for PinnedWallClock {
 
 /// The guest's monotonic clock: starts at 0 and advances 1 µs per reading,
 /// so a guest that waits for time to pass makes progress, deterministically.
-struct TickingClock(AtomicU64);
+/// Sleeping advances it by the time slept (see [`virtual_sleep`]).
+struct TickingClock(Arc<AtomicU64>);
 
 impl HostMonotonicClock for TickingClock {
     fn resolution(&self) -> u64 {
@@ -244,6 +246,48 @@ impl HostMonotonicClock for TickingClock {
     fn now(&self) -> u64 {
         self.0.fetch_add(1_000, Ordering::Relaxed)
     }
+}
+
+/// The WASI clocks version whose monotonic-clock functions are replaced.
+const CLOCKS: &str = "wasi:clocks/monotonic-clock@0.2.12";
+
+/// Replaces the monotonic clock's timers with virtual ones. WASI's own
+/// implementation sleeps for real inside the host call, where the epoch
+/// deadline cannot interrupt it: a guest sleeping for a day would hold the
+/// host for a day. Here a timer is ready at once and moves the guest's
+/// clock forward instead, so sleeping is instant, deterministic and bounded
+/// by the same time limit as computing.
+fn virtual_sleep(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let mut clocks = linker.instance(CLOCKS)?;
+    clocks.func_wrap(
+        "subscribe-duration",
+        |mut cx: wasmtime::StoreContextMut<'_, HostState>, (nanos,): (u64,)| {
+            let state = cx.data_mut();
+            state.monotonic.fetch_add(nanos, Ordering::Relaxed);
+            let timer = state.table.push(Elapsed)?;
+            Ok((wasmtime_wasi::p2::subscribe(&mut state.table, timer)?,))
+        },
+    )?;
+    clocks.func_wrap(
+        "subscribe-instant",
+        |mut cx: wasmtime::StoreContextMut<'_, HostState>, (when,): (u64,)| {
+            let state = cx.data_mut();
+            state.monotonic.fetch_max(when, Ordering::Relaxed);
+            let timer = state.table.push(Elapsed)?;
+            Ok((wasmtime_wasi::p2::subscribe(&mut state.table, timer)?,))
+        },
+    )?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// A timer whose time has come.
+struct Elapsed;
+
+#[wasmtime_wasi::async_trait]
+impl wasmtime_wasi::p2::Pollable for Elapsed {
+    async fn ready(&mut self) {}
 }
 
 impl Sandbox {
@@ -261,6 +305,7 @@ impl Sandbox {
             .map_err(|e| Error::Host(format!("cannot start the WebAssembly engine: {e:#}")))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .and_then(|()| virtual_sleep(&mut linker))
             .and_then(|()| bindings::add_to_linker(&mut linker))
             .map_err(|e| Error::Host(format!("cannot link the host interfaces: {e:#}")))?;
         Ok(Sandbox { engine, linker })
@@ -321,6 +366,7 @@ impl Sandbox {
         let stderr = CappedOutput::new(input.limits.output_bytes);
         let key = input.window.key();
         let seed: [u8; 32] = Sha256::digest(key.as_str().as_bytes()).into();
+        let monotonic = Arc::new(AtomicU64::new(0));
         let since_epoch = Duration::new(
             u64::try_from(input.now.as_second()).unwrap_or(0),
             u32::try_from(input.now.subsec_nanosecond()).unwrap_or(0),
@@ -332,7 +378,7 @@ impl Sandbox {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .wall_clock(PinnedWallClock(since_epoch))
-            .monotonic_clock(TickingClock(AtomicU64::new(0)))
+            .monotonic_clock(TickingClock(monotonic.clone()))
             .secure_random(StdRng::from_seed(seed))
             .insecure_random(StdRng::from_seed(derive(seed, 1)))
             .insecure_random_seed(u128::from_le_bytes(
@@ -358,6 +404,7 @@ impl Sandbox {
             source: input.source,
             outbox: input.outbox,
             log: input.log,
+            monotonic,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);

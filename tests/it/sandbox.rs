@@ -196,3 +196,17 @@ fn a_failed_guest_is_recorded_and_a_permanent_failure_is_not_retried() {
     assert_eq!(r["event"], "skipped");
     assert_eq!(r["reason"], "gave-up");
 }
+
+#[test]
+fn a_guest_that_sleeps_for_a_day_does_not_hold_the_host_its_clock_just_moves() {
+    let started = std::time::Instant::now();
+    let (run, _dir) = probe("sleep", "timeout_seconds = 5");
+    let s = summary(&run);
+    assert!(s["slept_seconds"].as_u64().unwrap() >= 86_400, "{s}");
+    assert_eq!(
+        s["wall_unchanged"], true,
+        "the wall clock stays pinned to now"
+    );
+    // Not a timing assertion on the machine's speed: a real sleep would take a day.
+    assert!(started.elapsed() < std::time::Duration::from_secs(3600));
+}

@@ -34,6 +34,7 @@ impl Guest for Probe {
             "stdout-flood" => stdout_flood(),
             "log-flood" => log_flood(),
             "clock" => clock(&ctx),
+            "sleep" => sleep(),
             "unknown-destination" => unknown_destination(),
             "send-twice" => send_twice(&ctx)?,
             "read-all" => read_all()?,
@@ -49,6 +50,19 @@ impl Guest for Probe {
 }
 
 export!(Probe);
+
+/// Sleeps for a day and reports how much time the guest's clocks saw pass.
+fn sleep() -> String {
+    let wall = std::time::SystemTime::now();
+    let start = std::time::Instant::now();
+    std::thread::sleep(std::time::Duration::from_secs(86_400));
+    let slept = start.elapsed();
+    format!(
+        "{{\"slept_seconds\":{},\"wall_unchanged\":{}}}",
+        slept.as_secs(),
+        std::time::SystemTime::now() == wall
+    )
+}
 
 /// Quotes `text` as a JSON string literal.
 fn json_str(text: &str) -> String {
