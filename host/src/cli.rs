@@ -187,7 +187,7 @@ fn write_table(out: &mut impl Write, runs: &[RunRecord]) -> std::io::Result<()> 
                 r.attempt.to_string(),
                 r.fence.to_string(),
                 format!("{}/{}", r.delivered, r.messages),
-                format!("sha256:{}", &component[..component.len().min(12)]),
+                format!("sha256:{}", component.chars().take(12).collect::<String>()),
                 r.error.clone().unwrap_or_default(),
             ]
         })

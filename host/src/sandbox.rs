@@ -418,7 +418,7 @@ impl Sandbox {
             .instantiate(&mut store)
             .and_then(|world| world.call_run(&mut store, &ctx));
         drop(watchdog);
-        let guest_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let guest_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1000.0;
 
         let mut state = store.into_data();
         let (out, out_dropped) = stdout.contents();

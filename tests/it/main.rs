@@ -3,10 +3,12 @@
 //! its stderr and the store it leaves behind.
 
 mod bad_input;
+mod compile_cache;
 mod harness;
 mod history;
 mod races;
 mod reference_report;
+mod resume;
 mod sandbox;
 mod seed_scenarios;
 mod windows;

@@ -1,0 +1,40 @@
+# Recipes for people; CI runs .ci/run and needs no `just`.
+
+now := "2026-11-09T00:05:00Z"
+
+# List the recipes.
+default:
+    @just --list
+
+# Build the reference report component (guest_report.wasm).
+guest:
+    cargo build --release -p guest-report --target wasm32-wasip2
+
+# Run the bundled daily sales example as of {{now}}; run it twice to see `skipped`.
+demo: guest
+    cargo run -p jobhost -- run --config examples/daily-sales.toml --now {{now}}
+
+# Show what the demo's store holds.
+history:
+    cargo run -p jobhost -- history
+
+# Run every test (the same command CI runs).
+test:
+    cargo test
+
+# Formatting and lints, as CI checks them.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --all-targets -- -D warnings
+
+# Speed benchmarks: skip path, a 10k-row run, 1M rows guest vs native.
+bench:
+    RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench run
+
+# Regenerate examples/sales.db (deterministic).
+sample-data:
+    cargo run -p jobhost-tests --bin make-sample-data -- examples/sales.db
+
+# What CI runs.
+ci:
+    bash .ci/run

@@ -1,0 +1,105 @@
+//! After a run is PREPARED its messages are delivered as stored: a process
+//! that dies after committing the report leaves work the next invocation
+//! finishes without running the guest again.
+
+use jiff::{SignedDuration, Timestamp};
+use jobhost::store::{Claim, ClaimRequest, ClaimStore, SqliteStore, StagedMessage, StoredReport};
+use jobhost::window::{JobName, Window, WindowKind, Zone};
+
+use crate::harness::*;
+
+#[test]
+fn a_prepared_run_whose_owner_died_is_resumed_with_the_stored_bytes() {
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 1000);
+    let store_path = dir.path().join("s.db");
+
+    // A process claimed the window at 00:05, committed its report and a
+    // message, and died before delivering it.
+    let t0: Timestamp = "2026-11-09T00:05:00Z".parse().unwrap();
+    let window = Window::last_closed(
+        &JobName::new("daily-report").unwrap(),
+        WindowKind::Day,
+        &Zone::utc(),
+        t0,
+    )
+    .unwrap();
+    let mut store = SqliteStore::open(&store_path).unwrap();
+    let Claim::Run { lease, .. } = store
+        .claim(&ClaimRequest {
+            window: &window,
+            owner: "dead-host:1",
+            component: "sha256:earlier",
+            now: t0,
+            lease_until: t0 + SignedDuration::from_secs(60),
+            max_attempts: 3,
+        })
+        .unwrap()
+    else {
+        panic!("fresh claim")
+    };
+    let stored = StagedMessage {
+        seq: 1,
+        destination: "digest".into(),
+        idempotency_key: "daily-report:2026-11-08#1".into(),
+        content_type: "application/json".into(),
+        body: br#"{"rendered":"by the process that died"}"#.to_vec(),
+    };
+    let report = StoredReport {
+        summary: "earlier report".into(),
+        cursor: Some("c".into()),
+    };
+    store.prepare(&lease, &report, &[stored], t0).unwrap();
+    drop(store);
+
+    // While the lease is live, another invocation stays away.
+    let busy = jobhost(&[
+        "run",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&store_path),
+        "--now",
+        "2026-11-09T00:05:30Z",
+    ]);
+    assert_eq!(busy.receipt()["reason"], "busy", "{}", busy.stderr);
+
+    // After it expires, the next one delivers the stored bytes.
+    let run = jobhost(&[
+        "run",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&store_path),
+        "--now",
+        "2026-11-09T00:10:00Z",
+    ]);
+    let r = run.receipt();
+    assert_eq!(r["event"], "resumed", "{}", run.stderr);
+    assert_eq!(r["fence"], 2);
+    assert_eq!(
+        r["report"]["summary"], "earlier report",
+        "the guest did not run again"
+    );
+    let line: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(dir.path().join("out.jsonl"))
+            .unwrap()
+            .trim(),
+    )
+    .unwrap();
+    assert_eq!(line["body"]["rendered"], "by the process that died");
+    assert_eq!(line["idempotency_key"], "daily-report:2026-11-08#1");
+    let h = history(&store_path);
+    assert_eq!(h[0]["state"], "DONE");
+
+    let again = jobhost(&[
+        "run",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&store_path),
+        "--now",
+        "2026-11-09T00:11:00Z",
+    ]);
+    assert_eq!(again.receipt()["reason"], "done");
+}
