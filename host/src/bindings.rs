@@ -31,7 +31,7 @@ mod exports_types {
     };
 }
 
-use jobhost::report::{log, outbox, source as wit_source, types};
+use self::jobhost::report::{log, outbox, source as wit_source, types};
 
 /// Adds the world's imports (not WASI's) to `linker`.
 ///

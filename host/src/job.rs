@@ -16,7 +16,7 @@ use crate::receipt::{Event, MessageInfo, Receipt, ReportInfo};
 use crate::sandbox::{ComponentFile, RunInput, Sandbox};
 use crate::source::SourceAccess;
 use crate::store::{Claim, ClaimRequest, ClaimStore, Lease, RunState, SqliteStore, StagedMessage};
-use crate::window::Window;
+use crate::window::{Window, WindowKey};
 
 /// A finished invocation: the receipt to print and the exit code.
 #[derive(Debug)]
@@ -138,7 +138,7 @@ fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Resul
                 });
             }
             let pending = store.pending_messages(&key)?;
-            return deliver_and_finish(config, &mut store, &lease, &window, pending, now, receipt);
+            return deliver_and_finish(config, &mut store, &lease, &key, pending, now, receipt);
         }
         Claim::Run { lease, .. } => lease,
     };
@@ -188,7 +188,7 @@ fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Resul
         config,
         &mut store,
         &lease,
-        &window,
+        &key,
         success.messages,
         now,
         receipt,
@@ -200,12 +200,11 @@ fn deliver_and_finish(
     config: &Config,
     store: &mut SqliteStore,
     lease: &Lease,
-    window: &Window,
+    key: &WindowKey,
     pending: Vec<StagedMessage>,
     now: Timestamp,
     receipt: &mut Receipt,
 ) -> Result<()> {
-    let key = window.key();
     let mut infos: Vec<MessageInfo> = pending
         .iter()
         .map(|m| MessageInfo {
@@ -216,11 +215,17 @@ fn deliver_and_finish(
             status: "pending".to_string(),
         })
         .collect();
-    for (m, info) in pending.iter().zip(infos.iter_mut()) {
-        match outbox::deliver(&config.destinations, &key, m) {
+    // Each delivery but the last is recorded on its own, so a crash repeats
+    // as little as possible; the last is recorded with DONE.
+    let mut last = None;
+    for (i, (m, info)) in pending.iter().zip(infos.iter_mut()).enumerate() {
+        match outbox::deliver(&config.destinations, key, m) {
             Ok(status) => {
-                store.mark_delivered(lease, m.seq, &status, now)?;
-                info.status = status;
+                if i + 1 < pending.len() {
+                    store.mark_delivered(lease, m.seq, &status, now)?;
+                }
+                info.status.clone_from(&status);
+                last = Some((m.seq, status));
             }
             Err(e) => {
                 info.status = format!("failed: {e}");
@@ -233,7 +238,7 @@ fn deliver_and_finish(
         }
     }
     receipt.messages = Some(infos);
-    store.finish(lease, window, now)?;
+    store.finish(lease, last.as_ref().map(|(seq, s)| (*seq, s.as_str())), now)?;
     Ok(())
 }
 

@@ -17,7 +17,7 @@ use super::{
     Claim, ClaimRequest, ClaimStore, Fence, Lease, RunRecord, RunState, StagedMessage, StoredReport,
 };
 use crate::error::{Error, Result};
-use crate::window::{JobName, Window, WindowKey};
+use crate::window::{JobName, WindowKey};
 
 /// Migrations, applied in order; `user_version` counts those applied.
 const MIGRATIONS: &[&str] = &[
@@ -529,26 +529,21 @@ impl ClaimStore for SqliteStore {
         now: Timestamp,
     ) -> Result<()> {
         let tx = self.immediate()?;
-        let owned = tx
-            .execute(
-                "UPDATE runs SET updated_at = ?3 WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'",
-                params![lease.key.as_str(), lease.fence.0, secs(now)],
-            )
-            .map_err(|e| Error::store("cannot record a delivery", e))?;
-        fenced(owned, lease)?;
-        tx.execute(
-            "UPDATE outbox SET state = 'DELIVERED', attempts = attempts + 1, last_status = ?3,
-                updated_at = ?4
-             WHERE key = ?1 AND seq = ?2",
-            params![lease.key.as_str(), seq, status, secs(now)],
-        )
-        .map_err(|e| Error::store("cannot record a delivery", e))?;
+        record_delivery(&tx, lease, seq, status, now)?;
         tx.commit()
             .map_err(|e| Error::store("cannot record a delivery", e))
     }
 
-    fn finish(&mut self, lease: &Lease, window: &Window, now: Timestamp) -> Result<()> {
+    fn finish(
+        &mut self,
+        lease: &Lease,
+        last_delivery: Option<(u32, &str)>,
+        now: Timestamp,
+    ) -> Result<()> {
         let tx = self.immediate()?;
+        if let Some((seq, status)) = last_delivery {
+            record_delivery(&tx, lease, seq, status, now)?;
+        }
         let changed = tx
             .execute(
                 "UPDATE runs SET state = 'DONE', updated_at = ?3
@@ -558,6 +553,22 @@ impl ClaimStore for SqliteStore {
                 params![lease.key.as_str(), lease.fence.0, secs(now)],
             )
             .map_err(|e| Error::store("cannot mark the run done", e))?;
+        if changed == 0 {
+            let still_ours = tx
+                .query_row(
+                    "SELECT 1 FROM runs WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'",
+                    params![lease.key.as_str(), lease.fence.0],
+                    |_| Ok(()),
+                )
+                .optional()
+                .map_err(|e| Error::store("cannot mark the run done", e))?;
+            if still_ours.is_some() {
+                return Err(Error::Delivery(format!(
+                    "cannot mark `{}` done: some of its messages are not delivered yet",
+                    lease.key
+                )));
+            }
+        }
         fenced(changed, lease)?;
         // The cursor moves only with DONE, and never backwards: a late
         // catch-up of an older window keeps the newer window's cursor.
@@ -571,7 +582,6 @@ impl ClaimStore for SqliteStore {
             params![lease.key.as_str(), secs(now)],
         )
         .map_err(|e| Error::store("cannot move the cursor", e))?;
-        let _ = window;
         tx.commit()
             .map_err(|e| Error::store("cannot mark the run done", e))
     }
@@ -624,6 +634,32 @@ impl ClaimStore for SqliteStore {
     }
 }
 
+/// Marks message `seq` delivered, inside a transaction that still holds the
+/// claim (fenced on the run row).
+fn record_delivery(
+    tx: &rusqlite::Transaction<'_>,
+    lease: &Lease,
+    seq: u32,
+    status: &str,
+    now: Timestamp,
+) -> Result<()> {
+    let owned = tx
+        .execute(
+            "UPDATE runs SET updated_at = ?3 WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'",
+            params![lease.key.as_str(), lease.fence.0, secs(now)],
+        )
+        .map_err(|e| Error::store("cannot record a delivery", e))?;
+    fenced(owned, lease)?;
+    tx.execute(
+        "UPDATE outbox SET state = 'DELIVERED', attempts = attempts + 1, last_status = ?3,
+            updated_at = ?4
+         WHERE key = ?1 AND seq = ?2",
+        params![lease.key.as_str(), seq, status, secs(now)],
+    )
+    .map_err(|e| Error::store("cannot record a delivery", e))?;
+    Ok(())
+}
+
 fn take_over(
     tx: &rusqlite::Transaction<'_>,
     key: &WindowKey,
@@ -654,7 +690,7 @@ fn take_over(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::window::{WindowKind, Zone};
+    use crate::window::{Window, WindowKind, Zone};
 
     fn window(label_day: &str) -> Window {
         let now: Timestamp = format!("{label_day}T12:00:00Z").parse().unwrap();
@@ -721,7 +757,7 @@ mod tests {
             Err(Error::LeaseLost(_))
         ));
         s.prepare(&b, &report, &[], now).unwrap();
-        s.finish(&b, &w, now).unwrap();
+        s.finish(&b, None, now).unwrap();
         assert_eq!(
             s.claim(&req(&w, "2026-11-10T00:00:00Z", "c")).unwrap(),
             Claim::Done
@@ -754,12 +790,11 @@ mod tests {
             .unwrap();
         assert_eq!(s.cursor(&job).unwrap(), None);
         assert!(
-            matches!(s.finish(&lease, &w, now), Err(Error::LeaseLost(_))),
+            matches!(s.finish(&lease, None, now), Err(Error::Delivery(_))),
             "undelivered messages block DONE"
         );
         assert_eq!(s.pending_messages(&w.key()).unwrap(), vec![msg]);
-        s.mark_delivered(&lease, 1, "appended", now).unwrap();
-        s.finish(&lease, &w, now).unwrap();
+        s.finish(&lease, Some((1, "appended")), now).unwrap();
         assert_eq!(s.cursor(&job).unwrap().as_deref(), Some("c1"));
     }
 
