@@ -9,6 +9,8 @@ use crate::guest_log::LogLevel;
 use crate::outbox::StageError;
 use crate::sandbox::HostState;
 use crate::source::{self, RowCursor, SourceError};
+use crate::window::Window;
+use jiff::Timestamp;
 
 wasmtime::component::bindgen!({
     world: "reporter",
@@ -162,5 +164,25 @@ impl log::Host for HostState {
         };
         self.log.emit(level, &message);
         Ok(())
+    }
+}
+
+/// An instant as the guest sees it.
+pub fn wit_instant(t: Timestamp) -> WitInstant {
+    WitInstant {
+        seconds: t.as_second(),
+        nanoseconds: u32::try_from(t.subsec_nanosecond()).unwrap_or(0),
+    }
+}
+
+/// A window as the guest sees it.
+pub fn wit_window(w: &Window) -> WitWindow {
+    WitWindow {
+        job: w.job.to_string(),
+        key: w.key().to_string(),
+        label: w.label.clone(),
+        start: wit_instant(w.start),
+        end: wit_instant(w.end),
+        timezone: w.zone.name().to_string(),
     }
 }

@@ -77,9 +77,23 @@ pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();
-            return code;
+            if !e.use_stderr() {
+                return 0; // --help, --version
+            }
+            // `run` promises one receipt per invocation, even for bad flags.
+            if std::env::args().nth(1).as_deref() == Some("run") {
+                let mut receipt = Receipt::new(Event::Failed);
+                let rendered = e.render().to_string();
+                let first = rendered.lines().next().unwrap_or("invalid command line");
+                let message = format!(
+                    "{}; see `jobhost run --help`",
+                    first.trim_start_matches("error: ")
+                );
+                receipt.fail("invalid-input", message, None);
+                println!("{}", receipt.to_json_line());
+            }
+            return 2;
         }
     };
     match cli.command {
@@ -131,14 +145,7 @@ fn run(args: RunArgs) -> i32 {
 
 fn history(args: HistoryArgs) -> anyhow::Result<()> {
     let path = args.store.unwrap_or_else(|| PathBuf::from(DEFAULT_STORE));
-    if !path.exists() {
-        return Err(Error::input(format!(
-            "no store at `{}`; run a job first or pass --store",
-            path.display()
-        ))
-        .into());
-    }
-    let mut store = SqliteStore::open(&path)?;
+    let mut store = SqliteStore::open_read_only(&path)?;
     let runs = store
         .history(args.job.as_deref())
         .with_context(|| format!("cannot list store `{}`", path.display()))?;

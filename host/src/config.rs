@@ -22,6 +22,9 @@ use crate::window::{JobName, WindowKind, Zone};
 /// The store used when neither `--store`, the config nor `$JOBHOST_STORE` names one.
 pub const DEFAULT_STORE: &str = "state/jobhost.db";
 
+/// The longest lease a config may ask for.
+const MAX_LEASE_SECONDS: u64 = 7 * 86_400;
+
 /// The job config file, as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -89,6 +92,8 @@ pub struct LimitsFile {
     pub max_messages: Option<u32>,
     /// Bytes per message (default 4 MiB).
     pub max_message_bytes: Option<u64>,
+    /// Bytes of report summary plus cursor (default 1 MiB).
+    pub max_report_bytes: Option<usize>,
     /// Bytes of guest log messages shown (default 64 KiB).
     pub log_bytes: Option<usize>,
     /// Bytes of guest stdout and of stderr kept (default 64 KiB).
@@ -261,6 +266,12 @@ impl Config {
                     "invalid `limits.lease_seconds = {s}`: a lease must outlive the guest's time limit ({timeout_s} s)"
                 )));
             }
+            Some(s) if s > MAX_LEASE_SECONDS => {
+                return Err(Error::input(format!(
+                    "invalid `limits.lease_seconds = {s}`: at most {MAX_LEASE_SECONDS} (7 days), \
+                     or a crashed run would keep its window busy that long"
+                )));
+            }
             Some(s) => Duration::from_secs(s),
             None => timeout + Duration::from_secs(300),
         };
@@ -295,6 +306,7 @@ impl Config {
                 memory_bytes: (memory_mib as usize) << 20,
                 timeout,
                 output_bytes: l.output_bytes.unwrap_or(64 << 10),
+                report_bytes: l.max_report_bytes.unwrap_or(1 << 20),
             },
             max_messages: l.max_messages.unwrap_or(100),
             max_message_bytes: l.max_message_bytes.unwrap_or(4 << 20),
@@ -340,23 +352,16 @@ pub fn load_file(path: &Path) -> Result<ConfigFile> {
 mod tests {
     use super::*;
 
-    fn write(text: &str) -> PathBuf {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static N: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "jobhost-config-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join("job.toml");
+    fn write(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("job.toml");
         std::fs::write(&p, text).unwrap();
-        p
+        (dir, p)
     }
 
     #[test]
     fn flags_override_the_file_and_file_paths_are_relative_to_it() {
-        let p = write(
+        let (_dir, p) = write(
             "job = \"sales\"\ncomponent = \"r.wasm\"\ntimezone = \"Asia/Tokyo\"\n\
              [source]\npath = \"d.db\"\nquery = \"SELECT 1 WHERE :start < :end\"\n\
              [destinations.digest]\ntype = \"file\"\npath = \"out/d.jsonl\"\n[params]\ntop = 5\n",
@@ -384,7 +389,7 @@ mod tests {
 
     #[test]
     fn a_misspelled_key_is_an_error_naming_it_and_its_line() {
-        let p = write("job = \"x\"\ncomponent = \"r.wasm\"\ntimezon = \"UTC\"\n");
+        let (_dir, p) = write("job = \"x\"\ncomponent = \"r.wasm\"\ntimezon = \"UTC\"\n");
         let err = Config::resolve(&RunFlags {
             config: Some(p),
             ..RunFlags::default()
@@ -397,7 +402,7 @@ mod tests {
 
     #[test]
     fn a_lease_shorter_than_the_timeout_is_refused() {
-        let p =
+        let (_dir, p) =
             write("component = \"r.wasm\"\n[limits]\ntimeout_seconds = 60\nlease_seconds = 30\n");
         let err = Config::resolve(&RunFlags {
             config: Some(p),

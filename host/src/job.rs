@@ -15,7 +15,9 @@ use crate::outbox::{self, Staging};
 use crate::receipt::{Event, MessageInfo, Receipt, ReportInfo};
 use crate::sandbox::{ComponentFile, RunInput, Sandbox};
 use crate::source::SourceAccess;
-use crate::store::{Claim, ClaimRequest, ClaimStore, Lease, RunState, SqliteStore, StagedMessage};
+use crate::store::{
+    Claim, ClaimRequest, ClaimStore, Lease, RunRecord, RunState, SqliteStore, StagedMessage,
+};
 use crate::window::{Window, WindowKey};
 
 /// A finished invocation: the receipt to print and the exit code.
@@ -61,47 +63,52 @@ fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Resul
     let mut store = SqliteStore::open(&config.store)?;
     // The common case for a scheduled job is a window that is already done:
     // answer it without compiling anything.
-    if let Some(run) = store.peek(&key)?
+    let peeked = store.peek(&key)?;
+    if let Some(run) = &peeked {
+        check_same_window(run, &window)?;
+    }
+    if let Some(run) = &peeked
         && run.state == RunState::Done
     {
-        skipped(
-            receipt,
-            "done",
-            format!("window `{key}` was already reported"),
-        );
+        skip_done(receipt, &key);
         receipt.attempt = Some(run.attempt);
         receipt.fence = Some(run.fence.0);
         return Ok(());
     }
 
     // Everything the user supplied is checked before the claim, so bad input
-    // never leaves a claim behind.
+    // never leaves a claim behind. A run whose report is already committed
+    // needs no component: it only delivers what is stored.
     let sandbox = Sandbox::new()?;
-    let component = sandbox.load(&file, &CompileCache::new(config.cache_dir.clone()))?;
-    receipt.compiled = Some(component.cache);
-    if let Some(source) = &config.source {
-        source.check()?;
+    let resuming = peeked.is_some_and(|r| r.state == RunState::Prepared);
+    let mut component = None;
+    if !resuming {
+        let loaded = sandbox.load(&file, &CompileCache::new(config.cache_dir.clone()))?;
+        receipt.compiled = Some(loaded.cache);
+        component = Some(loaded);
+        if let Some(source) = &config.source {
+            source.check()?;
+        }
     }
 
-    let owner = owner_id();
-    let lease_until = now
+    // Leases are measured on the earlier of the run's clock and the host's:
+    // a --now in the future must not expire a claim that is live in fact.
+    let lease_now = now.min(Timestamp::now());
+    let lease_until = lease_now
         .checked_add(SignedDuration::try_from(config.lease).unwrap_or(SignedDuration::MAX))
         .unwrap_or(Timestamp::MAX);
+    let owner = owner_id();
     let claim = store.claim(&ClaimRequest {
         window: &window,
         owner: &owner,
-        component: &component.digest,
-        now,
+        component: &file.digest(),
+        now: lease_now,
         lease_until,
         max_attempts: config.max_attempts,
     })?;
     let lease = match claim {
         Claim::Done => {
-            skipped(
-                receipt,
-                "done",
-                format!("window `{key}` was already reported"),
-            );
+            skip_done(receipt, &key);
             return Ok(());
         }
         Claim::Busy { owner, lease_until } => {
@@ -143,6 +150,17 @@ fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Resul
         Claim::Run { lease, .. } => lease,
     };
     note_lease(receipt, &lease);
+    let component = match component {
+        Some(c) => c,
+        // The committed report was withdrawn between the peek and the claim.
+        None => match sandbox.load(&file, &CompileCache::new(config.cache_dir.clone())) {
+            Ok(c) => c,
+            Err(e) => {
+                store.fail(&lease, &e.to_string(), true, now)?;
+                return Err(e);
+            }
+        },
+    };
 
     let cursor = store.cursor(&config.job)?;
     let destinations: Vec<String> = config.destinations.keys().cloned().collect();
@@ -221,10 +239,13 @@ fn deliver_and_finish(
     for (i, (m, info)) in pending.iter().zip(infos.iter_mut()).enumerate() {
         match outbox::deliver(&config.destinations, key, m) {
             Ok(status) => {
-                if i + 1 < pending.len() {
-                    store.mark_delivered(lease, m.seq, &status, now)?;
-                }
                 info.status.clone_from(&status);
+                if i + 1 < pending.len()
+                    && let Err(e) = store.mark_delivered(lease, m.seq, &status, now)
+                {
+                    receipt.messages = Some(infos);
+                    return Err(e);
+                }
                 last = Some((m.seq, status));
             }
             Err(e) => {
@@ -238,8 +259,30 @@ fn deliver_and_finish(
         }
     }
     receipt.messages = Some(infos);
-    store.finish(lease, last.as_ref().map(|(seq, s)| (*seq, s.as_str())), now)?;
-    Ok(())
+    store.finish(lease, last.as_ref().map(|(seq, s)| (*seq, s.as_str())), now)
+}
+
+/// A key names one window; the store must not hold it for another.
+fn check_same_window(run: &RunRecord, window: &Window) -> Result<()> {
+    if (run.window_start, run.window_end, run.timezone.as_str())
+        == (window.start, window.end, window.zone.name())
+    {
+        return Ok(());
+    }
+    Err(crate::store::window_mismatch(
+        &run.key,
+        run.window_start,
+        run.window_end,
+        &run.timezone,
+    ))
+}
+
+fn skip_done(receipt: &mut Receipt, key: &WindowKey) {
+    skipped(
+        receipt,
+        "done",
+        format!("window `{key}` was already reported"),
+    );
 }
 
 fn skipped(receipt: &mut Receipt, reason: &str, detail: String) {

@@ -158,17 +158,23 @@ pub fn deliver(
                         message.destination
                     ))
                 })?;
-            // One write of the whole line, then fsync: a reader never sees
-            // half a line, and a crash after DONE cannot lose it.
-            file.write_all(line.as_bytes())
+            // The whole line, then fsync, so a crash after DONE cannot lose
+            // it. If the write fails part way (a full disk), the file is cut
+            // back to where it was, so a retry never appends after half a line.
+            let before = file.metadata().map(|m| m.len());
+            if let Err(e) = file
+                .write_all(line.as_bytes())
                 .and_then(|()| file.sync_data())
-                .map_err(|e| {
-                    Error::Delivery(format!(
-                        "cannot append to `{}` for destination `{}`: {e}",
-                        path.display(),
-                        message.destination
-                    ))
-                })?;
+            {
+                if let Ok(len) = before {
+                    let _ = file.set_len(len);
+                }
+                return Err(Error::Delivery(format!(
+                    "cannot append to `{}` for destination `{}`: {e}",
+                    path.display(),
+                    message.destination
+                )));
+            }
             Ok("appended".to_string())
         }
     }
@@ -187,15 +193,17 @@ fn file_line(key: &WindowKey, m: &StagedMessage) -> String {
         let e = e.trim();
         e == "application/json" || e.ends_with("+json")
     });
-    match (is_json, std::str::from_utf8(&m.body)) {
-        (true, Ok(text)) if serde_json::from_str::<serde_json::Value>(text).is_ok() => {
-            let value: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+    let json_body = is_json
+        .then(|| serde_json::from_slice::<serde_json::Value>(&m.body).ok())
+        .flatten();
+    match (json_body, std::str::from_utf8(&m.body)) {
+        (Some(value), _) => {
             obj.insert("body".into(), value);
         }
-        (_, Ok(text)) => {
+        (None, Ok(text)) => {
             obj.insert("body".into(), text.into());
         }
-        (_, Err(_)) => {
+        (None, Err(_)) => {
             obj.insert(
                 "body_base64".into(),
                 base64::engine::general_purpose::STANDARD

@@ -23,7 +23,7 @@ use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
-use crate::bindings::{self, ReportWorldPre, WitInstant, WitRunContext, WitRunError, WitWindow};
+use crate::bindings::{self, ReportWorldPre, WitRunContext, WitRunError};
 use crate::cache::{CacheOutcome, CompileCache};
 use crate::capture::CappedOutput;
 use crate::error::{Error, Result};
@@ -98,6 +98,8 @@ pub struct GuestLimits {
     pub timeout: Duration,
     /// Bytes of stdout and of stderr kept.
     pub output_bytes: usize,
+    /// Bytes of report summary plus cursor accepted.
+    pub report_bytes: usize,
 }
 
 /// Everything a run hands the guest.
@@ -179,34 +181,51 @@ impl WasiView for HostState {
     }
 }
 
-/// A `ResourceLimiter` that remembers whether the memory cap was hit, since
-/// a refused memory growth does not surface as a `Trap`.
+/// Table elements a guest may hold across all its tables.
+const MAX_TABLE_ELEMENTS: usize = 1_000_000;
+
+/// A `ResourceLimiter` that caps the guest's memories and tables in total
+/// (a component may hold several core modules, each with its own memory),
+/// and remembers whether the memory cap was hit, since a refused memory
+/// growth does not surface as a `Trap`.
 struct MemoryLimiter {
     max: usize,
+    used: usize,
+    table_elements: usize,
     hit: Arc<AtomicBool>,
 }
 
 impl ResourceLimiter for MemoryLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.max {
+        let total = self.used.saturating_sub(current).saturating_add(desired);
+        if total > self.max {
             self.hit.store(true, Ordering::Relaxed);
             wasmtime::bail!("guest memory limit of {} bytes reached", self.max);
         }
+        self.used = total;
         Ok(true)
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= 1_000_000)
+        let total = self
+            .table_elements
+            .saturating_sub(current)
+            .saturating_add(desired);
+        if total > MAX_TABLE_ELEMENTS {
+            return Ok(false);
+        }
+        self.table_elements = total;
+        Ok(true)
     }
 
     fn instances(&self) -> usize {
@@ -244,7 +263,7 @@ impl HostMonotonicClock for TickingClock {
         1_000
     }
     fn now(&self) -> u64 {
-        self.0.fetch_add(1_000, Ordering::Relaxed)
+        advance(&self.0, 1_000)
     }
 }
 
@@ -264,7 +283,7 @@ fn virtual_sleep(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         "subscribe-duration",
         |mut cx: wasmtime::StoreContextMut<'_, HostState>, (nanos,): (u64,)| {
             let state = cx.data_mut();
-            state.monotonic.fetch_add(nanos, Ordering::Relaxed);
+            advance(&state.monotonic, nanos);
             let timer = state.table.push(Elapsed)?;
             Ok((wasmtime_wasi::p2::subscribe(&mut state.table, timer)?,))
         },
@@ -280,6 +299,16 @@ fn virtual_sleep(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     )?;
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// Moves a monotonic reading forward by `nanos`, saturating rather than
+/// wrapping, and returns the reading before the move.
+fn advance(clock: &AtomicU64, nanos: u64) -> u64 {
+    clock
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+            Some(t.saturating_add(nanos))
+        })
+        .unwrap_or_else(|t| t)
 }
 
 /// A timer whose time has come.
@@ -387,8 +416,8 @@ impl Sandbox {
             .build();
         let memory_hit = Arc::new(AtomicBool::new(false));
         let ctx = WitRunContext {
-            window: wit_window(&input.window),
-            now: wit_instant(input.now),
+            window: bindings::wit_window(&input.window),
+            now: bindings::wit_instant(input.now),
             cursor: input.cursor,
             attempt: input.attempt,
             destinations: input.destinations,
@@ -399,6 +428,8 @@ impl Sandbox {
             table: ResourceTable::new(),
             limiter: MemoryLimiter {
                 max: input.limits.memory_bytes,
+                used: 0,
+                table_elements: 0,
                 hit: memory_hit.clone(),
             },
             source: input.source,
@@ -412,7 +443,13 @@ impl Sandbox {
         store.epoch_deadline_trap();
 
         let started = std::time::Instant::now();
-        let watchdog = Watchdog::start(self.engine.clone(), input.limits.timeout);
+        let Some(watchdog) = Watchdog::start(self.engine.clone(), input.limits.timeout) else {
+            return Err(GuestFailure {
+                kind: "host",
+                message: "cannot start the guest's time-limit watchdog thread".to_string(),
+                retryable: true,
+            });
+        };
         let result = component
             .pre
             .instantiate(&mut store)
@@ -433,6 +470,21 @@ impl Sandbox {
         };
         let last_stderr_line = panic_message(&String::from_utf8_lossy(&err));
         match result {
+            Ok(Ok(report))
+                if report.summary.len() + report.cursor.as_ref().map_or(0, String::len)
+                    > input.limits.report_bytes =>
+            {
+                Err(GuestFailure {
+                    kind: "guest-output",
+                    message: format!(
+                        "the report is {} bytes, over the limit of {} (`limits.max_report_bytes`); \
+                         send large outputs as messages",
+                        report.summary.len() + report.cursor.as_ref().map_or(0, String::len),
+                        input.limits.report_bytes
+                    ),
+                    retryable: false,
+                })
+            }
             Ok(Ok(report)) => Ok(GuestSuccess {
                 report: StoredReport {
                     summary: report.summary,
@@ -542,24 +594,6 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn wit_instant(t: Timestamp) -> WitInstant {
-    WitInstant {
-        seconds: t.as_second(),
-        nanoseconds: u32::try_from(t.subsec_nanosecond()).unwrap_or(0),
-    }
-}
-
-fn wit_window(w: &Window) -> WitWindow {
-    WitWindow {
-        job: w.job.to_string(),
-        key: w.key().to_string(),
-        label: w.label.clone(),
-        start: wit_instant(w.start),
-        end: wit_instant(w.end),
-        timezone: w.zone.name().to_string(),
-    }
-}
-
 /// Bumps the engine's epoch when the time limit passes, interrupting the
 /// guest at its next check; dropping it before then cancels it.
 struct Watchdog {
@@ -568,7 +602,7 @@ struct Watchdog {
 }
 
 impl Watchdog {
-    fn start(engine: Engine, timeout: Duration) -> Watchdog {
+    fn start(engine: Engine, timeout: Duration) -> Option<Watchdog> {
         let (tx, rx) = mpsc::channel::<()>();
         let thread = thread::Builder::new()
             .name("jobhost-watchdog".to_string())
@@ -577,11 +611,11 @@ impl Watchdog {
                     engine.increment_epoch();
                 }
             })
-            .ok();
-        Watchdog {
+            .ok()?;
+        Some(Watchdog {
             cancel: Some(tx),
-            thread,
-        }
+            thread: Some(thread),
+        })
     }
 }
 
@@ -591,5 +625,50 @@ impl Drop for Watchdog {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limiter(max: usize) -> MemoryLimiter {
+        MemoryLimiter {
+            max,
+            used: 0,
+            table_elements: 0,
+            hit: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    #[test]
+    fn the_memory_limit_counts_every_memory_of_the_guest_together() {
+        let mut l = limiter(100);
+        assert!(l.memory_growing(0, 60, None).unwrap());
+        assert!(
+            l.memory_growing(60, 70, None).unwrap(),
+            "growing the same memory counts the difference"
+        );
+        assert!(
+            l.memory_growing(0, 40, None).is_err(),
+            "a second memory shares the cap"
+        );
+        assert!(l.hit.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn the_guest_clock_saturates_instead_of_wrapping() {
+        let clock = AtomicU64::new(u64::MAX - 5);
+        advance(&clock, 1_000);
+        assert_eq!(clock.load(Ordering::Relaxed), u64::MAX);
+    }
+
+    #[test]
+    fn a_rust_panic_message_is_picked_from_guest_stderr() {
+        let stderr = "thread '<unnamed>' panicked at src/lib.rs:3:5:\nboom\nnote: run with `RUST_BACKTRACE=1`\n";
+        assert_eq!(
+            panic_message(stderr).as_deref(),
+            Some("thread '<unnamed>' panicked at src/lib.rs:3:5: boom")
+        );
     }
 }

@@ -751,14 +751,9 @@ impl TextBuilder {
 mod tests {
     use super::*;
 
-    fn db(rows: &[(i64, Option<&str>, f64)]) -> (PathBuf, SourceSpec) {
-        let dir = std::env::temp_dir().join(format!(
-            "jobhost-source-{}-{}",
-            std::process::id(),
-            rows.len()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("src-{}.db", rand_tag()));
+    fn db(rows: &[(i64, Option<&str>, f64)]) -> (tempfile::TempDir, SourceSpec) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("src.db");
         let conn = Connection::open(&path).unwrap();
         conn.execute_batch("CREATE TABLE t (ts INTEGER, name TEXT, amount REAL)")
             .unwrap();
@@ -770,17 +765,11 @@ mod tests {
             .unwrap();
         }
         let spec = SourceSpec {
-            path: path.clone(),
+            path,
             query: "SELECT ts, name, amount FROM t WHERE ts >= :start AND ts < :end ORDER BY ts"
                 .to_string(),
         };
-        (path, spec)
-    }
-
-    fn rand_tag() -> u64 {
-        use std::sync::atomic::AtomicU64;
-        static N: AtomicU64 = AtomicU64::new(0);
-        N.fetch_add(1, Ordering::Relaxed)
+        (dir, spec)
     }
 
     fn ts(s: i64) -> Timestamp {
@@ -873,8 +862,8 @@ mod tests {
 
     #[test]
     fn text_in_a_real_column_is_a_type_mismatch_naming_column_and_row() {
-        let (path, spec) = db(&[(1, Some("a"), 1.0)]);
-        let conn = Connection::open(&path).unwrap();
+        let (_dir, spec) = db(&[(1, Some("a"), 1.0)]);
+        let conn = Connection::open(&spec.path).unwrap();
         conn.execute("INSERT INTO t VALUES (2, 'b', 'lots')", [])
             .unwrap();
         let mut access = SourceAccess::new(Some(spec), ts(0), ts(10), 8192);

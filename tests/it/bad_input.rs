@@ -136,9 +136,8 @@ fn a_store_file_that_is_not_sqlite_is_refused_and_left_untouched() {
         "{}",
         run.stderr
     );
-    assert_eq!(
-        std::fs::read_to_string(&store).unwrap(),
-        text,
+    assert!(
+        std::fs::read_to_string(&store).unwrap() == text,
         "the user's file is unchanged"
     );
 }
@@ -196,8 +195,84 @@ fn a_source_query_that_does_not_bind_the_window_is_refused_before_the_claim() {
 }
 
 #[test]
-fn unknown_flags_exit_2() {
+fn unknown_flags_exit_2_with_a_receipt_naming_the_flag() {
     let run = jobhost(&["run", "--bogus"]);
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("--bogus"));
+    let r = run.receipt();
+    assert_eq!(r["event"], "failed");
+    assert_eq!(r["error"]["kind"], "invalid-input");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("--bogus"),
+        "{r}"
+    );
+}
+
+#[test]
+fn the_data_source_given_as_the_store_is_refused_and_left_untouched() {
+    let dir = scratch();
+    let sales = sales_db(dir.path(), 10);
+    let before = std::fs::read(&sales).unwrap();
+    let unchanged = |path: &std::path::Path| std::fs::read(path).unwrap() == before;
+    let p = guests().probe.clone();
+    let run = jobhost(&[
+        "run",
+        "--component",
+        s(&p),
+        "--store",
+        s(&sales),
+        "--now",
+        "2026-11-09T00:05:00Z",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("is a SQLite database but not a jobhost store"),
+        "{}",
+        run.stderr
+    );
+    assert!(unchanged(&sales), "no tables added, no WAL switch");
+    let history = jobhost(&["history", "--store", s(&sales)]);
+    assert_eq!(history.code, 2);
+    assert!(
+        history.stderr.contains("not a jobhost store"),
+        "{}",
+        history.stderr
+    );
+}
+
+#[test]
+fn changing_the_zone_of_a_job_cannot_make_a_new_window_look_done() {
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 100);
+    let store = dir.path().join("s.db");
+    let utc = jobhost(&[
+        "run",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&store),
+        "--now",
+        "2026-11-09T12:00:00Z",
+    ]);
+    assert_eq!(utc.event(), "ran", "{}", utc.stderr);
+    let berlin = jobhost(&[
+        "run",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&store),
+        "--tz",
+        "Europe/Berlin",
+        "--now",
+        "2026-11-09T12:00:00Z",
+    ]);
+    assert_eq!(berlin.code, 2, "{}", berlin.stderr);
+    assert!(
+        berlin
+            .stderr
+            .contains("already recorded for another window"),
+        "{}",
+        berlin.stderr
+    );
 }

@@ -14,7 +14,7 @@ use std::fmt;
 
 use jiff::Timestamp;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::window::{JobName, Window, WindowKey};
 
 pub use sqlite::SqliteStore;
@@ -202,6 +202,16 @@ pub struct RunRecord {
     pub created_at: Timestamp,
     /// When the row last changed.
     pub updated_at: Timestamp,
+}
+
+/// The error for a key the store already holds for another window: the
+/// job's zone or window changed under the same name, and skipping would
+/// silently leave the new window unreported.
+pub fn window_mismatch(key: &WindowKey, start: Timestamp, end: Timestamp, zone: &str) -> Error {
+    Error::input(format!(
+        "window key `{key}` is already recorded for another window ({start} to {end} in {zone}); \
+         the job's time zone or window changed, so give the job a new name"
+    ))
 }
 
 /// The durable claim store contract. Every method after `claim` is fenced.

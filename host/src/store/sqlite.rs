@@ -123,6 +123,10 @@ impl SqliteStore {
             conn,
             path: path.to_path_buf(),
         };
+        // Before anything writes: never convert somebody else's database.
+        if store.user_version()? == 0 {
+            store.refuse_foreign_database()?;
+        }
         store.enable_wal()?;
         // FULL, not NORMAL: NORMAL may lose the last commit on power loss,
         // and a lost DONE is a second delivery.
@@ -188,13 +192,7 @@ impl SqliteStore {
         let version: i64 = tx
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(|e| open_error(&path, e))?;
-        if version > latest {
-            return Err(Error::input(format!(
-                "store `{}` has schema version {version}, newer than this jobhost \
-                 understands ({latest}); upgrade jobhost",
-                path.display()
-            )));
-        }
+        check_version(&path, version)?;
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
             tx.execute_batch(sql).map_err(|e| {
                 Error::store(
@@ -217,15 +215,64 @@ impl SqliteStore {
             .conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(|e| open_error(&self.path, e))?;
-        if version > MIGRATIONS.len() as i64 {
+        check_version(&self.path, version)?;
+        Ok(version)
+    }
+
+    /// A database without a jobhost schema version must be empty: jobhost
+    /// never adds its tables to somebody else's database (for example the
+    /// job's data source given as `--store` by mistake).
+    fn refuse_foreign_database(&self) -> Result<()> {
+        let tables: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
+            .map_err(|e| open_error(&self.path, e))?;
+        if tables > 0 {
             return Err(Error::input(format!(
-                "store `{}` has schema version {version}, newer than this jobhost \
-                 understands ({}); upgrade jobhost",
-                self.path.display(),
-                MIGRATIONS.len()
+                "`{}` is a SQLite database but not a jobhost store; point --store at a \
+                 jobhost store or a new path",
+                self.path.display()
             )));
         }
-        Ok(version)
+        Ok(())
+    }
+
+    /// Opens an existing store for reading only: no folder or file is
+    /// created, nothing is migrated or switched to WAL.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` when there is no store at `path` or it is not a
+    /// jobhost store.
+    pub fn open_read_only(path: &Path) -> Result<SqliteStore> {
+        if !path.is_file() {
+            return Err(Error::input(format!(
+                "no store at `{}`; run a job first or pass --store",
+                path.display()
+            )));
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| open_error(path, e))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| open_error(path, e))?;
+        let store = SqliteStore {
+            conn,
+            path: path.to_path_buf(),
+        };
+        let version = store.user_version()?;
+        if version == 0 {
+            store.refuse_foreign_database()?;
+        }
+        if version != MIGRATIONS.len() as i64 {
+            return Err(Error::input(format!(
+                "store `{}` has schema version {version}; run `jobhost run` with it once to upgrade it",
+                path.display()
+            )));
+        }
+        Ok(store)
     }
 
     fn err(&self, what: &str, e: rusqlite::Error) -> Error {
@@ -241,6 +288,19 @@ impl SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| Error::store(format!("cannot lock store `{}`", path.display()), e))
     }
+}
+
+/// Refuses a store written by a newer jobhost.
+fn check_version(path: &Path, version: i64) -> Result<()> {
+    let latest = MIGRATIONS.len() as i64;
+    if version > latest {
+        return Err(Error::input(format!(
+            "store `{}` has schema version {version}, newer than this jobhost \
+             understands ({latest}); upgrade jobhost",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 /// True for SQLITE_BUSY and SQLITE_LOCKED.
@@ -273,8 +333,25 @@ fn secs(ts: Timestamp) -> i64 {
     ts.as_second()
 }
 
-fn from_secs(s: i64) -> Timestamp {
-    Timestamp::from_second(s).unwrap_or(Timestamp::UNIX_EPOCH)
+/// An instant read back from the store; out-of-range values are a damaged
+/// store, reported as such rather than replaced by a default.
+fn stored_instant(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Timestamp> {
+    let s: i64 = r.get(i)?;
+    Timestamp::from_second(s).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Integer, e.into())
+    })
+}
+
+/// A run state read back from the store.
+fn stored_state(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<RunState> {
+    let state: String = r.get(i)?;
+    RunState::parse(&state).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            i,
+            rusqlite::types::Type::Text,
+            format!("unknown run state `{state}`").into(),
+        )
+    })
 }
 
 const RUN_COLUMNS: &str = "r.key, r.job, r.window_start, r.window_end, r.timezone, r.state, \
@@ -284,36 +361,41 @@ const RUN_COLUMNS: &str = "r.key, r.job, r.window_start, r.window_end, r.timezon
      (SELECT count(*) FROM outbox o WHERE o.key = r.key AND o.state = 'DELIVERED')";
 
 fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
-    let state: String = r.get(5)?;
     let report: Option<String> = r.get(11)?;
     Ok(RunRecord {
         key: WindowKey::from_stored(r.get(0)?),
         job: r.get(1)?,
-        window_start: from_secs(r.get(2)?),
-        window_end: from_secs(r.get(3)?),
+        window_start: stored_instant(r, 2)?,
+        window_end: stored_instant(r, 3)?,
         timezone: r.get(4)?,
-        state: RunState::parse(&state).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(
-                5,
-                rusqlite::types::Type::Text,
-                format!("unknown run state `{state}`").into(),
-            )
-        })?,
+        state: stored_state(r, 5)?,
         fence: Fence(r.get(6)?),
         attempt: r.get(7)?,
         owner: r.get(8)?,
-        lease_until: from_secs(r.get(9)?),
+        lease_until: stored_instant(r, 9)?,
         component: r.get(10)?,
         report: report.map(|summary| StoredReport {
             summary,
             cursor: r.get(12).ok().flatten(),
         }),
         error: r.get(13)?,
-        created_at: from_secs(r.get(14)?),
-        updated_at: from_secs(r.get(15)?),
+        created_at: stored_instant(r, 14)?,
+        updated_at: stored_instant(r, 15)?,
         messages: r.get(16)?,
         delivered: r.get(17)?,
     })
+}
+
+/// The parts of an existing run row a claim decides on.
+struct Existing {
+    state: RunState,
+    fence: i64,
+    attempt: u32,
+    owner: String,
+    expires: i64,
+    error: Option<String>,
+    retryable: bool,
+    bounds: (i64, i64, String),
 }
 
 /// Fails with `LeaseLost` when a fenced write touched no row.
@@ -344,19 +426,21 @@ impl ClaimStore for SqliteStore {
         let tx = self.immediate()?;
         let existing = tx
             .query_row(
-                "SELECT state, fence, attempt, owner, lease_expires_at, error, retryable
+                "SELECT state, fence, attempt, owner, lease_expires_at, error, retryable,
+                    window_start, window_end, timezone
                  FROM runs WHERE key = ?1",
                 [key.as_str()],
                 |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get::<_, u32>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, i64>(4)?,
-                        r.get::<_, Option<String>>(5)?,
-                        r.get::<_, bool>(6)?,
-                    ))
+                    Ok(Existing {
+                        state: stored_state(r, 0)?,
+                        fence: r.get(1)?,
+                        attempt: r.get(2)?,
+                        owner: r.get(3)?,
+                        expires: r.get(4)?,
+                        error: r.get(5)?,
+                        retryable: r.get(6)?,
+                        bounds: (r.get(7)?, r.get(8)?, r.get(9)?),
+                    })
                 },
             )
             .optional()
@@ -391,14 +475,39 @@ impl ClaimStore for SqliteStore {
                     takeover: false,
                 }
             }
-            Some((state, fence, attempt, owner, expires, error, retryable)) => {
-                let state = RunState::parse(&state).unwrap_or(RunState::Abandoned);
+            Some(Existing {
+                bounds: (start, end, ref zone),
+                ..
+            }) if (start, end, zone.as_str())
+                != (
+                    secs(req.window.start),
+                    secs(req.window.end),
+                    req.window.zone.name(),
+                ) =>
+            {
+                return Err(super::window_mismatch(
+                    &key,
+                    Timestamp::from_second(start).unwrap_or(Timestamp::MIN),
+                    Timestamp::from_second(end).unwrap_or(Timestamp::MIN),
+                    zone,
+                ));
+            }
+            Some(Existing {
+                state,
+                fence,
+                attempt,
+                owner,
+                expires,
+                error,
+                retryable,
+                ..
+            }) => {
                 let live = expires > now;
                 match state {
                     RunState::Done => Claim::Done,
                     RunState::Claimed | RunState::Prepared if live => Claim::Busy {
                         owner,
-                        lease_until: from_secs(expires),
+                        lease_until: Timestamp::from_second(expires).unwrap_or(Timestamp::MAX),
                     },
                     RunState::Failed if retryable && attempt < req.max_attempts => {
                         take_over(&tx, &key, req, fence, attempt + 1)?;
@@ -421,7 +530,25 @@ impl ClaimStore for SqliteStore {
                             lease: lease(fence + 1, attempt),
                         }
                     }
-                    RunState::Claimed | RunState::Failed | RunState::Abandoned => Claim::GaveUp {
+                    RunState::Claimed => {
+                        // Every attempt died holding the claim: give up
+                        // loudly rather than leave it CLAIMED forever.
+                        let why = format!(
+                            "abandoned after {attempt} attempt(s) that never finished; \
+                             look at the host's logs before running it again"
+                        );
+                        tx.execute(
+                            "UPDATE runs SET state = 'ABANDONED', error = ?3, updated_at = ?4
+                             WHERE key = ?1 AND fence = ?2",
+                            params![key.as_str(), fence, why, now],
+                        )
+                        .map_err(|e| Error::store("cannot abandon the claim", e))?;
+                        Claim::GaveUp {
+                            attempts: attempt,
+                            error: Some(why),
+                        }
+                    }
+                    RunState::Failed | RunState::Abandoned => Claim::GaveUp {
                         attempts: attempt,
                         error,
                     },
@@ -669,7 +796,8 @@ fn take_over(
 ) -> Result<()> {
     tx.execute(
         "UPDATE runs SET state = CASE state WHEN 'PREPARED' THEN 'PREPARED' ELSE 'CLAIMED' END,
-            fence = ?3, owner = ?4, lease_expires_at = ?5, attempt = ?6, component = ?7,
+            fence = ?3, owner = ?4, lease_expires_at = ?5, attempt = ?6,
+            component = CASE state WHEN 'PREPARED' THEN component ELSE ?7 END,
             updated_at = ?8
          WHERE key = ?1 AND fence = ?2",
         params![
@@ -717,8 +845,8 @@ mod tests {
 
     #[test]
     fn migrate_twice_is_a_no_op() {
-        let dir = tempdir();
-        let path = dir.join("s.db");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
         drop(SqliteStore::open(&path).unwrap());
         let mut s = SqliteStore::open(&path).unwrap();
         assert_eq!(s.user_version().unwrap(), MIGRATIONS.len() as i64);
@@ -727,8 +855,8 @@ mod tests {
 
     #[test]
     fn a_live_claim_is_busy_and_an_expired_one_is_taken_over_with_a_new_fence() {
-        let dir = tempdir();
-        let mut s = SqliteStore::open(&dir.join("s.db")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::open(&dir.path().join("s.db")).unwrap();
         let w = window("2026-11-08");
         let Claim::Run { lease, takeover } =
             s.claim(&req(&w, "2026-11-09T00:00:00Z", "a")).unwrap()
@@ -766,8 +894,8 @@ mod tests {
 
     #[test]
     fn the_cursor_moves_only_when_the_run_is_done() {
-        let dir = tempdir();
-        let mut s = SqliteStore::open(&dir.join("s.db")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::open(&dir.path().join("s.db")).unwrap();
         let w = window("2026-11-08");
         let job = JobName::new("daily-report").unwrap();
         let Claim::Run { lease, .. } = s.claim(&req(&w, "2026-11-09T00:00:00Z", "a")).unwrap()
@@ -800,27 +928,11 @@ mod tests {
 
     #[test]
     fn a_file_that_is_not_sqlite_is_refused_as_bad_input() {
-        let dir = tempdir();
-        let path = dir.join("notes.txt");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.txt");
         std::fs::write(&path, "these are my notes, not a database ".repeat(100)).unwrap();
         let err = SqliteStore::open(&path).err().unwrap();
         assert!(matches!(err, Error::Input(_)), "{err}");
         assert!(err.to_string().contains("not a SQLite database"), "{err}");
-    }
-
-    fn tempdir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "jobhost-store-test-{}-{}",
-            std::process::id(),
-            rand_suffix()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    fn rand_suffix() -> u64 {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static N: AtomicU64 = AtomicU64::new(0);
-        N.fetch_add(1, Ordering::Relaxed)
     }
 }
