@@ -5,7 +5,7 @@
 //! it is the only place that touches wit-bindgen's generated types. It opens
 //! the window's source, moves each generated batch into the plain
 //! [`batch`] types, feeds them to a [`digest::Digest`], stages the JSON
-//! digest in the outbox and returns it as the run's report. The aggregation
+//! digest in the outbox and returns a one-paragraph text as the run's report. The aggregation
 //! itself lives in [`digest`], its rendering in [`summary`], the formats in
 //! [`format`](mod@format).
 
@@ -67,8 +67,10 @@ impl Guest for SalesDigest {
                 destinations.len()
             ),
         );
+        // The report a person reads in the receipt is the one-paragraph
+        // text; the machine-readable digest travels as the message.
         Ok(Report {
-            summary: json,
+            summary: summary.to_text(),
             cursor,
         })
     }

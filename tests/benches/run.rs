@@ -46,6 +46,17 @@ fn main() {
     let warm_store = work.join("warm.db");
     run_process(&small.config, &warm_store, NOW, &cache);
 
+    // 0. The process floor: start and exit with no work at all.
+    let floor = sample(n_proc, |_| {
+        let t = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_jobhost-under-test"))
+            .arg("--version")
+            .output()
+            .expect("jobhost runs");
+        assert!(out.status.success());
+        t.elapsed()
+    });
+
     // 1. Skip path.
     let done_store = work.join("done.db");
     run_process(&small.config, &done_store, NOW, &cache);
@@ -116,6 +127,7 @@ fn main() {
     println!(
         "jobhost run benchmarks (medians, p25-p75; {n_proc} process runs, {n_big} 1M-row runs)"
     );
+    report("process floor: `jobhost --version`", &floor);
     report("skip path: one `jobhost run` process, window done", &skip);
     report("ran: one `jobhost run` process, 10k rows, cached", &run10k);
     report("1M rows through the guest (job::run, in process)", &wasm);
