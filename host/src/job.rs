@@ -66,14 +66,12 @@ fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Resul
     let peeked = store.peek(&key)?;
     if let Some(run) = &peeked {
         check_same_window(run, &window)?;
-    }
-    if let Some(run) = &peeked
-        && run.state == RunState::Done
-    {
-        skip_done(receipt, &key);
-        receipt.attempt = Some(run.attempt);
-        receipt.fence = Some(run.fence.0);
-        return Ok(());
+        if run.state == RunState::Done {
+            skip_done(receipt, &key);
+            receipt.attempt = Some(run.attempt);
+            receipt.fence = Some(run.fence.0);
+            return Ok(());
+        }
     }
 
     // Everything the user supplied is checked before the claim, so bad input

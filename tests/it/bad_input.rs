@@ -246,15 +246,7 @@ fn changing_the_zone_of_a_job_cannot_make_a_new_window_look_done() {
     let dir = scratch();
     let cfg = report_config(dir.path(), 100);
     let store = dir.path().join("s.db");
-    let utc = jobhost(&[
-        "run",
-        "--config",
-        s(&cfg),
-        "--store",
-        s(&store),
-        "--now",
-        "2026-11-09T12:00:00Z",
-    ]);
+    let utc = run_job(&cfg, &store, "2026-11-09T12:00:00Z");
     assert_eq!(utc.event(), "ran", "{}", utc.stderr);
     let berlin = jobhost(&[
         "run",

@@ -157,3 +157,8 @@ pub fn history(store: &Path) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).expect("history line is JSON"))
         .collect()
 }
+
+/// `jobhost run --config CFG --store STORE --now NOW`, from the workspace root.
+pub fn run_job(cfg: &Path, store: &Path, now: &str) -> Run {
+    jobhost(&["run", "--config", s(cfg), "--store", s(store), "--now", now])
+}

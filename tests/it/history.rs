@@ -8,19 +8,7 @@ fn history_lists_runs_as_a_table_and_as_json_lines() {
     let cfg = report_config(dir.path(), 1000);
     let store = dir.path().join("s.db");
     for now in ["2026-11-09T00:05:00Z", "2026-11-10T00:05:00Z"] {
-        assert_eq!(
-            jobhost(&[
-                "run",
-                "--config",
-                s(&cfg),
-                "--store",
-                s(&store),
-                "--now",
-                now
-            ])
-            .event(),
-            "ran"
-        );
+        assert_eq!(run_job(&cfg, &store, now).event(), "ran");
     }
     let rows = history(&store);
     assert_eq!(rows.len(), 2);

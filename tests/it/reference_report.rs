@@ -58,15 +58,7 @@ fn report_totals_match_sql_over_the_same_window() {
     let dir = scratch();
     let cfg = report_config(dir.path(), 5000);
     let store = dir.path().join("s.db");
-    let run = jobhost(&[
-        "run",
-        "--config",
-        s(&cfg),
-        "--store",
-        s(&store),
-        "--now",
-        "2026-11-09T00:05:00Z",
-    ]);
+    let run = run_job(&cfg, &store, "2026-11-09T00:05:00Z");
     let r = run.receipt();
     assert_eq!(r["event"], "ran", "{}", run.stderr);
     let delivered = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
@@ -106,15 +98,7 @@ fn an_empty_window_still_produces_a_report() {
     let cfg = report_config(dir.path(), 100);
     let store = dir.path().join("s.db");
     // 2026-12-01 holds no sales.
-    let run = jobhost(&[
-        "run",
-        "--config",
-        s(&cfg),
-        "--store",
-        s(&store),
-        "--now",
-        "2026-12-02T00:05:00Z",
-    ]);
+    let run = run_job(&cfg, &store, "2026-12-02T00:05:00Z");
     let r = run.receipt();
     assert_eq!(r["event"], "ran", "{}", run.stderr);
     let delivered = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();

@@ -53,27 +53,11 @@ fn a_prepared_run_whose_owner_died_is_resumed_with_the_stored_bytes() {
     drop(store);
 
     // While the lease is live, another invocation stays away.
-    let busy = jobhost(&[
-        "run",
-        "--config",
-        s(&cfg),
-        "--store",
-        s(&store_path),
-        "--now",
-        "2026-11-09T00:05:30Z",
-    ]);
+    let busy = run_job(&cfg, &store_path, "2026-11-09T00:05:30Z");
     assert_eq!(busy.receipt()["reason"], "busy", "{}", busy.stderr);
 
     // After it expires, the next one delivers the stored bytes.
-    let run = jobhost(&[
-        "run",
-        "--config",
-        s(&cfg),
-        "--store",
-        s(&store_path),
-        "--now",
-        "2026-11-09T00:10:00Z",
-    ]);
+    let run = run_job(&cfg, &store_path, "2026-11-09T00:10:00Z");
     let r = run.receipt();
     assert_eq!(r["event"], "resumed", "{}", run.stderr);
     assert_eq!(r["fence"], 2);
@@ -92,14 +76,6 @@ fn a_prepared_run_whose_owner_died_is_resumed_with_the_stored_bytes() {
     let h = history(&store_path);
     assert_eq!(h[0]["state"], "DONE");
 
-    let again = jobhost(&[
-        "run",
-        "--config",
-        s(&cfg),
-        "--store",
-        s(&store_path),
-        "--now",
-        "2026-11-09T00:11:00Z",
-    ]);
+    let again = run_job(&cfg, &store_path, "2026-11-09T00:11:00Z");
     assert_eq!(again.receipt()["reason"], "done");
 }

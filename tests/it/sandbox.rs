@@ -16,15 +16,7 @@ fn probe(mode: &str, limits: &str) -> (Run, tempfile::TempDir) {
         ),
     );
     let store = dir.path().join("s.db");
-    let run = jobhost(&[
-        "run",
-        "--config",
-        s(&cfg),
-        "--store",
-        s(&store),
-        "--now",
-        "2026-11-09T00:05:00Z",
-    ]);
+    let run = run_job(&cfg, &store, "2026-11-09T00:05:00Z");
     (run, dir)
 }
 

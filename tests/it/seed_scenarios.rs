@@ -8,24 +8,8 @@ fn second_tick_in_the_same_utc_day_is_skipped() {
     let dir = scratch();
     let cfg = report_config(dir.path(), 2000);
     let store = dir.path().join("state").join("jobhost.db");
-    let first = jobhost(&[
-        "run",
-        "--config",
-        s(&cfg),
-        "--store",
-        s(&store),
-        "--now",
-        "2026-11-09T00:05:00+00:00",
-    ]);
-    let second = jobhost(&[
-        "run",
-        "--config",
-        s(&cfg),
-        "--store",
-        s(&store),
-        "--now",
-        "2026-11-09T23:55:00+00:00",
-    ]);
+    let first = run_job(&cfg, &store, "2026-11-09T00:05:00+00:00");
+    let second = run_job(&cfg, &store, "2026-11-09T23:55:00+00:00");
     assert_eq!(
         (first.code, first.event()),
         (0, "ran".to_string()),
@@ -46,24 +30,8 @@ fn tokyo_half_past_midnight_and_ten_utc_are_different_utc_days_and_both_run() {
     let dir = scratch();
     let cfg = report_config(dir.path(), 2000);
     let store = dir.path().join("state").join("jobhost.db");
-    let tokyo = jobhost(&[
-        "run",
-        "--config",
-        s(&cfg),
-        "--store",
-        s(&store),
-        "--now",
-        "2026-11-09T00:30:00+09:00",
-    ]);
-    let utc = jobhost(&[
-        "run",
-        "--config",
-        s(&cfg),
-        "--store",
-        s(&store),
-        "--now",
-        "2026-11-09T10:00:00+00:00",
-    ]);
+    let tokyo = run_job(&cfg, &store, "2026-11-09T00:30:00+09:00");
+    let utc = run_job(&cfg, &store, "2026-11-09T10:00:00+00:00");
     let (a, b) = (tokyo.receipt(), utc.receipt());
     assert_eq!(a["event"], "ran", "{}", tokyo.stderr);
     assert_eq!(b["event"], "ran", "{}", utc.stderr);
@@ -118,15 +86,7 @@ fn a_naive_timestamp_is_refused_and_nothing_is_claimed() {
     let dir = scratch();
     let cfg = report_config(dir.path(), 10);
     let store = dir.path().join("state").join("jobhost.db");
-    let run = jobhost(&[
-        "run",
-        "--config",
-        s(&cfg),
-        "--store",
-        s(&store),
-        "--now",
-        "2026-11-09T00:05:00",
-    ]);
+    let run = run_job(&cfg, &store, "2026-11-09T00:05:00");
     assert_eq!(run.code, 2);
     let r = run.receipt();
     assert_eq!(r["event"], "failed");
