@@ -22,7 +22,7 @@ fn many_processes_on_a_fresh_store_run_the_window_exactly_once() {
     ]);
     let _ = guests;
 
-    for trial in 0..3 {
+    for trial in 0..10 {
         let dir = scratch();
         let cfg = report_config(dir.path(), 500);
         let store = dir.path().join("fresh").join("jobhost.db");

@@ -124,9 +124,7 @@ impl SqliteStore {
             path: path.to_path_buf(),
         };
         // Before anything writes: never convert somebody else's database.
-        if store.user_version()? == 0 {
-            store.refuse_foreign_database()?;
-        }
+        store.refuse_foreign_database()?;
         store.enable_wal()?;
         // FULL, not NORMAL: NORMAL may lose the last commit on power loss,
         // and a lost DONE is a second delivery.
@@ -193,6 +191,9 @@ impl SqliteStore {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(|e| open_error(&path, e))?;
         check_version(&path, version)?;
+        if version == 0 {
+            refuse_foreign(&tx, &path)?;
+        }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
             tx.execute_batch(sql).map_err(|e| {
                 Error::store(
@@ -221,20 +222,11 @@ impl SqliteStore {
 
     /// A database without a jobhost schema version must be empty: jobhost
     /// never adds its tables to somebody else's database (for example the
-    /// job's data source given as `--store` by mistake).
+    /// job's data source given as `--store` by mistake). Version and tables
+    /// are read in one statement, so a concurrent migration (tables and
+    /// version committed together) is never seen half done.
     fn refuse_foreign_database(&self) -> Result<()> {
-        let tables: i64 = self
-            .conn
-            .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
-            .map_err(|e| open_error(&self.path, e))?;
-        if tables > 0 {
-            return Err(Error::input(format!(
-                "`{}` is a SQLite database but not a jobhost store; point --store at a \
-                 jobhost store or a new path",
-                self.path.display()
-            )));
-        }
-        Ok(())
+        refuse_foreign(&self.conn, &self.path)
     }
 
     /// Opens an existing store for reading only: no folder or file is
@@ -262,10 +254,8 @@ impl SqliteStore {
             conn,
             path: path.to_path_buf(),
         };
+        store.refuse_foreign_database()?;
         let version = store.user_version()?;
-        if version == 0 {
-            store.refuse_foreign_database()?;
-        }
         if version != MIGRATIONS.len() as i64 {
             return Err(Error::input(format!(
                 "store `{}` has schema version {version}; run `jobhost run` with it once to upgrade it",
@@ -288,6 +278,24 @@ impl SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| Error::store(format!("cannot lock store `{}`", path.display()), e))
     }
+}
+
+fn refuse_foreign(conn: &Connection, path: &Path) -> Result<()> {
+    let (version, tables): (i64, i64) = conn
+        .query_row(
+            "SELECT user_version, (SELECT count(*) FROM sqlite_schema) FROM pragma_user_version",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(|e| open_error(path, e))?;
+    if version == 0 && tables > 0 {
+        return Err(Error::input(format!(
+            "`{}` is a SQLite database but not a jobhost store; point --store at a \
+             jobhost store or a new path",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Refuses a store written by a newer jobhost.
