@@ -80,13 +80,19 @@ fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Resul
     let sandbox = Sandbox::new()?;
     let resuming = peeked.is_some_and(|r| r.state == RunState::Prepared);
     let mut component = None;
+    let mut source = SourceAccess::new(
+        config.source.clone(),
+        window.start,
+        window.end,
+        config.batch_rows,
+    );
     if !resuming {
+        // The query starts now and reads ahead while the host compiles,
+        // claims and instantiates; a bad query fails here, before the claim.
+        source.start_early()?;
         let loaded = sandbox.load(&file, &CompileCache::new(config.cache_dir.clone()))?;
         receipt.compiled = Some(loaded.cache);
         component = Some(loaded);
-        if let Some(source) = &config.source {
-            source.check()?;
-        }
     }
 
     // Leases are measured on the earlier of the run's clock and the host's:
@@ -168,12 +174,7 @@ fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Resul
         cursor,
         attempt: lease.attempt,
         params: config.params.clone(),
-        source: SourceAccess::new(
-            config.source.clone(),
-            window.start,
-            window.end,
-            config.batch_rows,
-        ),
+        source,
         outbox: Staging::new(
             key.clone(),
             destinations.clone(),

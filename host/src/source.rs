@@ -1,7 +1,12 @@
 //! The job's data source: one SQLite database opened read-only and one query
 //! whose window bounds are bound as parameters. Rows reach the guest as
-//! columnar batches built on a reader thread that owns the connection, so a
-//! query of any size streams in bounded memory: one batch at a time.
+//! columnar batches built on a reader thread that owns the connection. The
+//! reader works ahead (it can start before the claim, and builds the next
+//! chunk while the guest aggregates this one) but never more than two chunks
+//! ahead, so a query of any size streams in bounded memory. Chunks are cut
+//! at fixed row counts, and each guest request gets at most the rest of the
+//! current chunk, so batch boundaries depend only on the guest's requests,
+//! never on timing.
 //!
 //! The query may use these named parameters: `:start` and `:end` (the
 //! window's bounds in Unix seconds, `[start, end)`), `:start_ms`/`:end_ms`
@@ -9,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
@@ -41,20 +46,6 @@ pub struct SourceSpec {
     pub path: PathBuf,
     /// The query, using `:start`/`:end` (or their variants) for the window.
     pub query: String,
-}
-
-impl SourceSpec {
-    /// Opens the database read-only and prepares the query, so a typo fails
-    /// before anything is claimed.
-    ///
-    /// # Errors
-    ///
-    /// `Error::Input` naming the file or the query problem.
-    pub fn check(&self) -> Result<()> {
-        let conn = open_read_only(&self.path).map_err(Error::Input)?;
-        prepare(&conn, &self.query).map_err(Error::Input)?;
-        Ok(())
-    }
 }
 
 fn open_read_only(path: &Path) -> std::result::Result<Connection, String> {
@@ -201,6 +192,7 @@ pub struct SourceAccess {
     end: Timestamp,
     batch_rows: u32,
     open: bool,
+    early: Option<RowCursor>,
     rows: Arc<AtomicU64>,
 }
 
@@ -218,8 +210,33 @@ impl SourceAccess {
             end,
             batch_rows: batch_rows.max(1),
             open: false,
+            early: None,
             rows: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// Starts the query ahead of the guest, and waits only until it is known
+    /// to run: the database opened, the query prepared and its first row
+    /// read. The reader then keeps working while the host claims the window
+    /// and instantiates the guest.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the file or the query problem.
+    pub fn start_early(&mut self) -> Result<()> {
+        let Some(spec) = self.spec.clone() else {
+            return Ok(());
+        };
+        let cursor = RowCursor::start(
+            spec,
+            self.start,
+            self.end,
+            self.batch_rows,
+            self.rows.clone(),
+        )
+        .map_err(|e| Error::Input(describe(&e)))?;
+        self.early = Some(cursor);
+        Ok(())
     }
 
     /// Rows handed to the guest so far.
@@ -239,13 +256,16 @@ impl SourceAccess {
                 "a cursor is already open; drop it before opening another".to_string(),
             ));
         }
-        let cursor = RowCursor::start(
-            spec,
-            self.start,
-            self.end,
-            self.batch_rows,
-            self.rows.clone(),
-        )?;
+        let cursor = match self.early.take() {
+            Some(cursor) => cursor,
+            None => RowCursor::start(
+                spec,
+                self.start,
+                self.end,
+                self.batch_rows,
+                self.rows.clone(),
+            )?,
+        };
         self.open = true;
         Ok(cursor)
     }
@@ -259,13 +279,14 @@ impl SourceAccess {
 
 type Reply = std::result::Result<Option<Batch>, SourceError>;
 
-/// An open query: a reader thread that owns the connection and answers one
-/// batch request at a time.
+/// An open query: a reader thread that owns the connection and sends
+/// fixed-size chunks ahead, and the chunk the guest is part way through.
 #[derive(Debug)]
 pub struct RowCursor {
     columns: Vec<ColumnInfo>,
-    requests: Option<SyncSender<u32>>,
-    replies: Receiver<Reply>,
+    chunks: Option<Receiver<Reply>>,
+    current: Option<Batch>,
+    stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     finished: bool,
     rows: Arc<AtomicU64>,
@@ -279,24 +300,28 @@ impl RowCursor {
         cap: u32,
         rows: Arc<AtomicU64>,
     ) -> std::result::Result<RowCursor, SourceError> {
-        let (req_tx, req_rx) = sync_channel::<u32>(1);
-        let (rep_tx, rep_rx) = sync_channel::<Reply>(1);
+        // One chunk waits in the channel while the reader builds the next.
+        let (chunk_tx, chunk_rx) = sync_channel::<Reply>(1);
         let (info_tx, info_rx) = sync_channel(1);
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader_stop = stop.clone();
         let thread = std::thread::Builder::new()
             .name("jobhost-source".to_string())
-            .spawn(move || reader(spec, start, end, cap, info_tx, req_rx, rep_tx))
+            .spawn(move || reader(spec, start, end, cap, info_tx, chunk_tx, &reader_stop))
             .map_err(|e| SourceError::QueryFailed(format!("cannot start the reader: {e}")))?;
-        let columns = info_rx
-            .recv()
-            .map_err(|_| SourceError::QueryFailed("the reader stopped".to_string()))??;
-        Ok(RowCursor {
-            columns,
-            requests: Some(req_tx),
-            replies: rep_rx,
+        let mut cursor = RowCursor {
+            columns: Vec::new(),
+            chunks: Some(chunk_rx),
+            current: None,
+            stop,
             thread: Some(thread),
             finished: false,
             rows,
-        })
+        };
+        cursor.columns = info_rx
+            .recv()
+            .map_err(|_| SourceError::QueryFailed("the reader stopped".to_string()))??;
+        Ok(cursor)
     }
 
     /// The result's columns.
@@ -304,7 +329,8 @@ impl RowCursor {
         &self.columns
     }
 
-    /// The next batch of at most `max_rows` rows (at most the host's cap).
+    /// The next batch: at most `max_rows` rows, and at most the rest of the
+    /// current chunk.
     ///
     /// # Errors
     ///
@@ -315,34 +341,150 @@ impl RowCursor {
                 "the cursor already reported its end".to_string(),
             ));
         }
-        let sent = self
-            .requests
-            .as_ref()
-            .is_some_and(|tx| tx.send(max_rows.max(1)).is_ok());
-        let reply = if sent {
-            self.replies
-                .recv()
-                .unwrap_or_else(|_| Err(SourceError::QueryFailed("the reader stopped".to_string())))
-        } else {
-            Err(SourceError::QueryFailed("the reader stopped".to_string()))
-        };
-        match &reply {
-            Ok(Some(b)) => {
-                self.rows.fetch_add(u64::from(b.rows), Ordering::Relaxed);
+        let chunk = match self.current.take() {
+            Some(chunk) => chunk,
+            None => {
+                let received = self.chunks.as_ref().map(Receiver::recv);
+                match received {
+                    Some(Ok(Ok(Some(chunk)))) => chunk,
+                    Some(Ok(other)) => {
+                        self.finished = true;
+                        return other;
+                    }
+                    Some(Err(_)) | None => {
+                        self.finished = true;
+                        return Err(SourceError::QueryFailed("the reader stopped".to_string()));
+                    }
+                }
             }
-            Ok(None) | Err(_) => self.finished = true,
-        }
-        reply
+        };
+        let (batch, rest) = chunk.split_front(max_rows.max(1));
+        self.current = rest;
+        self.rows
+            .fetch_add(u64::from(batch.rows), Ordering::Relaxed);
+        Ok(Some(batch))
     }
 }
 
 impl Drop for RowCursor {
     fn drop(&mut self) {
-        self.requests = None; // the reader sees the channel close and exits
-        while self.replies.try_recv().is_ok() {}
+        // The reader checks the flag between rows and sees the channel close.
+        self.stop.store(true, Ordering::Relaxed);
+        self.chunks = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+impl Batch {
+    /// Splits off the first `n` rows; the rest is `None` when nothing remains.
+    fn split_front(self, n: u32) -> (Batch, Option<Batch>) {
+        if n >= self.rows {
+            return (self, None);
+        }
+        let (rows, at) = (self.rows, n as usize);
+        let mut front = Vec::with_capacity(self.columns.len());
+        let mut back = Vec::with_capacity(self.columns.len());
+        for column in self.columns {
+            let (nulls_front, nulls_back) = split_nulls(column.nulls, at, rows as usize);
+            let (data_front, data_back) = match column.data {
+                ColumnData::Integer(mut v) => {
+                    let b = v.split_off(at);
+                    (ColumnData::Integer(v), ColumnData::Integer(b))
+                }
+                ColumnData::Real(mut v) => {
+                    let b = v.split_off(at);
+                    (ColumnData::Real(v), ColumnData::Real(b))
+                }
+                ColumnData::Text(t) => {
+                    let (f, b) = split_text(t, at);
+                    (ColumnData::Text(f), ColumnData::Text(b))
+                }
+                ColumnData::Blob(t) => {
+                    let (f, b) = split_text(t, at);
+                    (ColumnData::Blob(f), ColumnData::Blob(b))
+                }
+                ColumnData::TextDict {
+                    values,
+                    mut indices,
+                } => {
+                    let b = indices.split_off(at);
+                    (
+                        ColumnData::TextDict {
+                            values: values.clone(),
+                            indices,
+                        },
+                        ColumnData::TextDict { values, indices: b },
+                    )
+                }
+            };
+            front.push(Column {
+                nulls: nulls_front,
+                data: data_front,
+            });
+            back.push(Column {
+                nulls: nulls_back,
+                data: data_back,
+            });
+        }
+        (
+            Batch {
+                rows: n,
+                columns: front,
+            },
+            Some(Batch {
+                rows: rows - n,
+                columns: back,
+            }),
+        )
+    }
+}
+
+fn split_text(mut t: TextData, at: usize) -> (TextData, TextData) {
+    let cut = t.offsets[at];
+    let data_back = t.data.split_off(cut as usize);
+    let offsets_back: Vec<u32> = t.offsets[at..].iter().map(|o| o - cut).collect();
+    t.offsets.truncate(at + 1);
+    (
+        t,
+        TextData {
+            data: data_back,
+            offsets: offsets_back,
+        },
+    )
+}
+
+fn split_nulls(
+    nulls: Option<Vec<u8>>,
+    at: usize,
+    rows: usize,
+) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let Some(bits) = nulls else {
+        return (None, None);
+    };
+    let is_null = |i: usize| bits.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0);
+    let pack = |range: std::ops::Range<usize>| {
+        let mut out = vec![0u8; range.len().div_ceil(8)];
+        let mut any = false;
+        for (j, i) in range.enumerate() {
+            if is_null(i) {
+                out[j / 8] |= 1 << (j % 8);
+                any = true;
+            }
+        }
+        any.then_some(out)
+    };
+    (pack(0..at), pack(at..rows))
+}
+
+/// A source error as one line for a person.
+fn describe(e: &SourceError) -> String {
+    match e {
+        SourceError::NotConfigured => "no data source is configured".to_string(),
+        SourceError::QueryFailed(m)
+        | SourceError::TypeMismatch(m)
+        | SourceError::InvalidState(m) => m.clone(),
     }
 }
 
@@ -352,8 +494,8 @@ fn reader(
     end: Timestamp,
     cap: u32,
     info: SyncSender<std::result::Result<Vec<ColumnInfo>, SourceError>>,
-    requests: Receiver<u32>,
-    replies: SyncSender<Reply>,
+    chunks: SyncSender<Reply>,
+    stop: &AtomicBool,
 ) {
     let conn = match open_read_only(&spec.path) {
         Ok(c) => c,
@@ -409,14 +551,12 @@ fn reader(
     let mut row_number: u64 = 0;
     let mut pending_first = has_first;
     let mut done = !has_first;
-    while let Ok(max_rows) = requests.recv() {
+    loop {
         if done {
-            if replies.send(Ok(None)).is_err() {
-                return;
-            }
-            continue;
+            let _ = chunks.send(Ok(None));
+            return;
         }
-        let limit = max_rows.min(cap) as usize;
+        let limit = cap as usize;
         let mut builders: Vec<ColumnBuilder> = kinds
             .iter()
             .map(|k| ColumnBuilder::new(*k, limit))
@@ -424,7 +564,7 @@ fn reader(
         let mut n = 0usize;
         let mut bytes = 0usize;
         let mut failure = None;
-        while n < limit && bytes < MAX_BATCH_BYTES {
+        while n < limit && bytes < MAX_BATCH_BYTES && !stop.load(Ordering::Relaxed) {
             let row = if pending_first {
                 pending_first = false;
                 FallibleStreamingIterator::get(&rows)
@@ -464,18 +604,19 @@ fn reader(
             }
             n += 1;
         }
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
         let reply = match failure {
-            Some(e) => {
-                done = true;
-                Err(e)
-            }
+            Some(e) => Err(e),
             None if n == 0 => Ok(None),
             None => Ok(Some(Batch {
                 rows: n as u32,
                 columns: builders.into_iter().map(|b| b.finish(n)).collect(),
             })),
         };
-        if replies.send(reply).is_err() {
+        let last = !matches!(reply, Ok(Some(_)));
+        if chunks.send(reply).is_err() || last {
             return;
         }
     }
@@ -851,13 +992,80 @@ mod tests {
     }
 
     #[test]
+    fn small_requests_split_chunks_without_losing_or_reordering_rows() {
+        let names: Vec<String> = (0..50).map(|i| format!("n{}", i % 3)).collect();
+        let rows: Vec<_> = (0..50)
+            .map(|i| {
+                (
+                    i as i64,
+                    if i % 7 == 0 {
+                        None
+                    } else {
+                        Some(names[i].as_str())
+                    },
+                    i as f64,
+                )
+            })
+            .collect();
+        let (_p, spec) = db(&rows);
+        let mut access = SourceAccess::new(Some(spec), ts(0), ts(100), 16);
+        access.start_early().unwrap();
+        let mut c = access.open().unwrap();
+        let mut seen = Vec::new();
+        let mut sizes = Vec::new();
+        while let Some(b) = c.next_batch(5).unwrap() {
+            sizes.push(b.rows);
+            let ColumnData::Integer(ts) = &b.columns[0].data else {
+                panic!()
+            };
+            for (i, t) in ts.iter().enumerate() {
+                let null = b.columns[1]
+                    .nulls
+                    .as_ref()
+                    .is_some_and(|n| n[i / 8] & (1 << (i % 8)) != 0);
+                let name = match &b.columns[1].data {
+                    ColumnData::TextDict { values, indices } => {
+                        let id = indices[i] as usize;
+                        String::from_utf8(
+                            values.data
+                                [values.offsets[id] as usize..values.offsets[id + 1] as usize]
+                                .to_vec(),
+                        )
+                        .unwrap()
+                    }
+                    ColumnData::Text(t) => String::from_utf8(
+                        t.data[t.offsets[i] as usize..t.offsets[i + 1] as usize].to_vec(),
+                    )
+                    .unwrap(),
+                    other => panic!("{other:?}"),
+                };
+                seen.push((*t, if null { None } else { Some(name) }));
+            }
+        }
+        // Chunks of 16 are served 5 at a time: 5, 5, 5, 1, 5, 5, 5, 1, ...
+        assert_eq!(sizes, vec![5, 5, 5, 1, 5, 5, 5, 1, 5, 5, 5, 1, 2]);
+        let expected: Vec<_> = rows
+            .iter()
+            .map(|(t, n, _)| (*t, n.map(str::to_string)))
+            .collect();
+        assert_eq!(seen, expected);
+        assert_eq!(access.rows_read(), 50);
+    }
+
+    #[test]
     fn a_query_without_window_parameters_is_refused() {
         let (_p, mut spec) = db(&[]);
+        let check = |spec: &SourceSpec| {
+            SourceAccess::new(Some(spec.clone()), ts(0), ts(1), 10)
+                .start_early()
+                .unwrap_err()
+        };
         spec.query = "SELECT ts FROM t".to_string();
-        let err = spec.check().unwrap_err().to_string();
-        assert!(err.contains(":start and :end"), "{err}");
+        let err = check(&spec);
+        assert!(matches!(err, Error::Input(_)));
+        assert!(err.to_string().contains(":start and :end"), "{err}");
         spec.query = "DELETE FROM t WHERE ts >= :start AND ts < :end".to_string();
-        assert!(spec.check().unwrap_err().to_string().contains("writes"));
+        assert!(check(&spec).to_string().contains("writes"));
     }
 
     #[test]
