@@ -124,15 +124,23 @@ impl SqliteStore {
             path: path.to_path_buf(),
         };
         // Before anything writes: never convert somebody else's database.
-        store.refuse_foreign_database()?;
-        store.enable_wal()?;
+        let version = refuse_foreign(&store.conn, path)?;
+        check_version(path, version)?;
+        let current = version == MIGRATIONS.len() as i64;
+        // A current store was switched to WAL before its first migration,
+        // and WAL mode persists in the file.
+        if !current {
+            store.enable_wal()?;
+        }
         // FULL, not NORMAL: NORMAL may lose the last commit on power loss,
         // and a lost DONE is a second delivery.
         store
             .conn
             .execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
             .map_err(|e| open_error(path, e))?;
-        store.migrate()?;
+        if !current {
+            store.migrate()?;
+        }
         Ok(store)
     }
 
@@ -226,7 +234,7 @@ impl SqliteStore {
     /// are read in one statement, so a concurrent migration (tables and
     /// version committed together) is never seen half done.
     fn refuse_foreign_database(&self) -> Result<()> {
-        refuse_foreign(&self.conn, &self.path)
+        refuse_foreign(&self.conn, &self.path).map(drop)
     }
 
     /// Opens an existing store for reading only: no folder or file is
@@ -280,7 +288,9 @@ impl SqliteStore {
     }
 }
 
-fn refuse_foreign(conn: &Connection, path: &Path) -> Result<()> {
+/// Refuses a non-empty database without a jobhost schema version, and
+/// returns the schema version.
+fn refuse_foreign(conn: &Connection, path: &Path) -> Result<i64> {
     let (version, tables): (i64, i64) = conn
         .query_row(
             "SELECT user_version, (SELECT count(*) FROM sqlite_schema) FROM pragma_user_version",
@@ -295,7 +305,7 @@ fn refuse_foreign(conn: &Connection, path: &Path) -> Result<()> {
             path.display()
         )));
     }
-    Ok(())
+    Ok(version)
 }
 
 /// Refuses a store written by a newer jobhost.
