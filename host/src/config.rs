@@ -401,6 +401,25 @@ mod tests {
     }
 
     #[test]
+    fn the_config_shown_in_the_readme_is_valid() {
+        let readme = include_str!("../../README.md");
+        let start = readme
+            .find("```toml\njob = ")
+            .expect("the README shows a job config");
+        let body = &readme[start + "```toml\n".len()..];
+        let toml = &body[..body.find("```").expect("closed code block")];
+        let (_dir, p) = write(toml);
+        let c = Config::resolve(&RunFlags {
+            config: Some(p),
+            ..RunFlags::default()
+        })
+        .unwrap();
+        assert_eq!(c.zone.name(), "Europe/Berlin");
+        assert_eq!(c.limits.report_bytes, 1 << 20);
+        assert_eq!(c.params, vec![("top".to_string(), "5".to_string())]);
+    }
+
+    #[test]
     fn a_lease_shorter_than_the_timeout_is_refused() {
         let (_dir, p) =
             write("component = \"r.wasm\"\n[limits]\ntimeout_seconds = 60\nlease_seconds = 30\n");
