@@ -5,6 +5,25 @@
 
 use std::io::Write;
 
+/// The guest's text with control characters escaped, so a guest cannot
+/// send terminal escape sequences to whoever reads the host's stderr.
+fn printable(line: &str) -> std::borrow::Cow<'_, str> {
+    if line.chars().any(|c| c.is_control() && c != '\t') {
+        line.chars()
+            .map(|c| {
+                if c.is_control() && c != '\t' {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect::<String>()
+            .into()
+    } else {
+        line.into()
+    }
+}
+
 /// A log level from the guest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogLevel {
@@ -78,7 +97,12 @@ impl GuestLog {
         let text = String::from_utf8_lossy(bytes);
         let mut err = std::io::stderr().lock();
         for line in text.lines() {
-            let _ = writeln!(err, "jobhost: guest {} [{stream}] {line}", self.job);
+            let _ = writeln!(
+                err,
+                "jobhost: guest {} [{stream}] {}",
+                self.job,
+                printable(line)
+            );
         }
         if truncated > 0 {
             let _ = writeln!(
@@ -97,5 +121,16 @@ impl GuestLog {
     /// Messages dropped over the budget.
     pub fn dropped(&self) -> u64 {
         self.dropped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_escapes_from_the_guest_are_shown_escaped() {
+        assert_eq!(printable("plain\ttext"), "plain\ttext");
+        assert_eq!(printable("\u{1b}[2Jgone"), "\\u{1b}[2Jgone");
     }
 }
