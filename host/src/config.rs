@@ -94,6 +94,8 @@ pub struct LimitsFile {
     pub max_message_bytes: Option<u64>,
     /// Bytes of report summary plus cursor (default 1 MiB).
     pub max_report_bytes: Option<usize>,
+    /// Bytes of all of a run's messages together (default 16 MiB).
+    pub max_staged_bytes: Option<u64>,
     /// Bytes of guest log messages shown (default 64 KiB).
     pub log_bytes: Option<usize>,
     /// Bytes of guest stdout and of stderr kept (default 64 KiB).
@@ -154,6 +156,8 @@ pub struct Config {
     pub max_messages: u32,
     /// Bytes per message.
     pub max_message_bytes: u64,
+    /// Bytes of all of a run's messages.
+    pub max_staged_bytes: u64,
     /// Guest log bytes.
     pub log_bytes: usize,
     /// Rows per batch.
@@ -310,6 +314,7 @@ impl Config {
             },
             max_messages: l.max_messages.unwrap_or(100),
             max_message_bytes: l.max_message_bytes.unwrap_or(4 << 20),
+            max_staged_bytes: l.max_staged_bytes.unwrap_or(16 << 20),
             log_bytes: l.log_bytes.unwrap_or(64 << 10),
             batch_rows: l.batch_rows.unwrap_or(8192).clamp(1, 1 << 20),
             lease,

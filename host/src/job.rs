@@ -180,6 +180,7 @@ fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Resul
             destinations.clone(),
             config.max_messages,
             config.max_message_bytes,
+            config.max_staged_bytes,
         ),
         destinations,
         log: GuestLog::new(config.job.as_str(), config.log_bytes),

@@ -29,7 +29,8 @@ pub enum Destination {
 pub enum StageError {
     /// Not a destination of this job.
     UnknownDestination(String),
-    /// Body over the limit (the limit, in bytes).
+    /// Body over the per-message limit, or the run's total over its limit
+    /// (the limit that was hit, in bytes).
     TooLarge(u64),
     /// Too many messages (the maximum).
     TooManyMessages(u32),
@@ -44,22 +45,28 @@ pub struct Staging {
     destinations: Vec<String>,
     max_messages: u32,
     max_bytes: u64,
+    max_total: u64,
+    total: u64,
     messages: Vec<StagedMessage>,
 }
 
 impl Staging {
-    /// An empty outbox for the run of `key`.
+    /// An empty outbox for the run of `key`: at most `max_messages`
+    /// messages of at most `max_bytes` each and `max_total` together.
     pub fn new(
         key: WindowKey,
         destinations: Vec<String>,
         max_messages: u32,
         max_bytes: u64,
+        max_total: u64,
     ) -> Self {
         Staging {
             key,
             destinations,
             max_messages,
             max_bytes,
+            max_total,
+            total: 0,
             messages: Vec::new(),
         }
     }
@@ -78,8 +85,12 @@ impl Staging {
         if !self.destinations.contains(&destination) {
             return Err(StageError::UnknownDestination(destination));
         }
-        if body.len() as u64 > self.max_bytes {
+        let size = body.len() as u64;
+        if size > self.max_bytes {
             return Err(StageError::TooLarge(self.max_bytes));
+        }
+        if self.total + size > self.max_total {
+            return Err(StageError::TooLarge(self.max_total));
         }
         if self.messages.len() as u32 >= self.max_messages {
             return Err(StageError::TooManyMessages(self.max_messages));
@@ -88,6 +99,7 @@ impl Staging {
             return Err(StageError::InvalidContentType(content_type));
         }
         let seq = self.messages.len() as u32 + 1;
+        self.total += size;
         self.messages.push(StagedMessage {
             seq,
             destination,
@@ -225,8 +237,9 @@ mod tests {
         Staging::new(
             WindowKey::from_stored("daily-report:2026-11-08".into()),
             vec!["digest".into()],
-            2,
+            3,
             10,
+            15,
         )
     }
 
@@ -264,13 +277,20 @@ mod tests {
             s.stage("digest".into(), vec![], "plain".into()),
             Err(StageError::InvalidContentType(_))
         ));
-        s.stage("digest".into(), vec![], "text/plain".into())
+        s.stage("digest".into(), vec![0; 10], "text/plain".into())
+            .unwrap();
+        assert_eq!(
+            s.stage("digest".into(), vec![0; 6], "text/plain".into()),
+            Err(StageError::TooLarge(15)),
+            "the run's total is capped too"
+        );
+        s.stage("digest".into(), vec![0; 5], "text/plain".into())
             .unwrap();
         s.stage("digest".into(), vec![], "text/plain".into())
             .unwrap();
         assert_eq!(
             s.stage("digest".into(), vec![], "text/plain".into()),
-            Err(StageError::TooManyMessages(2))
+            Err(StageError::TooManyMessages(3))
         );
     }
 
