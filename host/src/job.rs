@@ -95,9 +95,10 @@ fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Resul
         component = Some(loaded);
     }
 
-    // Leases are measured on the earlier of the run's clock and the host's:
-    // a --now in the future must not expire a claim that is live in fact.
-    let lease_now = now.min(Timestamp::now());
+    // Leases are measured on the earlier of the run's clock, read again now
+    // (so compiling does not eat into the lease), and the host's: a --now in
+    // the future must not expire a claim that is live in fact.
+    let lease_now = clock.now().min(Timestamp::now());
     let lease_until = lease_now
         .checked_add(SignedDuration::try_from(config.lease).unwrap_or(SignedDuration::MAX))
         .unwrap_or(Timestamp::MAX);

@@ -200,8 +200,12 @@ impl ResourceLimiter for MemoryLimiter {
         &mut self,
         current: usize,
         desired: usize,
-        _maximum: Option<usize>,
+        maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
+        // A growth past the memory's own maximum fails anyway; count nothing.
+        if maximum.is_some_and(|m| desired > m) {
+            return Ok(false);
+        }
         let total = self.used.saturating_sub(current).saturating_add(desired);
         if total > self.max {
             self.hit.store(true, Ordering::Relaxed);

@@ -286,6 +286,9 @@ pub struct RowCursor {
     columns: Vec<ColumnInfo>,
     chunks: Option<Receiver<Reply>>,
     current: Option<Batch>,
+    /// Whether `current` is what is left of a split chunk, whose
+    /// dictionaries still hold values of rows already served.
+    remainder: bool,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     finished: bool,
@@ -313,6 +316,7 @@ impl RowCursor {
             columns: Vec::new(),
             chunks: Some(chunk_rx),
             current: None,
+            remainder: false,
             stop,
             thread: Some(thread),
             finished: false,
@@ -358,7 +362,11 @@ impl RowCursor {
                 }
             }
         };
-        let (batch, rest) = chunk.split_front(max_rows.max(1));
+        let (mut batch, rest) = chunk.split_front(max_rows.max(1));
+        if rest.is_none() && self.remainder {
+            batch.compact_dictionaries();
+        }
+        self.remainder = rest.is_some();
         self.current = rest;
         self.rows
             .fetch_add(u64::from(batch.rows), Ordering::Relaxed);
@@ -410,10 +418,13 @@ impl Batch {
                     mut indices,
                 } => {
                     let b = indices.split_off(at);
+                    // The front gets a dictionary of just its own values;
+                    // the rest keeps the chunk's and is compacted when served.
+                    let (front_values, front_indices) = compact(&values, &indices);
                     (
                         ColumnData::TextDict {
-                            values: values.clone(),
-                            indices,
+                            values: front_values,
+                            indices: front_indices,
                         },
                         ColumnData::TextDict { values, indices: b },
                     )
@@ -439,6 +450,45 @@ impl Batch {
             }),
         )
     }
+}
+
+impl Batch {
+    /// Rebuilds every dictionary column from the values its rows use, in
+    /// order of first appearance, as the WIT promises for each batch.
+    fn compact_dictionaries(&mut self) {
+        for column in &mut self.columns {
+            if let ColumnData::TextDict { values, indices } = &mut column.data {
+                let (v, i) = compact(values, indices);
+                *values = v;
+                *indices = i;
+            }
+        }
+    }
+}
+
+/// The values `indices` use, in order of first appearance, and the indices
+/// renumbered to match.
+fn compact(values: &TextData, indices: &[u32]) -> (TextData, Vec<u32>) {
+    let mut renumber: FxHashMap<u32, u32> = FxHashMap::default();
+    let mut out = TextData {
+        data: Vec::new(),
+        offsets: vec![0],
+    };
+    let mut new_indices = Vec::with_capacity(indices.len());
+    for &id in indices {
+        let next = renumber.len() as u32;
+        let new_id = *renumber.entry(id).or_insert_with(|| {
+            let (a, b) = (
+                values.offsets[id as usize] as usize,
+                values.offsets[id as usize + 1] as usize,
+            );
+            out.data.extend_from_slice(&values.data[a..b]);
+            out.offsets.push(out.data.len() as u32);
+            next
+        });
+        new_indices.push(new_id);
+    }
+    (out, new_indices)
 }
 
 fn split_text(mut t: TextData, at: usize) -> (TextData, TextData) {
@@ -1013,7 +1063,8 @@ mod tests {
         let mut c = access.open().unwrap();
         let mut seen = Vec::new();
         let mut sizes = Vec::new();
-        while let Some(b) = c.next_batch(5).unwrap() {
+        let mut dictionaries = 0;
+        while let Some(b) = c.next_batch(3).unwrap() {
             sizes.push(b.rows);
             let ColumnData::Integer(ts) = &b.columns[0].data else {
                 panic!()
@@ -1023,6 +1074,13 @@ mod tests {
                     .nulls
                     .as_ref()
                     .is_some_and(|n| n[i / 8] & (1 << (i % 8)) != 0);
+                if let ColumnData::TextDict { values, indices } = &b.columns[1].data {
+                    dictionaries += 1;
+                    let mut used: Vec<u32> = indices.clone();
+                    used.sort_unstable();
+                    used.dedup();
+                    assert_eq!(used.len(), values.offsets.len() - 1, "no foreign values");
+                }
                 let name = match &b.columns[1].data {
                     ColumnData::TextDict { values, indices } => {
                         let id = indices[i] as usize;
@@ -1042,8 +1100,12 @@ mod tests {
                 seen.push((*t, if null { None } else { Some(name) }));
             }
         }
-        // Chunks of 16 are served 5 at a time: 5, 5, 5, 1, 5, 5, 5, 1, ...
-        assert_eq!(sizes, vec![5, 5, 5, 1, 5, 5, 5, 1, 5, 5, 5, 1, 2]);
+        // Chunks of 16 are served 3 at a time: 3, 3, 3, 3, 3, 1, 3, ...
+        // and every dictionary holds exactly the values of its own batch.
+        let mut expected_sizes = [3, 3, 3, 3, 3, 1].repeat(3);
+        expected_sizes.push(2);
+        assert_eq!(sizes, expected_sizes);
+        assert!(dictionaries > 10, "the text column travels as a dictionary");
         let expected: Vec<_> = rows
             .iter()
             .map(|(t, n, _)| (*t, n.map(str::to_string)))
