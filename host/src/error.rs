@@ -20,6 +20,9 @@ pub enum Error {
     /// must stop without writing or delivering anything.
     #[error("{0}")]
     LeaseLost(String),
+    /// The data source failed while running its query.
+    #[error("{0}")]
+    Source(String),
     /// Delivering a staged message failed.
     #[error("{0}")]
     Delivery(String),
@@ -53,6 +56,7 @@ impl Error {
             Error::Input(_) => "invalid-input",
             Error::Store(_) => "store",
             Error::LeaseLost(_) => "lease-lost",
+            Error::Source(_) => "source",
             Error::Delivery(_) => "delivery",
             Error::Host(_) => "host",
         }

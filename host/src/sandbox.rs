@@ -419,6 +419,7 @@ impl Sandbox {
             ))
             .build();
         let memory_hit = Arc::new(AtomicBool::new(false));
+        let source_interrupt = input.source.interrupter();
         let ctx = WitRunContext {
             window: bindings::wit_window(&input.window),
             now: bindings::wit_instant(input.now),
@@ -447,7 +448,14 @@ impl Sandbox {
         store.epoch_deadline_trap();
 
         let started = std::time::Instant::now();
-        let Some(watchdog) = Watchdog::start(self.engine.clone(), input.limits.timeout) else {
+        let timed_out = Arc::new(AtomicBool::new(false));
+        let fired = timed_out.clone();
+        let Some(watchdog) =
+            Watchdog::start(self.engine.clone(), input.limits.timeout, move || {
+                fired.store(true, Ordering::Relaxed);
+                source_interrupt.interrupt()
+            })
+        else {
             return Err(GuestFailure {
                 kind: "host",
                 message: "cannot start the guest's time-limit watchdog thread".to_string(),
@@ -473,6 +481,11 @@ impl Sandbox {
             guest_ms,
         };
         let last_stderr_line = panic_message(&String::from_utf8_lossy(&err));
+        // Past the deadline every outcome is the timeout: an interrupted
+        // source query may have surfaced as an ordinary error first.
+        if timed_out.load(Ordering::Relaxed) && !matches!(result, Ok(Ok(_))) {
+            return Err(timeout_failure(&input.limits));
+        }
         match result {
             Ok(Ok(report))
                 if report.summary.len() + report.cursor.as_ref().map_or(0, String::len)
@@ -573,14 +586,7 @@ fn classify(
         };
     }
     match e.downcast_ref::<Trap>() {
-        Some(Trap::Interrupt) => GuestFailure {
-            kind: "guest-timeout",
-            message: format!(
-                "the guest exceeded its time limit of {} s and was stopped; raise `limits.timeout_seconds` if the report needs longer",
-                limits.timeout.as_secs_f64()
-            ),
-            retryable: true,
-        },
+        Some(Trap::Interrupt) => timeout_failure(limits),
         Some(trap) => GuestFailure {
             kind: "guest-trap",
             message: format!("the guest trapped: {trap}{hint}"),
@@ -591,6 +597,18 @@ fn classify(
             message: format!("the guest failed: {}{hint}", one_line(&format!("{e:#}"))),
             retryable: false,
         },
+    }
+}
+
+fn timeout_failure(limits: &GuestLimits) -> GuestFailure {
+    GuestFailure {
+        kind: "guest-timeout",
+        message: format!(
+            "the guest exceeded its time limit of {} s and was stopped; raise \
+             `limits.timeout_seconds` if the report needs longer",
+            limits.timeout.as_secs_f64()
+        ),
+        retryable: true,
     }
 }
 
@@ -606,13 +624,20 @@ struct Watchdog {
 }
 
 impl Watchdog {
-    fn start(engine: Engine, timeout: Duration) -> Option<Watchdog> {
+    /// Starts the countdown; at the deadline the epoch moves (stopping
+    /// guest code) and `on_timeout` runs (stopping host work done for it).
+    fn start(
+        engine: Engine,
+        timeout: Duration,
+        on_timeout: impl FnOnce() + Send + 'static,
+    ) -> Option<Watchdog> {
         let (tx, rx) = mpsc::channel::<()>();
         let thread = thread::Builder::new()
             .name("jobhost-watchdog".to_string())
             .spawn(move || {
                 if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(timeout) {
                     engine.increment_epoch();
+                    on_timeout();
                 }
             })
             .ok()?;

@@ -60,6 +60,8 @@ fn open_read_only(path: &Path) -> std::result::Result<Connection, String> {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(|e| format!("cannot open data source `{}`: {e}", path.display()))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(|e| format!("cannot open data source `{}`: {e}", path.display()))?;
     conn.pragma_update(None, "query_only", true)
         .map_err(|e| format!("cannot open data source `{}`: {e}", path.display()))?;
     Ok(conn)
@@ -194,6 +196,7 @@ pub struct SourceAccess {
     open: bool,
     early: Option<RowCursor>,
     rows: Arc<AtomicU64>,
+    interrupt: SourceInterrupt,
 }
 
 impl SourceAccess {
@@ -212,7 +215,13 @@ impl SourceAccess {
             open: false,
             early: None,
             rows: Arc::new(AtomicU64::new(0)),
+            interrupt: SourceInterrupt::default(),
         }
+    }
+
+    /// A handle that interrupts this run's query from another thread.
+    pub fn interrupter(&self) -> SourceInterrupt {
+        self.interrupt.clone()
     }
 
     /// Starts the query ahead of the guest, and waits only until it is known
@@ -233,8 +242,12 @@ impl SourceAccess {
             self.end,
             self.batch_rows,
             self.rows.clone(),
+            &self.interrupt,
         )
-        .map_err(|e| Error::Input(describe(&e)))?;
+        .map_err(|e| match e {
+            StartFailure::Invalid(m) => Error::Input(m),
+            StartFailure::Failed(m) => Error::Source(m),
+        })?;
         self.early = Some(cursor);
         Ok(())
     }
@@ -256,7 +269,7 @@ impl SourceAccess {
                 "a cursor is already open; drop it before opening another".to_string(),
             ));
         }
-        let cursor = match self.early.take() {
+        let mut cursor = match self.early.take() {
             Some(cursor) => cursor,
             None => RowCursor::start(
                 spec,
@@ -264,8 +277,11 @@ impl SourceAccess {
                 self.end,
                 self.batch_rows,
                 self.rows.clone(),
-            )?,
+                &self.interrupt,
+            )
+            .map_err(StartFailure::into_source_error)?,
         };
+        cursor.ready()?;
         self.open = true;
         Ok(cursor)
     }
@@ -279,17 +295,67 @@ impl SourceAccess {
 
 type Reply = std::result::Result<Option<Batch>, SourceError>;
 
+/// What the reader reports as it starts: first that the query is valid
+/// (prepared and bound), then, after its first step, the columns.
+enum Progress {
+    Prepared(rusqlite::InterruptHandle),
+    Ready(Vec<ColumnInfo>),
+}
+
+/// Why the reader could not start: the query or file is wrong (the user's
+/// input), or the query failed while running (the source's state).
+#[derive(Debug)]
+enum StartFailure {
+    Invalid(String),
+    Failed(String),
+}
+
+impl StartFailure {
+    fn into_source_error(self) -> SourceError {
+        match self {
+            StartFailure::Invalid(m) | StartFailure::Failed(m) => SourceError::QueryFailed(m),
+        }
+    }
+}
+
+/// Stops whatever the source's reader is doing, from another thread: the
+/// guest's time limit uses it, since a long SQLite step blocks in host code
+/// where the epoch deadline cannot reach.
+#[derive(Clone, Default)]
+pub struct SourceInterrupt(Arc<std::sync::Mutex<Option<rusqlite::InterruptHandle>>>);
+
+impl SourceInterrupt {
+    /// Interrupts the running query, if any.
+    pub fn interrupt(&self) {
+        if let Some(h) = self.0.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            h.interrupt();
+        }
+    }
+
+    fn set(&self, handle: rusqlite::InterruptHandle) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+    }
+}
+
+impl std::fmt::Debug for SourceInterrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SourceInterrupt")
+    }
+}
+
 /// An open query: a reader thread that owns the connection and sends
 /// fixed-size chunks ahead, and the chunk the guest is part way through.
 #[derive(Debug)]
 pub struct RowCursor {
-    columns: Vec<ColumnInfo>,
+    columns: Option<Vec<ColumnInfo>>,
+    info: Receiver<std::result::Result<Progress, StartFailure>>,
     chunks: Option<Receiver<Reply>>,
     current: Option<Batch>,
     /// Whether `current` is what is left of a split chunk, whose
     /// dictionaries still hold values of rows already served.
     remainder: bool,
     stop: Arc<AtomicBool>,
+    interrupt: SourceInterrupt,
     thread: Option<JoinHandle<()>>,
     finished: bool,
     rows: Arc<AtomicU64>,
@@ -302,35 +368,67 @@ impl RowCursor {
         end: Timestamp,
         cap: u32,
         rows: Arc<AtomicU64>,
-    ) -> std::result::Result<RowCursor, SourceError> {
+        interrupt: &SourceInterrupt,
+    ) -> std::result::Result<RowCursor, StartFailure> {
         // One chunk waits in the channel while the reader builds the next.
         let (chunk_tx, chunk_rx) = sync_channel::<Reply>(1);
-        let (info_tx, info_rx) = sync_channel(1);
+        let (info_tx, info_rx) = sync_channel(2);
         let stop = Arc::new(AtomicBool::new(false));
         let reader_stop = stop.clone();
         let thread = std::thread::Builder::new()
             .name("jobhost-source".to_string())
             .spawn(move || reader(spec, start, end, cap, info_tx, chunk_tx, &reader_stop))
-            .map_err(|e| SourceError::QueryFailed(format!("cannot start the reader: {e}")))?;
-        let mut cursor = RowCursor {
-            columns: Vec::new(),
+            .map_err(|e| StartFailure::Failed(format!("cannot start the source reader: {e}")))?;
+        let cursor = RowCursor {
+            columns: None,
+            info: info_rx,
             chunks: Some(chunk_rx),
             current: None,
             remainder: false,
             stop,
+            interrupt: interrupt.clone(),
             thread: Some(thread),
             finished: false,
             rows,
         };
-        cursor.columns = info_rx
-            .recv()
-            .map_err(|_| SourceError::QueryFailed("the reader stopped".to_string()))??;
+        // Wait only until the query is known to be valid; its first step
+        // (which may be slow) goes on in the background.
+        match cursor.info.recv() {
+            Ok(Ok(Progress::Prepared(handle))) => interrupt.set(handle),
+            Ok(Ok(Progress::Ready(_))) | Err(_) => {
+                return Err(StartFailure::Failed(
+                    "the source reader stopped".to_string(),
+                ));
+            }
+            Ok(Err(failure)) => return Err(failure),
+        }
         Ok(cursor)
     }
 
-    /// The result's columns.
+    /// Waits for the query's first step, which tells the columns.
+    ///
+    /// # Errors
+    ///
+    /// `QueryFailed` when the query failed while running.
+    pub fn ready(&mut self) -> std::result::Result<(), SourceError> {
+        if self.columns.is_some() {
+            return Ok(());
+        }
+        match self.info.recv() {
+            Ok(Ok(Progress::Ready(columns))) => {
+                self.columns = Some(columns);
+                Ok(())
+            }
+            Ok(Err(failure)) => Err(failure.into_source_error()),
+            Ok(Ok(Progress::Prepared(_))) | Err(_) => Err(SourceError::QueryFailed(
+                "the source reader stopped".to_string(),
+            )),
+        }
+    }
+
+    /// The result's columns (empty until [`RowCursor::ready`] succeeded).
     pub fn columns(&self) -> &[ColumnInfo] {
-        &self.columns
+        self.columns.as_deref().unwrap_or_default()
     }
 
     /// The next batch: at most `max_rows` rows, and at most the rest of the
@@ -376,8 +474,10 @@ impl RowCursor {
 
 impl Drop for RowCursor {
     fn drop(&mut self) {
-        // The reader checks the flag between rows and sees the channel close.
+        // The reader checks the flag between rows and sees the channel
+        // close; a long SQLite step is interrupted.
         self.stop.store(true, Ordering::Relaxed);
+        self.interrupt.interrupt();
         self.chunks = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -528,41 +628,37 @@ fn split_nulls(
     (pack(0..at), pack(at..rows))
 }
 
-/// A source error as one line for a person.
-fn describe(e: &SourceError) -> String {
-    match e {
-        SourceError::NotConfigured => "no data source is configured".to_string(),
-        SourceError::QueryFailed(m)
-        | SourceError::TypeMismatch(m)
-        | SourceError::InvalidState(m) => m.clone(),
-    }
-}
-
 fn reader(
     spec: SourceSpec,
     start: Timestamp,
     end: Timestamp,
     cap: u32,
-    info: SyncSender<std::result::Result<Vec<ColumnInfo>, SourceError>>,
+    info: SyncSender<std::result::Result<Progress, StartFailure>>,
     chunks: SyncSender<Reply>,
     stop: &AtomicBool,
 ) {
     let conn = match open_read_only(&spec.path) {
         Ok(c) => c,
         Err(e) => {
-            let _ = info.send(Err(SourceError::QueryFailed(e)));
+            let _ = info.send(Err(StartFailure::Invalid(e)));
             return;
         }
     };
+    let interrupt = conn.get_interrupt_handle();
     let mut stmt = match prepare(&conn, &spec.query) {
         Ok(s) => s,
         Err(e) => {
-            let _ = info.send(Err(SourceError::QueryFailed(e)));
+            let _ = info.send(Err(StartFailure::Invalid(e)));
             return;
         }
     };
     if let Err(e) = bind(&mut stmt, start, end) {
-        let _ = info.send(Err(SourceError::QueryFailed(e.to_string())));
+        let _ = info.send(Err(StartFailure::Invalid(format!(
+            "invalid source query: {e}"
+        ))));
+        return;
+    }
+    if info.send(Ok(Progress::Prepared(interrupt))).is_err() {
         return;
     }
     let declared: Vec<(String, Option<ColumnKind>)> = stmt
@@ -573,7 +669,9 @@ fn reader(
     let first = match rows.next() {
         Ok(r) => r,
         Err(e) => {
-            let _ = info.send(Err(SourceError::QueryFailed(e.to_string())));
+            let _ = info.send(Err(StartFailure::Failed(format!(
+                "the source query failed: {e}"
+            ))));
             return;
         }
     };
@@ -595,7 +693,7 @@ fn reader(
         .collect();
     let kinds: Vec<ColumnKind> = columns.iter().map(|c| c.kind).collect();
     let names: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
-    if info.send(Ok(columns)).is_err() {
+    if info.send(Ok(Progress::Ready(columns))).is_err() {
         return;
     }
     let mut row_number: u64 = 0;

@@ -202,3 +202,28 @@ fn a_guest_that_sleeps_for_a_day_does_not_hold_the_host_its_clock_just_moves() {
     // Not a timing assertion on the machine's speed: a real sleep would take a day.
     assert!(started.elapsed() < std::time::Duration::from_secs(3600));
 }
+
+#[test]
+fn a_source_query_that_never_returns_is_stopped_at_the_time_limit() {
+    let dir = scratch();
+    let cfg = config(
+        dir.path(),
+        &format!(
+            r#"component = "{}"
+[source]
+path = "sales.db"
+query = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x AS ts, 'r' AS region, 'p' AS product, 1 AS quantity, 1.0 AS amount FROM c WHERE x < 0 AND :start < :end"
+[limits]
+timeout_seconds = 1
+"#,
+            guests().report.display()
+        ),
+    );
+    sales_db(dir.path(), 10);
+    let store = dir.path().join("s.db");
+    let run = run_job(&cfg, &store, "2026-11-09T00:05:00Z");
+    let r = run.receipt();
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(r["error"]["kind"], "guest-timeout", "{r}");
+    assert_eq!(history(&store)[0]["state"], "FAILED");
+}
