@@ -78,7 +78,10 @@ fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Resul
     // never leaves a claim behind. A run whose report is already committed
     // needs no component: it only delivers what is stored.
     let sandbox = Sandbox::new()?;
-    let resuming = peeked.is_some_and(|r| r.state == RunState::Prepared);
+    let resuming = peeked
+        .as_ref()
+        .is_some_and(|r| r.state == RunState::Prepared);
+    let recorded_component = peeked.map(|r| r.component);
     let mut component = None;
     let mut source = SourceAccess::new(
         config.source.clone(),
@@ -142,6 +145,10 @@ fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Resul
         }
         Claim::Resume { lease } => {
             receipt.event = Event::Resumed;
+            // The messages were rendered by the component recorded with the run.
+            if let Some(component) = recorded_component {
+                receipt.component = Some(component);
+            }
             note_lease(receipt, &lease);
             if let Some(report) = store.report(&key)? {
                 receipt.report = Some(ReportInfo {
@@ -252,8 +259,9 @@ fn deliver_and_finish(
             Err(e) => {
                 info.status = format!("failed: {e}");
                 receipt.messages = Some(infos);
-                // The report stays PREPARED: the next invocation after the
-                // lease expires delivers the stored bytes, never re-renders.
+                // The report stays PREPARED and the claim is let go: the next
+                // invocation delivers the stored bytes, never re-renders.
+                store.delivery_failed(lease, &e.to_string(), now)?;
                 receipt.fail(e.kind(), e.to_string(), Some(true));
                 return Ok(());
             }

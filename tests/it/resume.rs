@@ -65,6 +65,10 @@ fn a_prepared_run_whose_owner_died_is_resumed_with_the_stored_bytes() {
         r["report"]["summary"], "earlier report",
         "the guest did not run again"
     );
+    assert_eq!(
+        r["component"], "sha256:earlier",
+        "the component that rendered the messages"
+    );
     let line: serde_json::Value = serde_json::from_str(
         std::fs::read_to_string(dir.path().join("out.jsonl"))
             .unwrap()
@@ -78,4 +82,52 @@ fn a_prepared_run_whose_owner_died_is_resumed_with_the_stored_bytes() {
 
     let again = run_job(&cfg, &store_path, "2026-11-09T00:11:00Z");
     assert_eq!(again.receipt()["reason"], "done");
+}
+
+#[test]
+fn a_failed_delivery_keeps_the_report_and_the_next_run_delivers_it() {
+    let dir = scratch();
+    sales_db(dir.path(), 500);
+    // The destination's folder is blocked by a file of the same name.
+    std::fs::write(dir.path().join("out"), "in the way").unwrap();
+    let cfg = config(
+        dir.path(),
+        &format!(
+            r#"component = "{}"
+[source]
+path = "sales.db"
+query = "SELECT ts, region, product, quantity, amount FROM sales WHERE ts >= :start AND ts < :end"
+[destinations.digest]
+type = "file"
+path = "out/digest.jsonl"
+"#,
+            guests().report.display()
+        ),
+    );
+    let store = dir.path().join("s.db");
+    let failed = run_job(&cfg, &store, "2026-11-09T00:05:00Z");
+    let r = failed.receipt();
+    assert_eq!(failed.code, 1, "{}", failed.stderr);
+    assert_eq!(r["error"]["kind"], "delivery");
+    assert_eq!(r["error"]["retryable"], true);
+    let row = &history(&store)[0];
+    assert_eq!(row["state"], "PREPARED", "the report is kept");
+    assert!(row["error"].as_str().unwrap().contains("digest"), "{row}");
+
+    std::fs::remove_file(dir.path().join("out")).unwrap();
+    let resumed = run_job(&cfg, &store, "2026-11-09T00:06:00Z");
+    let r2 = resumed.receipt();
+    assert_eq!(r2["event"], "resumed", "{}", resumed.stderr);
+    assert_eq!(
+        r2["report"]["summary"], r["report"]["summary"],
+        "the stored report, not a new one"
+    );
+    let lines = std::fs::read_to_string(dir.path().join("out/digest.jsonl")).unwrap();
+    assert_eq!(lines.lines().count(), 1);
+    let done = &history(&store)[0];
+    assert_eq!(done["state"], "DONE");
+    assert!(
+        done["error"].is_null(),
+        "a finished run shows no stale error: {done}"
+    );
 }

@@ -286,6 +286,14 @@ pub trait ClaimStore {
         now: Timestamp,
     ) -> Result<()>;
 
+    /// Records that delivering a PREPARED run's messages failed, and lets
+    /// the claim go so that the next invocation can resume the delivery.
+    ///
+    /// # Errors
+    ///
+    /// `Error::LeaseLost` when the fence no longer matches; `Error::Store`.
+    fn delivery_failed(&mut self, lease: &Lease, error: &str, now: Timestamp) -> Result<()>;
+
     /// Records a failed attempt.
     ///
     /// # Errors

@@ -124,12 +124,10 @@ impl SqliteStore {
             path: path.to_path_buf(),
         };
         // Before anything writes: never convert somebody else's database.
-        let version = refuse_foreign(&store.conn, path)?;
-        check_version(path, version)?;
-        let current = version == MIGRATIONS.len() as i64;
-        // A current store was switched to WAL before its first migration,
-        // and WAL mode persists in the file.
-        if !current {
+        let schema = refuse_foreign(&store.conn, path)?;
+        check_version(path, schema.version)?;
+        let current = schema.version == MIGRATIONS.len() as i64;
+        if !schema.wal {
             store.enable_wal()?;
         }
         // FULL, not NORMAL: NORMAL may lose the last commit on power loss,
@@ -290,22 +288,34 @@ impl SqliteStore {
 
 /// Refuses a non-empty database without a jobhost schema version, and
 /// returns the schema version.
-fn refuse_foreign(conn: &Connection, path: &Path) -> Result<i64> {
-    let (version, tables): (i64, i64) = conn
+fn refuse_foreign(conn: &Connection, path: &Path) -> Result<Schema> {
+    let (version, tables, has_runs, journal): (i64, i64, bool, String) = conn
         .query_row(
-            "SELECT user_version, (SELECT count(*) FROM sqlite_schema) FROM pragma_user_version",
+            "SELECT p.user_version, (SELECT count(*) FROM sqlite_schema),
+                    EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'runs'),
+                    j.journal_mode
+             FROM pragma_user_version p, pragma_journal_mode j",
             [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .map_err(|e| open_error(path, e))?;
-    if version == 0 && tables > 0 {
+    if (version == 0 && tables > 0) || (version > 0 && !has_runs) {
         return Err(Error::input(format!(
             "`{}` is a SQLite database but not a jobhost store; point --store at a \
              jobhost store or a new path",
             path.display()
         )));
     }
-    Ok(version)
+    Ok(Schema {
+        version,
+        wal: journal.eq_ignore_ascii_case("wal"),
+    })
+}
+
+/// What opening a store needs to know of its schema.
+struct Schema {
+    version: i64,
+    wal: bool,
 }
 
 /// Refuses a store written by a newer jobhost.
@@ -691,7 +701,7 @@ impl ClaimStore for SqliteStore {
         }
         let changed = tx
             .execute(
-                "UPDATE runs SET state = 'DONE', updated_at = ?3
+                "UPDATE runs SET state = 'DONE', error = NULL, updated_at = ?3
                  WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'
                    AND NOT EXISTS (SELECT 1 FROM outbox
                                    WHERE outbox.key = ?1 AND outbox.state <> 'DELIVERED')",
@@ -729,6 +739,21 @@ impl ClaimStore for SqliteStore {
         .map_err(|e| Error::store("cannot move the cursor", e))?;
         tx.commit()
             .map_err(|e| Error::store("cannot mark the run done", e))
+    }
+
+    fn delivery_failed(&mut self, lease: &Lease, error: &str, now: Timestamp) -> Result<()> {
+        let tx = self.immediate()?;
+        let changed = tx
+            .execute(
+                "UPDATE runs SET error = ?3, updated_at = ?4,
+                    lease_expires_at = min(lease_expires_at, ?4)
+                 WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'",
+                params![lease.key.as_str(), lease.fence.0, error, secs(now)],
+            )
+            .map_err(|e| Error::store("cannot record the failed delivery", e))?;
+        fenced(changed, lease)?;
+        tx.commit()
+            .map_err(|e| Error::store("cannot record the failed delivery", e))
     }
 
     fn fail(&mut self, lease: &Lease, error: &str, retryable: bool, now: Timestamp) -> Result<()> {
