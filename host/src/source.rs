@@ -225,9 +225,9 @@ impl SourceAccess {
     }
 
     /// Starts the query ahead of the guest, and waits only until it is known
-    /// to run: the database opened, the query prepared and its first row
-    /// read. The reader then keeps working while the host claims the window
-    /// and instantiates the guest.
+    /// to be valid: the database opened, the query prepared and bound. The
+    /// reader then steps through it while the host claims the window and
+    /// instantiates the guest.
     ///
     /// # Errors
     ///
@@ -236,7 +236,16 @@ impl SourceAccess {
         let Some(spec) = self.spec.clone() else {
             return Ok(());
         };
-        let cursor = RowCursor::start(
+        let cursor = self.start_cursor(spec).map_err(|e| match e {
+            StartFailure::Invalid(m) => Error::Input(m),
+            StartFailure::Failed(m) => Error::Source(m),
+        })?;
+        self.early = Some(cursor);
+        Ok(())
+    }
+
+    fn start_cursor(&self, spec: SourceSpec) -> std::result::Result<RowCursor, StartFailure> {
+        RowCursor::start(
             spec,
             self.start,
             self.end,
@@ -244,12 +253,6 @@ impl SourceAccess {
             self.rows.clone(),
             &self.interrupt,
         )
-        .map_err(|e| match e {
-            StartFailure::Invalid(m) => Error::Input(m),
-            StartFailure::Failed(m) => Error::Source(m),
-        })?;
-        self.early = Some(cursor);
-        Ok(())
     }
 
     /// Rows handed to the guest so far.
@@ -271,15 +274,9 @@ impl SourceAccess {
         }
         let mut cursor = match self.early.take() {
             Some(cursor) => cursor,
-            None => RowCursor::start(
-                spec,
-                self.start,
-                self.end,
-                self.batch_rows,
-                self.rows.clone(),
-                &self.interrupt,
-            )
-            .map_err(StartFailure::into_source_error)?,
+            None => self
+                .start_cursor(spec)
+                .map_err(StartFailure::into_source_error)?,
         };
         cursor.ready()?;
         self.open = true;
