@@ -7,20 +7,11 @@ use crate::harness::*;
 
 #[test]
 fn many_processes_on_a_fresh_store_run_the_window_exactly_once() {
-    let guests = guests();
     // Warm the compile cache so the processes race on the store, not on Cranelift.
     let warm = scratch();
     let cfg = report_config(warm.path(), 100);
-    jobhost(&[
-        "run",
-        "--config",
-        s(&cfg),
-        "--store",
-        s(&warm.path().join("w.db")),
-        "--now",
-        "2026-11-09T00:05:00Z",
-    ]);
-    let _ = guests;
+    let warmed = run_job(&cfg, &warm.path().join("w.db"), "2026-11-09T00:05:00Z");
+    assert_eq!(warmed.event(), "ran", "{}", warmed.stderr);
 
     for trial in 0..10 {
         let dir = scratch();

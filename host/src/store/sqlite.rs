@@ -936,6 +936,34 @@ mod tests {
     }
 
     #[test]
+    fn a_claim_whose_every_attempt_died_is_abandoned_not_left_claimed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+        let w = window("2026-11-08");
+        let mut r = req(&w, "2026-11-09T00:00:00Z", "a");
+        r.max_attempts = 2;
+        assert!(matches!(s.claim(&r).unwrap(), Claim::Run { .. }));
+        // The owner dies; the lease expires; a second attempt dies too.
+        let mut later = req(&w, "2026-11-09T00:05:00Z", "b");
+        later.max_attempts = 2;
+        assert!(matches!(
+            s.claim(&later).unwrap(),
+            Claim::Run { takeover: true, .. }
+        ));
+        let mut last = req(&w, "2026-11-09T00:10:00Z", "c");
+        last.max_attempts = 2;
+        let Claim::GaveUp { attempts, error } = s.claim(&last).unwrap() else {
+            panic!("out of attempts")
+        };
+        assert_eq!(attempts, 2);
+        assert!(error.unwrap().contains("abandoned"));
+        assert_eq!(
+            s.peek(&w.key()).unwrap().unwrap().state,
+            RunState::Abandoned
+        );
+    }
+
+    #[test]
     fn the_cursor_moves_only_when_the_run_is_done() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = SqliteStore::open(&dir.path().join("s.db")).unwrap();
