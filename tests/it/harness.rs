@@ -160,5 +160,13 @@ pub fn history(store: &Path) -> Vec<Value> {
 
 /// `jobhost run --config CFG --store STORE --now NOW`, from the workspace root.
 pub fn run_job(cfg: &Path, store: &Path, now: &str) -> Run {
-    jobhost(&["run", "--config", s(cfg), "--store", s(store), "--now", now])
+    to_run(job_command(cfg, store, now).output().expect("jobhost runs"))
+}
+
+/// The command [`run_job`] runs, for tests that spawn it themselves.
+pub fn job_command(cfg: &Path, store: &Path, now: &str) -> Command {
+    command(
+        &root(),
+        &["run", "--config", s(cfg), "--store", s(store), "--now", now],
+    )
 }

@@ -19,22 +19,11 @@ fn many_processes_on_a_fresh_store_run_the_window_exactly_once() {
         let store = dir.path().join("fresh").join("jobhost.db");
         let children: Vec<_> = (0..12)
             .map(|_| {
-                command(
-                    &root(),
-                    &[
-                        "run",
-                        "--config",
-                        s(&cfg),
-                        "--store",
-                        s(&store),
-                        "--now",
-                        "2026-11-09T00:05:00Z",
-                    ],
-                )
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn")
+                job_command(&cfg, &store, "2026-11-09T00:05:00Z")
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("spawn")
             })
             .collect();
         let runs: Vec<Run> = children

@@ -220,22 +220,11 @@ fn a_guest_that_sleeps_for_a_day_does_not_hold_the_host_its_clock_just_moves() {
         ),
     );
     let store = dir.path().join("s.db");
-    let mut child = command(
-        &root(),
-        &[
-            "run",
-            "--config",
-            s(&cfg),
-            "--store",
-            s(&store),
-            "--now",
-            "2026-11-09T00:05:00Z",
-        ],
-    )
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
+    let mut child = job_command(&cfg, &store, "2026-11-09T00:05:00Z")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     // A real sleep would hold the host for a day: give up on it long before.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while child.try_wait().unwrap().is_none() {
