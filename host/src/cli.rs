@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use crate::clock::rfc3339;
 use crate::config::{Config, DEFAULT_STORE, RunFlags};
 use crate::error::Error;
+use crate::job::Runtime;
 use crate::receipt::{Event, Receipt};
 use crate::store::{ClaimStore, RunRecord, SqliteStore};
 
@@ -74,6 +75,12 @@ struct HistoryArgs {
 
 /// Parses the command line, runs it, and returns the process exit code.
 pub fn main() -> i32 {
+    main_with(&Runtime::default())
+}
+
+/// [`main`] with a given runtime (the test suite's build of the command line
+/// passes a virtual clock and failpoints).
+pub fn main_with(runtime: &Runtime) -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -97,7 +104,7 @@ pub fn main() -> i32 {
         }
     };
     match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(args, runtime),
         Command::History(args) => match history(args) {
             Ok(()) => 0,
             Err(e) => {
@@ -108,7 +115,7 @@ pub fn main() -> i32 {
     }
 }
 
-fn run(args: RunArgs) -> i32 {
+fn run(args: RunArgs, runtime: &Runtime) -> i32 {
     let flags = RunFlags {
         component: args.component,
         config: args.config,
@@ -120,7 +127,7 @@ fn run(args: RunArgs) -> i32 {
         cache_dir: args.cache_dir,
     };
     let outcome = match Config::resolve(&flags) {
-        Ok(config) => crate::job::run(&config),
+        Ok(config) => crate::job::run_with(&config, runtime),
         Err(e) => {
             let mut receipt = Receipt::new(Event::Failed);
             receipt.fail(e.kind(), e.to_string(), None);

@@ -4,7 +4,10 @@
 //! user-supplied instants lives here too, and it refuses naive timestamps: a
 //! time without an offset means a different instant in every zone.
 
-use jiff::{Timestamp, ZonedDateTime};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp, ZonedDateTime};
 
 use crate::error::{Error, Result};
 
@@ -12,10 +15,14 @@ use crate::error::{Error, Result};
 pub const ACCEPTED_FORMS: &str = "use RFC 3339 with an offset or Z (2026-11-09T00:05:00Z, \
      2026-11-09T09:05:00+09:00) or RFC 9557 with a zone (2026-11-09T09:05:00+09:00[Asia/Tokyo])";
 
-/// A source of "now".
-pub trait Clock {
+/// A source of "now", and of waiting: the host waits (between delivery
+/// retries) only through its clock, so a test clock can make waits free.
+pub trait Clock: Send + Sync {
     /// The current instant.
     fn now(&self) -> Timestamp;
+
+    /// Waits for `d`.
+    fn sleep(&self, d: Duration);
 }
 
 /// The host's real clock.
@@ -26,15 +33,54 @@ impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
         Timestamp::now()
     }
+
+    fn sleep(&self, d: Duration) {
+        std::thread::sleep(d);
+    }
 }
 
-/// A clock that always reads the same instant: `--now`, replays and tests.
+/// A clock that always reads the same instant (`--now`, replays), while its
+/// waits are real: a run for a past window against a live endpoint still
+/// backs off in real time.
 #[derive(Debug, Clone, Copy)]
 pub struct FixedClock(pub Timestamp);
 
 impl Clock for FixedClock {
     fn now(&self) -> Timestamp {
         self.0
+    }
+
+    fn sleep(&self, d: Duration) {
+        std::thread::sleep(d);
+    }
+}
+
+/// A clock that starts at a given instant and moves only when the host
+/// waits, by exactly the time waited, without waiting: tests of retries and
+/// leases run in no real time and read back exactly where time went.
+#[derive(Debug)]
+pub struct VirtualClock {
+    now: Mutex<Timestamp>,
+}
+
+impl VirtualClock {
+    /// A clock reading `start`.
+    pub fn new(start: Timestamp) -> VirtualClock {
+        VirtualClock {
+            now: Mutex::new(start),
+        }
+    }
+}
+
+impl Clock for VirtualClock {
+    fn now(&self) -> Timestamp {
+        *self.now.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn sleep(&self, d: Duration) {
+        let mut now = self.now.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let step = SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX);
+        *now = now.checked_add(step).unwrap_or(Timestamp::MAX);
     }
 }
 

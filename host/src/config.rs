@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::outbox::Destination;
+use crate::outbox::{DeliveryMode, Destination, HttpTarget, Redactor, RetryPolicy, Target};
 use crate::sandbox::GuestLimits;
 use crate::source::SourceSpec;
 use crate::window::{JobName, WindowKind, Zone};
@@ -44,6 +44,11 @@ pub struct ConfigFile {
     pub now: Option<String>,
     /// Attempts before a failing window is given up.
     pub max_attempts: Option<u32>,
+    /// Seconds before a failed window is attempted again (default 60),
+    /// doubled after each further failure.
+    pub retry_delay_seconds: Option<u64>,
+    /// The longest wait between two attempts of a window (default 3600).
+    pub max_retry_delay_seconds: Option<u64>,
     /// The compiled-code cache folder.
     pub cache_dir: Option<PathBuf>,
     /// The data source.
@@ -77,6 +82,29 @@ pub enum DestinationFile {
     File {
         /// The file.
         path: PathBuf,
+        /// `at-least-once` (default) or `at-most-once`.
+        delivery: Option<DeliveryMode>,
+    },
+    /// POST each message to a URL.
+    Http {
+        /// `http://` or `https://` URL; `${VAR}` takes a value from the
+        /// host's environment.
+        url: String,
+        /// Extra request headers; `${VAR}` as in `url`.
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        /// `at-least-once` (default) or `at-most-once`.
+        delivery: Option<DeliveryMode>,
+        /// Seconds one request may take, connection included (default 30).
+        timeout_seconds: Option<f64>,
+        /// Sends of one message per invocation, the first included (default 5).
+        tries: Option<u32>,
+        /// Seconds before the second send; doubled for each later one, with
+        /// full jitter (default 1).
+        backoff_seconds: Option<f64>,
+        /// The longest wait between two sends, `Retry-After` included
+        /// (default 60).
+        max_backoff_seconds: Option<f64>,
     },
 }
 
@@ -150,6 +178,13 @@ pub struct Config {
     pub source: Option<SourceSpec>,
     /// Destinations by name.
     pub destinations: BTreeMap<String, Destination>,
+    /// The environment values the destinations use, to scrub from messages.
+    pub redactor: Redactor,
+    /// The first wait after a failed attempt of a window, doubled for each
+    /// later attempt up to `max_retry_delay`.
+    pub retry_delay: Duration,
+    /// The longest wait between two attempts of a window.
+    pub max_retry_delay: Duration,
     /// Guest limits.
     pub limits: GuestLimits,
     /// Messages per run.
@@ -234,6 +269,7 @@ impl Config {
             query: s.query,
         });
         let mut destinations = BTreeMap::new();
+        let mut redactor = Redactor::default();
         for (name, d) in file.destinations {
             if name.is_empty()
                 || name.len() > 64
@@ -243,12 +279,19 @@ impl Config {
                     "invalid destination name `{name}`: use 1 to 64 characters without spaces"
                 )));
             }
-            let d = match d {
-                DestinationFile::File { path } => Destination::File {
-                    path: from_file(&path),
-                },
-            };
+            let d = destination(&name, d, &from_file, &mut redactor)?;
             destinations.insert(name, d);
+        }
+        let retry_delay = Duration::from_secs(file.retry_delay_seconds.unwrap_or(60));
+        let max_retry_delay = Duration::from_secs(file.max_retry_delay_seconds.unwrap_or(3600));
+        if max_retry_delay < retry_delay || max_retry_delay > Duration::from_secs(MAX_LEASE_SECONDS)
+        {
+            return Err(Error::input(format!(
+                "invalid `max_retry_delay_seconds = {}`: use at least `retry_delay_seconds` ({}) \
+                 and at most {MAX_LEASE_SECONDS}",
+                max_retry_delay.as_secs(),
+                retry_delay.as_secs()
+            )));
         }
         let l = file.limits;
         let timeout_s = l.timeout_seconds.unwrap_or(30.0);
@@ -264,10 +307,22 @@ impl Config {
             )));
         }
         let timeout = Duration::from_secs_f64(timeout_s);
+        // A lease is renewed before every send, so it must cover the longer
+        // of the guest's run and one send plus the wait before it.
+        let send_window = destinations
+            .values()
+            .map(|d| d.retry.max_backoff + d.timeout())
+            .max()
+            .unwrap_or_default();
+        let must_outlive = timeout.max(send_window);
         let lease = match l.lease_seconds {
-            Some(s) if (s as f64) <= timeout_s => {
+            Some(s) if Duration::from_secs(s) <= must_outlive => {
                 return Err(Error::input(format!(
-                    "invalid `limits.lease_seconds = {s}`: a lease must outlive the guest's time limit ({timeout_s} s)"
+                    "invalid `limits.lease_seconds = {s}`: a lease must outlive the guest's time limit \
+                     ({timeout_s} s) and a destination's timeout plus its longest backoff ({} s); \
+                     raise it above {} s",
+                    send_window.as_secs_f64(),
+                    must_outlive.as_secs_f64()
                 )));
             }
             Some(s) if s > MAX_LEASE_SECONDS => {
@@ -277,7 +332,7 @@ impl Config {
                 )));
             }
             Some(s) => Duration::from_secs(s),
-            None => timeout + Duration::from_secs(300),
+            None => must_outlive + Duration::from_secs(300),
         };
         let mut params = Vec::new();
         for (k, v) in file.params {
@@ -306,6 +361,9 @@ impl Config {
             cache_dir,
             source,
             destinations,
+            redactor,
+            retry_delay,
+            max_retry_delay,
             limits: GuestLimits {
                 memory_bytes: (memory_mib as usize) << 20,
                 timeout,
@@ -321,6 +379,150 @@ impl Config {
             params,
         })
     }
+}
+
+/// One `[destinations.NAME]`, validated, its `${VAR}`s taken from the
+/// environment now: a missing credential is bad input at start, not a
+/// failed delivery after the report was rendered.
+fn destination(
+    name: &str,
+    d: DestinationFile,
+    from_file: &dyn Fn(&Path) -> PathBuf,
+    redactor: &mut Redactor,
+) -> Result<Destination> {
+    let seconds = |what: &str, v: Option<f64>, default: f64, max: f64| -> Result<Duration> {
+        let v = v.unwrap_or(default);
+        if v.is_finite() && v >= 0.0 && v <= max {
+            Ok(Duration::from_secs_f64(v))
+        } else {
+            Err(Error::input(format!(
+                "invalid `destinations.{name}.{what} = {v}`: use 0 to {max} seconds"
+            )))
+        }
+    };
+    Ok(match d {
+        DestinationFile::File { path, delivery } => Destination {
+            target: Target::File {
+                path: from_file(&path),
+            },
+            mode: delivery.unwrap_or_default(),
+            retry: RetryPolicy::once(),
+        },
+        DestinationFile::Http {
+            url,
+            headers,
+            delivery,
+            timeout_seconds,
+            tries,
+            backoff_seconds,
+            max_backoff_seconds,
+        } => {
+            let timeout = seconds("timeout_seconds", timeout_seconds, 30.0, 3600.0)?;
+            if timeout.is_zero() {
+                return Err(Error::input(format!(
+                    "invalid `destinations.{name}.timeout_seconds = 0`: use a positive number of seconds"
+                )));
+            }
+            let tries = tries.unwrap_or(5);
+            if !(1..=100).contains(&tries) {
+                return Err(Error::input(format!(
+                    "invalid `destinations.{name}.tries = {tries}`: use 1 to 100"
+                )));
+            }
+            let backoff = seconds("backoff_seconds", backoff_seconds, 1.0, 3600.0)?;
+            let max_backoff = seconds("max_backoff_seconds", max_backoff_seconds, 60.0, 3600.0)?;
+            let full_url = expand(&format!("`destinations.{name}.url`"), &url, redactor)?;
+            let mut target = HttpTarget::new(full_url, url).map_err(|why| {
+                Error::input(format!("invalid `destinations.{name}.url`: {why}"))
+            })?;
+            for (header, value) in headers {
+                let what = format!("`destinations.{name}.headers.{header}`");
+                let value = expand(&what, &value, redactor)?;
+                target
+                    .add_header(&header, value)
+                    .map_err(|why| Error::input(format!("invalid {what}: {why}")))?;
+            }
+            target.timeout = timeout;
+            Destination {
+                target: Target::Http(target),
+                mode: delivery.unwrap_or_default(),
+                retry: RetryPolicy {
+                    tries,
+                    backoff,
+                    max_backoff: max_backoff.max(backoff),
+                },
+            }
+        }
+    })
+}
+
+/// Replaces every `${VAR}` in `template` with the variable's value from the
+/// host's environment, and remembers the values as secrets. `$${` writes a
+/// literal `${`.
+///
+/// # Errors
+///
+/// `Error::Input` naming `what` and the variable when it is unset, empty or
+/// not valid UTF-8, or when a `${` is not closed by a valid name and `}`.
+/// The value itself never appears in an error.
+pub fn expand(what: &str, template: &str, redactor: &mut Redactor) -> Result<String> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix("${") {
+            out.push_str("${");
+            rest = tail;
+        } else if let Some(tail) = after.strip_prefix('{') {
+            let end = tail.find('}').ok_or_else(|| {
+                Error::input(format!(
+                    "invalid {what}: `${{` without a closing `}}`; write `${{NAME}}`, or `$${{` for a literal `${{`"
+                ))
+            })?;
+            let var = &tail[..end];
+            let valid = var
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(Error::input(format!(
+                    "invalid {what}: `${{{var}}}` is not an environment variable name; \
+                     use letters, digits and `_`"
+                )));
+            }
+            match std::env::var(var) {
+                Ok(v) if !v.is_empty() => {
+                    out.push_str(&v);
+                    redactor.add(v);
+                }
+                Ok(_) => {
+                    return Err(Error::input(format!(
+                        "{what} uses `${{{var}}}`, which is empty in jobhost's environment; \
+                         set {var} before starting jobhost"
+                    )));
+                }
+                Err(std::env::VarError::NotPresent) => {
+                    return Err(Error::input(format!(
+                        "{what} uses `${{{var}}}`, which is not set in jobhost's environment; \
+                         set {var} before starting jobhost"
+                    )));
+                }
+                Err(std::env::VarError::NotUnicode(_)) => {
+                    return Err(Error::input(format!(
+                        "{what} uses `${{{var}}}`, whose value is not valid UTF-8; fix {var}"
+                    )));
+                }
+            }
+            rest = &tail[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 fn config_dir(path: &Path) -> PathBuf {
@@ -383,11 +585,12 @@ mod tests {
         assert_eq!(c.component, dir.join("r.wasm"));
         assert_eq!(c.source.unwrap().path, dir.join("d.db"));
         assert_eq!(
-            c.destinations["digest"],
-            Destination::File {
+            c.destinations["digest"].target,
+            Target::File {
                 path: dir.join("out/d.jsonl")
             }
         );
+        assert_eq!(c.destinations["digest"].mode, DeliveryMode::AtLeastOnce);
         assert_eq!(c.params, vec![("top".to_string(), "5".to_string())]);
         assert_eq!(c.store, PathBuf::from(DEFAULT_STORE));
     }

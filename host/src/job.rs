@@ -4,19 +4,24 @@
 //! leaves the store in a state the next invocation continues from without a
 //! second effect (DESIGN.md section 1).
 
-use jiff::{SignedDuration, Timestamp};
+use std::sync::Arc;
+
+use jiff::Timestamp;
 
 use crate::cache::CompileCache;
-use crate::clock::{Clock, FixedClock, SystemClock, rfc3339};
+use crate::clock::{Clock, FixedClock, SystemClock, VirtualClock, rfc3339};
 use crate::config::Config;
+use crate::delivery::{self, Delivery, Ended, after, lease_now, retry_or_abandon};
 use crate::error::Result;
+use crate::failpoint::{Boundary, Failpoints};
 use crate::guest_log::GuestLog;
-use crate::outbox::{self, Staging};
+use crate::outbox::Staging;
 use crate::receipt::{Event, MessageInfo, Receipt, ReportInfo};
 use crate::sandbox::{ComponentFile, RunInput, Sandbox};
 use crate::source::SourceAccess;
 use crate::store::{
-    Claim, ClaimRequest, ClaimStore, Lease, RunRecord, RunState, SqliteStore, StagedMessage,
+    Claim, ClaimRequest, ClaimStore, Failure, Lease, PendingMessage, RunRecord, RunState,
+    SqliteStore,
 };
 use crate::window::{Window, WindowKey};
 
@@ -25,21 +30,38 @@ use crate::window::{Window, WindowKey};
 pub struct Outcome {
     /// The receipt.
     pub receipt: Receipt,
-    /// 0 ran/resumed/skipped, 1 failed, 2 bad input.
+    /// 0 ran/resumed/skipped, 1 failed or abandoned, 2 bad input.
     pub exit_code: i32,
+}
+
+/// What a run takes from its surroundings besides its config. The default is
+/// what the `jobhost` binary uses: the system clock (or a fixed one for
+/// `--now`) and no failpoints.
+#[derive(Debug, Default, Clone)]
+pub struct Runtime {
+    /// Waits advance the clock instead of sleeping (tests).
+    pub virtual_time: bool,
+    /// Stops at named boundaries (tests).
+    pub failpoints: Option<Arc<dyn Failpoints>>,
 }
 
 /// Runs the job described by `config` once.
 pub fn run(config: &Config) -> Outcome {
-    let clock: Box<dyn Clock> = match config.now {
-        Some(t) => Box::new(FixedClock(t)),
-        None => Box::new(SystemClock),
+    run_with(config, &Runtime::default())
+}
+
+/// Runs the job described by `config` once, in `runtime`.
+pub fn run_with(config: &Config, runtime: &Runtime) -> Outcome {
+    let clock: Box<dyn Clock> = match (config.now, runtime.virtual_time) {
+        (start, true) => Box::new(VirtualClock::new(start.unwrap_or_else(Timestamp::now))),
+        (Some(t), false) => Box::new(FixedClock(t)),
+        (None, false) => Box::new(SystemClock),
     };
     let mut receipt = Receipt::new(Event::Failed);
-    let result = run_inner(config, clock.as_ref(), &mut receipt);
+    let result = run_inner(config, clock.as_ref(), runtime, &mut receipt);
     let exit_code = match result {
         Ok(()) => match receipt.event {
-            Event::Failed => 1,
+            Event::Failed | Event::Abandoned => 1,
             _ => 0,
         },
         Err(e) => {
@@ -50,7 +72,17 @@ pub fn run(config: &Config) -> Outcome {
     Outcome { receipt, exit_code }
 }
 
-fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Result<()> {
+fn run_inner(
+    config: &Config,
+    clock: &dyn Clock,
+    runtime: &Runtime,
+    receipt: &mut Receipt,
+) -> Result<()> {
+    let reach = |b: Boundary| {
+        if let Some(f) = &runtime.failpoints {
+            f.reached(b);
+        }
+    };
     let now = clock.now();
     receipt.now = Some(rfc3339(now));
     let window = Window::last_closed(&config.job, config.window, &config.zone, now)?;
@@ -98,20 +130,16 @@ fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Resul
         component = Some(loaded);
     }
 
-    // Leases are measured on the earlier of the run's clock, read again now
-    // (so compiling does not eat into the lease), and the host's: a --now in
-    // the future must not expire a claim that is live in fact.
-    let lease_now = clock.now().min(Timestamp::now());
-    let lease_until = lease_now
-        .checked_add(SignedDuration::try_from(config.lease).unwrap_or(SignedDuration::MAX))
-        .unwrap_or(Timestamp::MAX);
+    // Leases are measured after compiling, so compiling does not eat into
+    // the lease.
+    let claim_now = lease_now(clock);
     let owner = owner_id();
     let claim = store.claim(&ClaimRequest {
         window: &window,
         owner: &owner,
         component: &file.digest(),
-        now: lease_now,
-        lease_until,
+        now: claim_now,
+        lease_until: after(claim_now, config.lease),
         max_attempts: config.max_attempts,
     })?;
     let lease = match claim {
@@ -130,15 +158,48 @@ fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Resul
             );
             return Ok(());
         }
-        Claim::GaveUp { attempts, error } => {
+        Claim::Wait {
+            until,
+            attempts,
+            error,
+        } => {
+            skipped(
+                receipt,
+                "retry-later",
+                format!(
+                    "attempt {attempts} at window `{key}` failed; the next attempt waits until {}{}",
+                    rfc3339(until),
+                    last_error(error.as_deref())
+                ),
+            );
+            receipt.attempt = Some(attempts);
+            return Ok(());
+        }
+        Claim::GaveUp {
+            attempts,
+            error,
+            abandoned_now,
+        } => {
+            receipt.attempt = Some(attempts);
+            if abandoned_now {
+                receipt.event = Event::Abandoned;
+                receipt.fail_as(
+                    Event::Abandoned,
+                    "abandoned",
+                    format!(
+                        "gave up on window `{key}` after {attempts} attempt(s){}; \
+                         look at it, then remove its row or rename the job to run it again",
+                        last_error(error.as_deref())
+                    ),
+                );
+                return Ok(());
+            }
             skipped(
                 receipt,
                 "gave-up",
                 format!(
-                    "window `{key}` failed {attempts} time(s) and is not retried{}",
-                    error
-                        .map(|e| format!("; last error: {e}"))
-                        .unwrap_or_default()
+                    "window `{key}` is not attempted again after {attempts} attempt(s){}",
+                    last_error(error.as_deref())
                 ),
             );
             return Ok(());
@@ -157,18 +218,20 @@ fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Resul
                 });
             }
             let pending = store.pending_messages(&key)?;
-            return deliver_and_finish(config, &mut store, &lease, &key, pending, now, receipt);
+            return deliver(config, &mut store, &lease, clock, runtime, &key, &pending, true, receipt);
         }
         Claim::Run { lease, .. } => lease,
     };
     note_lease(receipt, &lease);
+    reach(Boundary::AfterClaim);
     let component = match component {
         Some(c) => c,
         // The committed report was withdrawn between the peek and the claim.
         None => match sandbox.load(&file, &CompileCache::new(config.cache_dir.clone())) {
             Ok(c) => c,
             Err(e) => {
-                store.fail(&lease, &e.to_string(), true, now)?;
+                let now = lease_now(clock);
+                store.fail(&lease, &e.to_string(), retry_or_abandon(config, &lease, now), None, now)?;
                 return Err(e);
             }
         },
@@ -189,7 +252,8 @@ fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Resul
             config.max_messages,
             config.max_message_bytes,
             config.max_staged_bytes,
-        ),
+        )
+        .with_failpoints(runtime.failpoints.clone()),
         destinations,
         log: GuestLog::new(config.job.as_str(), config.log_bytes),
         limits: config.limits,
@@ -197,9 +261,28 @@ fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Resul
     let success = match sandbox.run(&component, input) {
         Ok(s) => s,
         Err(failure) => {
-            let retryable = failure.retryable && lease.attempt < config.max_attempts;
-            store.fail(&lease, &failure.message, failure.retryable, now)?;
-            receipt.fail(failure.kind, failure.message, Some(retryable));
+            let now = lease_now(clock);
+            let how = if failure.retryable {
+                retry_or_abandon(config, &lease, now)
+            } else {
+                Failure::Permanent
+            };
+            store.fail(&lease, &failure.message, how, None, now)?;
+            match how {
+                Failure::Abandon => receipt.fail_as(
+                    Event::Abandoned,
+                    failure.kind,
+                    format!(
+                        "{}; that was attempt {} of {}, so the window is abandoned",
+                        failure.message, lease.attempt, config.max_attempts
+                    ),
+                ),
+                _ => receipt.fail(
+                    failure.kind,
+                    failure.message,
+                    Some(matches!(how, Failure::Retry { .. })),
+                ),
+            }
             return Ok(());
         }
     };
@@ -209,66 +292,60 @@ fn run_inner(config: &Config, clock: &dyn Clock, receipt: &mut Receipt) -> Resul
         summary: success.report.summary.clone(),
         cursor: success.report.cursor.clone(),
     });
-    store.prepare(&lease, &success.report, &success.messages, now)?;
-    deliver_and_finish(
-        config,
-        &mut store,
-        &lease,
-        &key,
-        success.messages,
-        now,
-        receipt,
-    )
+    store.prepare(&lease, &success.report, &success.messages, lease_now(clock))?;
+    reach(Boundary::AfterPrepare);
+    let pending: Vec<PendingMessage> = success
+        .messages
+        .into_iter()
+        .map(|message| PendingMessage {
+            message,
+            attempts: 0,
+            in_flight: false,
+        })
+        .collect();
+    deliver(config, &mut store, &lease, clock, runtime, &key, &pending, false, receipt)
 }
 
-/// Delivers `pending` in order, recording each, then marks the run DONE.
-fn deliver_and_finish(
+/// Delivers a PREPARED run's messages and fills in the receipt.
+#[allow(clippy::too_many_arguments)]
+fn deliver(
     config: &Config,
     store: &mut SqliteStore,
     lease: &Lease,
+    clock: &dyn Clock,
+    runtime: &Runtime,
     key: &WindowKey,
-    pending: Vec<StagedMessage>,
-    now: Timestamp,
+    pending: &[PendingMessage],
+    resumed: bool,
     receipt: &mut Receipt,
 ) -> Result<()> {
-    let mut infos: Vec<MessageInfo> = pending
-        .iter()
-        .map(|m| MessageInfo {
-            seq: m.seq,
-            destination: m.destination.clone(),
-            idempotency_key: m.idempotency_key.clone(),
-            bytes: m.body.len(),
-            status: "pending".to_string(),
-        })
-        .collect();
-    // Each delivery but the last is recorded on its own, so a crash repeats
-    // as little as possible; the last is recorded with DONE.
-    let mut last = None;
-    for (i, (m, info)) in pending.iter().zip(infos.iter_mut()).enumerate() {
-        match outbox::deliver(&config.destinations, key, m) {
-            Ok(status) => {
-                info.status.clone_from(&status);
-                if i + 1 < pending.len()
-                    && let Err(e) = store.mark_delivered(lease, m.seq, &status, now)
-                {
-                    receipt.messages = Some(infos);
-                    return Err(e);
-                }
-                last = Some((m.seq, status));
-            }
-            Err(e) => {
-                info.status = format!("failed: {e}");
-                receipt.messages = Some(infos);
-                // The report stays PREPARED and the claim is let go: the next
-                // invocation delivers the stored bytes, never re-renders.
-                store.delivery_failed(lease, &e.to_string(), now)?;
-                receipt.fail(e.kind(), e.to_string(), Some(true));
-                return Ok(());
-            }
-        }
+    let mut infos: Vec<MessageInfo> = Vec::new();
+    let result = delivery::deliver(
+        Delivery {
+            config,
+            store,
+            lease,
+            clock,
+            failpoints: runtime.failpoints.as_deref(),
+            resumed,
+        },
+        key,
+        pending,
+        &mut infos,
+    );
+    let modes = |name: &str| config.destinations.get(name).map(|d| d.mode.as_str());
+    receipt.set_messages(infos, &modes);
+    match result? {
+        Ended::Done => {}
+        Ended::Retry(why) => receipt.fail("delivery", why, Some(true)),
+        Ended::Permanent(why) => receipt.fail("delivery", why, Some(false)),
+        Ended::Abandoned(why) => receipt.fail_as(Event::Abandoned, "delivery", why),
     }
-    receipt.messages = Some(infos);
-    store.finish(lease, last.as_ref().map(|(seq, s)| (*seq, s.as_str())), now)
+    Ok(())
+}
+
+fn last_error(error: Option<&str>) -> String {
+    error.map(|e| format!("; last error: {e}")).unwrap_or_default()
 }
 
 /// A key names one window; the store must not hold it for another.

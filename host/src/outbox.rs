@@ -1,27 +1,258 @@
 //! Messages for the job's destinations: staged during the guest's run
 //! (checked against the config's destinations and limits, numbered in
-//! order), committed with the report, and delivered by the host afterwards,
-//! each carrying its idempotency key `<window key>#<sequence number>`.
+//! order), committed with the report, and delivered by the host afterwards
+//! (see `delivery`), each carrying its idempotency key
+//! `<window key>#<sequence number>`. The destination types live here too:
+//! a file that receives JSON lines, or an HTTP endpoint that receives POSTs.
 
-use std::collections::BTreeMap;
-use std::fs::OpenOptions;
-use std::io::Write;
+use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
-use base64::Engine as _;
+use rand::RngExt as _;
+use serde::Deserialize;
 
-use crate::error::{Error, Result};
+use crate::failpoint::{Boundary, Failpoints};
 use crate::store::StagedMessage;
 use crate::window::WindowKey;
 
+/// A destination declared in the job's config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    /// Where its messages go.
+    pub target: Target,
+    /// What an uncertain outcome means.
+    pub mode: DeliveryMode,
+    /// Sends per invocation and the waits between them.
+    pub retry: RetryPolicy,
+}
+
+impl Destination {
+    /// The longest one send may take.
+    pub fn timeout(&self) -> Duration {
+        match &self.target {
+            Target::File { .. } => Duration::ZERO,
+            Target::Http(h) => h.timeout,
+        }
+    }
+}
+
 /// Where a destination's messages go.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Destination {
+pub enum Target {
     /// Append one JSON line per message to a file.
     File {
         /// The file; its folder is created when missing.
         path: PathBuf,
     },
+    /// POST each message to a URL.
+    Http(HttpTarget),
+}
+
+/// What the host does when it cannot tell whether a send arrived (a
+/// timeout after the request went out, a 5xx, a crash mid-send).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeliveryMode {
+    /// Send it again with the same idempotency key (the default): the
+    /// destination must deduplicate on `Idempotency-Key`.
+    #[default]
+    AtLeastOnce,
+    /// Never send it again: the run becomes ABANDONED for a person to check.
+    AtMostOnce,
+}
+
+impl DeliveryMode {
+    /// The mode's name in config and receipts.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryMode::AtLeastOnce => "at-least-once",
+            DeliveryMode::AtMostOnce => "at-most-once",
+        }
+    }
+}
+
+/// Sends of one message per invocation, and the waits between them:
+/// exponential backoff with full jitter, `Retry-After` honoured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Sends per invocation, the first included (1 or more).
+    pub tries: u32,
+    /// The wait before the second send, at most.
+    pub backoff: Duration,
+    /// The longest wait.
+    pub max_backoff: Duration,
+}
+
+impl RetryPolicy {
+    /// One send per invocation (file destinations: a failure there is local
+    /// and not helped by waiting a second).
+    pub fn once() -> RetryPolicy {
+        RetryPolicy {
+            tries: 1,
+            backoff: Duration::ZERO,
+            max_backoff: Duration::ZERO,
+        }
+    }
+
+    /// The wait before send number `next` (2 for the first retry): a
+    /// uniformly random duration up to `backoff * 2^(next-2)`, capped at
+    /// `max_backoff`; at least `retry_after` when the destination asked
+    /// for it (also capped).
+    pub fn wait(&self, next: u32, retry_after: Option<Duration>, rng: &mut impl rand::Rng) -> Duration {
+        let exp = next.saturating_sub(2).min(30);
+        let ceiling = self
+            .backoff
+            .saturating_mul(1u32 << exp)
+            .min(self.max_backoff);
+        let jittered = if ceiling.is_zero() {
+            Duration::ZERO
+        } else {
+            Duration::from_nanos(rng.random_range(0..=ceiling.as_nanos().min(u64::MAX as u128) as u64))
+        };
+        jittered.max(retry_after.unwrap_or_default().min(self.max_backoff))
+    }
+}
+
+/// An HTTP endpoint. The URL and header values may hold credentials taken
+/// from the environment; `Debug` and every message show the URL as written
+/// in the config (with its `${VAR}`s) and never a header value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HttpTarget {
+    url: String,
+    shown_url: String,
+    headers: Vec<(String, String)>,
+    /// The longest one request may take, connecting included.
+    pub timeout: Duration,
+}
+
+/// Headers the host sets itself.
+const RESERVED_HEADERS: &[&str] = &[
+    "idempotency-key",
+    "content-type",
+    "content-length",
+    "transfer-encoding",
+    "host",
+    "connection",
+];
+
+impl HttpTarget {
+    /// A target at `url` (expanded), shown as `shown_url` (as written).
+    ///
+    /// # Errors
+    ///
+    /// Why the URL is not an absolute `http` or `https` URL.
+    pub fn new(url: String, shown_url: String) -> std::result::Result<HttpTarget, String> {
+        let uri: ureq::http::Uri = url.parse().map_err(|_| {
+            format!("`{shown_url}` is not a URL; write it as https://host/path")
+        })?;
+        match uri.scheme_str() {
+            Some("http" | "https") => {}
+            _ => {
+                return Err(format!(
+                    "`{shown_url}` must start with https:// or http://"
+                ));
+            }
+        }
+        if uri.host().is_none_or(str::is_empty) {
+            return Err(format!("`{shown_url}` names no host"));
+        }
+        Ok(HttpTarget {
+            url,
+            shown_url,
+            headers: Vec::new(),
+            timeout: Duration::from_secs(30),
+        })
+    }
+
+    /// Adds a request header.
+    ///
+    /// # Errors
+    ///
+    /// Why the name or value cannot be sent (the value is never quoted).
+    pub fn add_header(&mut self, name: &str, value: String) -> std::result::Result<(), String> {
+        if ureq::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(format!("`{name}` is not a valid header name"));
+        }
+        if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            return Err(format!("jobhost sets `{name}` itself; remove it from the config"));
+        }
+        if ureq::http::HeaderValue::from_str(&value).is_err() {
+            return Err(
+                "the value (after `${VAR}`s are filled in) holds a line break or a control \
+                 character; fix the value or the variable"
+                    .to_string(),
+            );
+        }
+        self.headers.push((name.to_string(), value));
+        Ok(())
+    }
+
+    /// The URL to send to (may hold credentials: never show it).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The URL as written in the config, safe to show.
+    pub fn shown_url(&self) -> &str {
+        &self.shown_url
+    }
+
+    /// The configured headers (values may hold credentials: never show them).
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
+}
+
+impl fmt::Debug for HttpTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpTarget")
+            .field("url", &self.shown_url)
+            .field(
+                "headers",
+                &self.headers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// The environment values a config put into URLs and headers; scrubbed from
+/// every message the host writes about a delivery, as a second line of
+/// defence behind never formatting them in the first place.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Redactor {
+    secrets: Vec<String>,
+}
+
+impl fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Redactor({} values)", self.secrets.len())
+    }
+}
+
+impl Redactor {
+    /// Remembers `value`. Values under 4 characters are not secrets and
+    /// would garble messages, so they are not scrubbed.
+    pub fn add(&mut self, value: String) {
+        if value.chars().count() >= 4 && !self.secrets.contains(&value) {
+            self.secrets.push(value);
+            // Longest first, so a secret that contains another is scrubbed whole.
+            self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        }
+    }
+
+    /// `text` with every remembered value replaced by `***`.
+    pub fn scrub(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for s in &self.secrets {
+            if out.contains(s.as_str()) {
+                out = out.replace(s.as_str(), "***");
+            }
+        }
+        out
+    }
 }
 
 /// Why `send` refused a message.
@@ -48,6 +279,7 @@ pub struct Staging {
     max_total: u64,
     total: u64,
     messages: Vec<StagedMessage>,
+    failpoints: Option<Arc<dyn Failpoints>>,
 }
 
 impl Staging {
@@ -68,7 +300,14 @@ impl Staging {
             max_total,
             total: 0,
             messages: Vec::new(),
+            failpoints: None,
         }
+    }
+
+    /// Stops at [`Boundary::InGuest`] on every `send` (tests only).
+    pub fn with_failpoints(mut self, failpoints: Option<Arc<dyn Failpoints>>) -> Self {
+        self.failpoints = failpoints;
+        self
     }
 
     /// Stages one message and returns its sequence number (from 1).
@@ -97,6 +336,9 @@ impl Staging {
         }
         if !valid_content_type(&content_type) {
             return Err(StageError::InvalidContentType(content_type));
+        }
+        if let Some(f) = &self.failpoints {
+            f.reached(Boundary::InGuest);
         }
         let seq = self.messages.len() as u32 + 1;
         self.total += size;
@@ -127,106 +369,6 @@ fn valid_content_type(t: &str) -> bool {
     matches!((parts.next(), parts.next(), parts.next()), (Some(a), Some(b), None) if token(a) && token(b))
         && t.len() <= 256
         && !t.chars().any(char::is_control)
-}
-
-/// Delivers one message to its destination and returns a short status for
-/// the store and the receipt.
-///
-/// # Errors
-///
-/// `Error::Delivery` naming the destination and the cause.
-pub fn deliver(
-    destinations: &BTreeMap<String, Destination>,
-    key: &WindowKey,
-    message: &StagedMessage,
-) -> Result<String> {
-    let dest = destinations.get(&message.destination).ok_or_else(|| {
-        Error::Delivery(format!(
-            "message {} is for destination `{}`, which the job config no longer declares; \
-             declare it again to deliver the stored message",
-            message.idempotency_key, message.destination
-        ))
-    })?;
-    match dest {
-        Destination::File { path } => {
-            let line = file_line(key, message);
-            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(parent).map_err(|e| {
-                    Error::Delivery(format!(
-                        "cannot create folder `{}` for destination `{}`: {e}",
-                        parent.display(),
-                        message.destination
-                    ))
-                })?;
-            }
-            let mut file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|e| {
-                    Error::Delivery(format!(
-                        "cannot open `{}` for destination `{}`: {e}",
-                        path.display(),
-                        message.destination
-                    ))
-                })?;
-            // The whole line, then fsync, so a crash after DONE cannot lose
-            // it. If the write fails part way (a full disk), the file is cut
-            // back to where it was, so a retry never appends after half a line.
-            let before = file.metadata().map(|m| m.len());
-            if let Err(e) = file
-                .write_all(line.as_bytes())
-                .and_then(|()| file.sync_data())
-            {
-                if let Ok(len) = before {
-                    let _ = file.set_len(len);
-                }
-                return Err(Error::Delivery(format!(
-                    "cannot append to `{}` for destination `{}`: {e}",
-                    path.display(),
-                    message.destination
-                )));
-            }
-            Ok("appended".to_string())
-        }
-    }
-}
-
-/// The JSON line a file destination receives: the body inline as JSON when
-/// it is JSON, as a string when it is UTF-8 text, else base64.
-fn file_line(key: &WindowKey, m: &StagedMessage) -> String {
-    let mut obj = serde_json::Map::new();
-    obj.insert("idempotency_key".into(), m.idempotency_key.clone().into());
-    obj.insert("key".into(), key.as_str().into());
-    obj.insert("seq".into(), m.seq.into());
-    obj.insert("destination".into(), m.destination.clone().into());
-    obj.insert("content_type".into(), m.content_type.clone().into());
-    let is_json = m.content_type.split(';').next().is_some_and(|e| {
-        let e = e.trim();
-        e == "application/json" || e.ends_with("+json")
-    });
-    let json_body = is_json
-        .then(|| serde_json::from_slice::<serde_json::Value>(&m.body).ok())
-        .flatten();
-    match (json_body, std::str::from_utf8(&m.body)) {
-        (Some(value), _) => {
-            obj.insert("body".into(), value);
-        }
-        (None, Ok(text)) => {
-            obj.insert("body".into(), text.into());
-        }
-        (None, Err(_)) => {
-            obj.insert(
-                "body_base64".into(),
-                base64::engine::general_purpose::STANDARD
-                    .encode(&m.body)
-                    .into(),
-            );
-        }
-    }
-    let mut line = serde_json::Value::Object(obj).to_string();
-    line.push('\n');
-    line
 }
 
 #[cfg(test)]
@@ -292,24 +434,5 @@ mod tests {
             s.stage("digest".into(), vec![], "text/plain".into()),
             Err(StageError::TooManyMessages(3))
         );
-    }
-
-    #[test]
-    fn file_lines_embed_json_bodies_and_encode_binary_ones() {
-        let key = WindowKey::from_stored("j:2026-11-08".into());
-        let mut m = StagedMessage {
-            seq: 1,
-            destination: "d".into(),
-            idempotency_key: "j:2026-11-08#1".into(),
-            content_type: "application/json".into(),
-            body: br#"{"a":1}"#.to_vec(),
-        };
-        let v: serde_json::Value = serde_json::from_str(&file_line(&key, &m)).unwrap();
-        assert_eq!(v["body"]["a"], 1);
-        assert_eq!(v["idempotency_key"], "j:2026-11-08#1");
-        m.body = vec![0xff, 0x00];
-        m.content_type = "application/octet-stream".into();
-        let v: serde_json::Value = serde_json::from_str(&file_line(&key, &m)).unwrap();
-        assert_eq!(v["body_base64"], "/wA=");
     }
 }

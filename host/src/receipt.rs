@@ -3,6 +3,8 @@
 //! Instants are RFC 3339 UTC strings. Fields a run did not get far enough
 //! to know are left out.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::cache::CacheOutcome;
@@ -21,8 +23,13 @@ pub enum Event {
     Resumed,
     /// Nothing to do (see `reason`).
     Skipped,
-    /// The run failed (see `error`), or the input was bad (exit 2).
+    /// The run failed (see `error`), or the input was bad (exit 2). A
+    /// retryable failure is attempted again by a later invocation.
     Failed,
+    /// The host gave up on the window (its attempts ran out, or an
+    /// at-most-once message may or may not have arrived): a person must
+    /// look. Exit 1.
+    Abandoned,
 }
 
 /// The window, as the receipt shows it.
@@ -50,7 +57,7 @@ pub struct ErrorInfo {
     pub retryable: Option<bool>,
 }
 
-/// One staged message's fate.
+/// One staged message's fate in this invocation.
 #[derive(Debug, Clone, Serialize)]
 pub struct MessageInfo {
     /// Sequence number.
@@ -61,8 +68,47 @@ pub struct MessageInfo {
     pub idempotency_key: String,
     /// Body size.
     pub bytes: usize,
-    /// `appended`, `pending`, or the failure.
-    pub status: String,
+    /// `delivered`, `pending` (to be sent by a later invocation), `failed`
+    /// (permanently) or `abandoned`.
+    pub status: DeliveryStatus,
+    /// Sends made by this invocation.
+    pub attempts: u32,
+    /// The last HTTP status the destination answered, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    /// What the last send came to, in a few words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// Where a message, or a destination's messages together, stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryStatus {
+    /// Delivered (by this invocation or an earlier one).
+    Delivered,
+    /// Not delivered yet; a later invocation sends it.
+    Pending,
+    /// Refused by the destination; never sent again.
+    Failed,
+    /// May or may not have arrived, and is never sent again.
+    Abandoned,
+}
+
+/// One destination's messages together.
+#[derive(Debug, Clone, Serialize)]
+pub struct DestinationInfo {
+    /// The worst status of its messages (abandoned > failed > pending > delivered).
+    pub status: DeliveryStatus,
+    /// `at-least-once` or `at-most-once`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<&'static str>,
+    /// Messages for it in this invocation.
+    pub messages: u32,
+    /// Of those, delivered.
+    pub delivered: u32,
+    /// Sends made by this invocation.
+    pub attempts: u32,
 }
 
 /// The report part of a receipt.
@@ -112,9 +158,12 @@ pub struct Receipt {
     /// The report.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub report: Option<ReportInfo>,
-    /// The staged messages.
+    /// The staged messages this invocation handled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub messages: Option<Vec<MessageInfo>>,
+    /// Per destination: how its messages stand.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destinations: Option<BTreeMap<String, DestinationInfo>>,
     /// Guest statistics.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stats: Option<GuestStats>,
@@ -143,6 +192,7 @@ impl Receipt {
             fence: None,
             report: None,
             messages: None,
+            destinations: None,
             stats: None,
             compiled: None,
             error: None,
@@ -161,6 +211,33 @@ impl Receipt {
         });
     }
 
+    /// Records the messages' fates, and sums them up per destination.
+    /// `modes` gives each destination's delivery mode where known.
+    pub fn set_messages(
+        &mut self,
+        messages: Vec<MessageInfo>,
+        modes: &dyn Fn(&str) -> Option<&'static str>,
+    ) {
+        let mut by_dest: BTreeMap<String, DestinationInfo> = BTreeMap::new();
+        for m in &messages {
+            let d = by_dest
+                .entry(m.destination.clone())
+                .or_insert_with(|| DestinationInfo {
+                    status: DeliveryStatus::Delivered,
+                    delivery: modes(&m.destination),
+                    messages: 0,
+                    delivered: 0,
+                    attempts: 0,
+                });
+            d.status = d.status.max(m.status);
+            d.messages += 1;
+            d.delivered += u32::from(m.status == DeliveryStatus::Delivered);
+            d.attempts += m.attempts;
+        }
+        self.messages = Some(messages);
+        self.destinations = Some(by_dest);
+    }
+
     /// Marks the receipt failed with `kind` and `message`.
     pub fn fail(&mut self, kind: &str, message: String, retryable: Option<bool>) {
         self.event = Event::Failed;
@@ -169,6 +246,13 @@ impl Receipt {
             message,
             retryable,
         });
+    }
+
+    /// Marks the receipt with `event` (failed or abandoned) and the error,
+    /// which is not retried.
+    pub fn fail_as(&mut self, event: Event, kind: &str, message: String) {
+        self.fail(kind, message, Some(false));
+        self.event = event;
     }
 
     /// The receipt as one line of JSON.

@@ -64,7 +64,9 @@ fn report_totals_match_sql_over_the_same_window() {
     let delivered = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
     let line: Value = serde_json::from_str(delivered.trim()).unwrap();
     assert_eq!(line["idempotency_key"], "daily-report:2026-11-08#1");
-    assert_eq!(r["messages"][0]["status"], "appended");
+    assert_eq!(r["messages"][0]["status"], "delivered");
+    assert_eq!(r["messages"][0]["detail"], "appended");
+    assert_eq!(r["destinations"]["digest"]["status"], "delivered");
     let summary = &line["body"];
 
     let conn = rusqlite::Connection::open(dir.path().join("sales.db")).unwrap();

@@ -1,5 +1,9 @@
 //! Support for jobhost's tests, examples and benchmarks: a deterministic
-//! generator of sample sales data in the shape the reference report reads.
+//! generator of sample sales data in the shape the reference report reads,
+//! an HTTP sink that records what jobhost sends, and the failpoints of the
+//! test build of the command line.
 
 pub mod guests;
 pub mod sample;
+pub mod failpoints;
+pub mod sink;

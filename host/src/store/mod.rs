@@ -4,9 +4,12 @@
 //! lives here and nowhere else. [`ClaimStore`] is the contract; `sqlite` is
 //! the default backend.
 //!
-//! A run moves `CLAIMED -> PREPARED -> DONE`, or to `FAILED`. Every write
-//! after the claim names the fence it was claimed with; a write that matches
-//! no row means another process took the run over, and the writer must stop.
+//! A run moves `CLAIMED -> PREPARED -> DONE`; it may instead end `FAILED`
+//! (retryable failures are claimed again after a backoff, up to the job's
+//! attempts; permanent ones never) or `ABANDONED` (the host gave up and a
+//! person must look). Every write after the claim names the fence it was
+//! claimed with; a write that matches no row means another process took the
+//! run over, and the writer must stop without writing or delivering.
 
 pub mod sqlite;
 
@@ -125,6 +128,15 @@ pub enum Claim {
     },
     /// Already done.
     Done,
+    /// An earlier attempt failed and its backoff has not passed yet.
+    Wait {
+        /// The earliest instant of the next attempt.
+        until: Timestamp,
+        /// The attempts made so far.
+        attempts: u32,
+        /// The last recorded error.
+        error: Option<String>,
+    },
     /// Another process holds a live lease.
     Busy {
         /// Who holds it.
@@ -138,7 +150,50 @@ pub enum Claim {
         attempts: u32,
         /// The last recorded error.
         error: Option<String>,
+        /// True when this claim is what moved the run to ABANDONED (its
+        /// attempts ran out just now).
+        abandoned_now: bool,
     },
+}
+
+/// How a failed attempt ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// Try again, not before `at`. A CLAIMED run becomes FAILED (retryable);
+    /// a PREPARED run keeps its committed report and messages and lets its
+    /// claim go, so that the next attempt delivers them.
+    Retry {
+        /// The earliest next attempt.
+        at: Timestamp,
+    },
+    /// Never try again: FAILED, not retryable.
+    Permanent,
+    /// Give up and ask a person: ABANDONED.
+    Abandon,
+}
+
+/// A message delivery attempt, as recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempted<'a> {
+    /// The message.
+    pub seq: u32,
+    /// Sends of the message not yet counted in the store (at-most-once
+    /// sends are counted when they begin).
+    pub tries: u32,
+    /// A short status for `history`: `http 201`, `appended`, the error.
+    pub status: &'a str,
+}
+
+/// A message still to deliver, with what earlier attempts left behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingMessage {
+    /// The message as staged.
+    pub message: StagedMessage,
+    /// Sends recorded so far.
+    pub attempts: u32,
+    /// An at-most-once send began and its outcome was never recorded: the
+    /// destination may or may not have it.
+    pub in_flight: bool,
 }
 
 /// One staged message, as the guest produced it.
@@ -188,6 +243,8 @@ pub struct RunRecord {
     pub owner: String,
     /// Lease expiry.
     pub lease_until: Timestamp,
+    /// After a retryable failure: the earliest next attempt.
+    pub retry_at: Option<Timestamp>,
     /// `sha256:<hex>` of the component of the latest attempt.
     pub component: String,
     /// The committed report, once PREPARED.
@@ -249,7 +306,7 @@ pub trait ClaimStore {
     /// # Errors
     ///
     /// `Error::Store`.
-    fn pending_messages(&mut self, key: &WindowKey) -> Result<Vec<StagedMessage>>;
+    fn pending_messages(&mut self, key: &WindowKey) -> Result<Vec<PendingMessage>>;
 
     /// The committed report of a run.
     ///
@@ -258,18 +315,36 @@ pub trait ClaimStore {
     /// `Error::Store`.
     fn report(&mut self, key: &WindowKey) -> Result<Option<StoredReport>>;
 
+    /// Confirms, just before a send, that the claim is still ours, and
+    /// returns when the lease runs out. Reads only.
+    ///
+    /// # Errors
+    ///
+    /// `Error::LeaseLost` when the fence no longer matches; `Error::Store`.
+    fn check_lease(&mut self, lease: &Lease) -> Result<Timestamp>;
+
+    /// Extends the lease of a PREPARED run to `until`, fenced. With
+    /// `in_flight`, also records in the same transaction that a send of that
+    /// message begins (counting it), for at-most-once destinations.
+    ///
+    /// # Errors
+    ///
+    /// `Error::LeaseLost` when the fence no longer matches; `Error::Store`.
+    fn renew(
+        &mut self,
+        lease: &Lease,
+        until: Timestamp,
+        in_flight: Option<u32>,
+        now: Timestamp,
+    ) -> Result<()>;
+
     /// Records one message as delivered.
     ///
     /// # Errors
     ///
     /// `Error::LeaseLost` when the fence no longer matches; `Error::Store`.
-    fn mark_delivered(
-        &mut self,
-        lease: &Lease,
-        seq: u32,
-        status: &str,
-        now: Timestamp,
-    ) -> Result<()>;
+    fn mark_delivered(&mut self, lease: &Lease, done: &Attempted<'_>, now: Timestamp)
+    -> Result<()>;
 
     /// PREPARED -> DONE, moving the job's cursor in the same transaction.
     /// `last_delivery` records the final message's delivery in that same
@@ -282,24 +357,24 @@ pub trait ClaimStore {
     fn finish(
         &mut self,
         lease: &Lease,
-        last_delivery: Option<(u32, &str)>,
+        last_delivery: Option<&Attempted<'_>>,
         now: Timestamp,
     ) -> Result<()>;
 
-    /// Records that delivering a PREPARED run's messages failed, and lets
-    /// the claim go so that the next invocation can resume the delivery.
+    /// Records a failed attempt of a CLAIMED or PREPARED run and lets the
+    /// claim go. `message` is the delivery that failed, when one did.
     ///
     /// # Errors
     ///
     /// `Error::LeaseLost` when the fence no longer matches; `Error::Store`.
-    fn delivery_failed(&mut self, lease: &Lease, error: &str, now: Timestamp) -> Result<()>;
-
-    /// Records a failed attempt.
-    ///
-    /// # Errors
-    ///
-    /// `Error::LeaseLost` when the fence no longer matches; `Error::Store`.
-    fn fail(&mut self, lease: &Lease, error: &str, retryable: bool, now: Timestamp) -> Result<()>;
+    fn fail(
+        &mut self,
+        lease: &Lease,
+        error: &str,
+        how: Failure,
+        message: Option<&Attempted<'_>>,
+        now: Timestamp,
+    ) -> Result<()>;
 
     /// The cursor of the job's last DONE run.
     ///

@@ -14,7 +14,8 @@ use jiff::Timestamp;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use super::{
-    Claim, ClaimRequest, ClaimStore, Fence, Lease, RunRecord, RunState, StagedMessage, StoredReport,
+    Attempted, Claim, ClaimRequest, ClaimStore, Failure, Fence, Lease, PendingMessage, RunRecord,
+    RunState, StagedMessage, StoredReport,
 };
 use crate::error::{Error, Result};
 use crate::window::{JobName, WindowKey};
@@ -65,6 +66,9 @@ const MIGRATIONS: &[&str] = &[
         window_end       INTEGER NOT NULL,
         updated_at       INTEGER NOT NULL
     ) STRICT;",
+    // v2: backoff between attempts, and at-most-once sends in flight.
+    "ALTER TABLE runs ADD COLUMN retry_at INTEGER;  -- unix seconds, UTC; no attempt before
+    ALTER TABLE outbox ADD COLUMN in_flight INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// How long a writer waits for another process's write lock.
@@ -384,7 +388,7 @@ fn stored_state(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<RunState> {
 
 const RUN_COLUMNS: &str = "r.key, r.job, r.window_start, r.window_end, r.timezone, r.state, \
      r.fence, r.attempt, r.owner, r.lease_expires_at, r.component, r.report, r.report_cursor, \
-     r.error, r.created_at, r.updated_at, \
+     r.error, r.created_at, r.updated_at, r.retry_at, \
      (SELECT count(*) FROM outbox o WHERE o.key = r.key), \
      (SELECT count(*) FROM outbox o WHERE o.key = r.key AND o.state = 'DELIVERED')";
 
@@ -409,8 +413,11 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
         error: r.get(13)?,
         created_at: stored_instant(r, 14)?,
         updated_at: stored_instant(r, 15)?,
-        messages: r.get(16)?,
-        delivered: r.get(17)?,
+        retry_at: r
+            .get::<_, Option<i64>>(16)?
+            .map(|s| Timestamp::from_second(s).unwrap_or(Timestamp::MAX)),
+        messages: r.get(17)?,
+        delivered: r.get(18)?,
     })
 }
 
@@ -423,19 +430,21 @@ struct Existing {
     expires: i64,
     error: Option<String>,
     retryable: bool,
+    retry_at: Option<i64>,
     bounds: (i64, i64, String),
 }
 
 /// Fails with `LeaseLost` when a fenced write touched no row.
 fn fenced(changed: usize, lease: &Lease) -> Result<()> {
-    if changed == 1 {
-        Ok(())
-    } else {
-        Err(Error::LeaseLost(format!(
-            "lost the claim on `{}` (fence {}): another process took it over; stopping without writing",
-            lease.key, lease.fence
-        )))
-    }
+    if changed == 1 { Ok(()) } else { Err(lost(lease)) }
+}
+
+fn lost(lease: &Lease) -> Error {
+    Error::LeaseLost(format!(
+        "lost the claim on `{}` (fence {}): another process took it over after the lease ran out; \
+         stopping without writing or sending",
+        lease.key, lease.fence
+    ))
 }
 
 impl ClaimStore for SqliteStore {
@@ -455,7 +464,7 @@ impl ClaimStore for SqliteStore {
         let existing = tx
             .query_row(
                 "SELECT state, fence, attempt, owner, lease_expires_at, error, retryable,
-                    window_start, window_end, timezone
+                    window_start, window_end, timezone, retry_at
                  FROM runs WHERE key = ?1",
                 [key.as_str()],
                 |r| {
@@ -468,6 +477,7 @@ impl ClaimStore for SqliteStore {
                         error: r.get(5)?,
                         retryable: r.get(6)?,
                         bounds: (r.get(7)?, r.get(8)?, r.get(9)?),
+                        retry_at: r.get(10)?,
                     })
                 },
             )
@@ -528,6 +538,7 @@ impl ClaimStore for SqliteStore {
                 expires,
                 error,
                 retryable,
+                retry_at,
                 ..
             }) => {
                 let live = expires > now;
@@ -537,33 +548,32 @@ impl ClaimStore for SqliteStore {
                         owner,
                         lease_until: Timestamp::from_second(expires).unwrap_or(Timestamp::MAX),
                     },
-                    RunState::Failed if retryable && attempt < req.max_attempts => {
-                        take_over(&tx, &key, req, fence, attempt + 1)?;
-                        Claim::Run {
-                            lease: lease(fence + 1, attempt + 1),
-                            takeover: true,
-                        }
-                    }
-                    RunState::Claimed if attempt < req.max_attempts => {
-                        take_over(&tx, &key, req, fence, attempt + 1)?;
-                        Claim::Run {
-                            lease: lease(fence + 1, attempt + 1),
-                            takeover: true,
-                        }
-                    }
-                    RunState::Prepared => {
-                        // The report is committed: keep the attempt, deliver it.
-                        take_over(&tx, &key, req, fence, attempt)?;
-                        Claim::Resume {
-                            lease: lease(fence + 1, attempt),
-                        }
-                    }
-                    RunState::Claimed => {
-                        // Every attempt died holding the claim: give up
-                        // loudly rather than leave it CLAIMED forever.
+                    RunState::Abandoned => Claim::GaveUp {
+                        attempts: attempt,
+                        error,
+                        abandoned_now: false,
+                    },
+                    RunState::Failed if !retryable => Claim::GaveUp {
+                        attempts: attempt,
+                        error,
+                        abandoned_now: false,
+                    },
+                    _ if retry_at.is_some_and(|at| at > now) => Claim::Wait {
+                        until: Timestamp::from_second(retry_at.unwrap_or(now))
+                            .unwrap_or(Timestamp::MAX),
+                        attempts: attempt,
+                        error,
+                    },
+                    _ if attempt >= req.max_attempts => {
+                        // Out of attempts (each one failed, or died holding
+                        // the claim): give up loudly rather than leave the
+                        // window looking as if it might still finish.
                         let why = format!(
-                            "abandoned after {attempt} attempt(s) that never finished; \
-                             look at the host's logs before running it again"
+                            "abandoned after {attempt} attempt(s); last error: {}",
+                            error.as_deref().unwrap_or(
+                                "none recorded (the process died holding the claim; \
+                                 look at the host's logs)"
+                            )
                         );
                         tx.execute(
                             "UPDATE runs SET state = 'ABANDONED', error = ?3, updated_at = ?4
@@ -574,12 +584,23 @@ impl ClaimStore for SqliteStore {
                         Claim::GaveUp {
                             attempts: attempt,
                             error: Some(why),
+                            abandoned_now: true,
                         }
                     }
-                    RunState::Failed | RunState::Abandoned => Claim::GaveUp {
-                        attempts: attempt,
-                        error,
-                    },
+                    RunState::Prepared => {
+                        // The report is committed: deliver it, never re-render.
+                        take_over(&tx, &key, req, fence, attempt + 1)?;
+                        Claim::Resume {
+                            lease: lease(fence + 1, attempt + 1),
+                        }
+                    }
+                    RunState::Claimed | RunState::Failed => {
+                        take_over(&tx, &key, req, fence, attempt + 1)?;
+                        Claim::Run {
+                            lease: lease(fence + 1, attempt + 1),
+                            takeover: true,
+                        }
+                    }
                 }
             }
         };
@@ -637,22 +658,26 @@ impl ClaimStore for SqliteStore {
             .map_err(|e| Error::store("cannot commit the report", e))
     }
 
-    fn pending_messages(&mut self, key: &WindowKey) -> Result<Vec<StagedMessage>> {
+    fn pending_messages(&mut self, key: &WindowKey) -> Result<Vec<PendingMessage>> {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT seq, destination, idempotency_key, content_type, body FROM outbox
-                 WHERE key = ?1 AND state = 'PENDING' ORDER BY seq",
+                "SELECT seq, destination, idempotency_key, content_type, body, attempts, in_flight
+                 FROM outbox WHERE key = ?1 AND state = 'PENDING' ORDER BY seq",
             )
             .map_err(|e| Error::store("cannot read staged messages", e))?;
         let rows = stmt
             .query_map([key.as_str()], |r| {
-                Ok(StagedMessage {
-                    seq: r.get(0)?,
-                    destination: r.get(1)?,
-                    idempotency_key: r.get(2)?,
-                    content_type: r.get(3)?,
-                    body: r.get(4)?,
+                Ok(PendingMessage {
+                    message: StagedMessage {
+                        seq: r.get(0)?,
+                        destination: r.get(1)?,
+                        idempotency_key: r.get(2)?,
+                        content_type: r.get(3)?,
+                        body: r.get(4)?,
+                    },
+                    attempts: r.get(5)?,
+                    in_flight: r.get(6)?,
                 })
             })
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
@@ -676,15 +701,59 @@ impl ClaimStore for SqliteStore {
             .map_err(|e| self.err("read the report", e))
     }
 
-    fn mark_delivered(
+    fn check_lease(&mut self, lease: &Lease) -> Result<Timestamp> {
+        let expires: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT lease_expires_at FROM runs
+                 WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'",
+                params![lease.key.as_str(), lease.fence.0],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err("check the claim", e))?;
+        match expires {
+            Some(s) => Ok(Timestamp::from_second(s).unwrap_or(Timestamp::MIN)),
+            None => Err(lost(lease)),
+        }
+    }
+
+    fn renew(
         &mut self,
         lease: &Lease,
-        seq: u32,
-        status: &str,
+        until: Timestamp,
+        in_flight: Option<u32>,
         now: Timestamp,
     ) -> Result<()> {
         let tx = self.immediate()?;
-        record_delivery(&tx, lease, seq, status, now)?;
+        let changed = tx
+            .execute(
+                "UPDATE runs SET lease_expires_at = max(lease_expires_at, ?3), updated_at = ?4
+                 WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'",
+                params![lease.key.as_str(), lease.fence.0, secs(until), secs(now)],
+            )
+            .map_err(|e| Error::store("cannot renew the claim", e))?;
+        fenced(changed, lease)?;
+        if let Some(seq) = in_flight {
+            tx.execute(
+                "UPDATE outbox SET in_flight = 1, attempts = attempts + 1, updated_at = ?3
+                 WHERE key = ?1 AND seq = ?2 AND state = 'PENDING'",
+                params![lease.key.as_str(), seq, secs(now)],
+            )
+            .map_err(|e| Error::store("cannot record a send", e))?;
+        }
+        tx.commit()
+            .map_err(|e| Error::store("cannot renew the claim", e))
+    }
+
+    fn mark_delivered(
+        &mut self,
+        lease: &Lease,
+        done: &Attempted<'_>,
+        now: Timestamp,
+    ) -> Result<()> {
+        let tx = self.immediate()?;
+        record_delivery(&tx, lease, done, now)?;
         tx.commit()
             .map_err(|e| Error::store("cannot record a delivery", e))
     }
@@ -692,16 +761,16 @@ impl ClaimStore for SqliteStore {
     fn finish(
         &mut self,
         lease: &Lease,
-        last_delivery: Option<(u32, &str)>,
+        last_delivery: Option<&Attempted<'_>>,
         now: Timestamp,
     ) -> Result<()> {
         let tx = self.immediate()?;
-        if let Some((seq, status)) = last_delivery {
-            record_delivery(&tx, lease, seq, status, now)?;
+        if let Some(done) = last_delivery {
+            record_delivery(&tx, lease, done, now)?;
         }
         let changed = tx
             .execute(
-                "UPDATE runs SET state = 'DONE', error = NULL, updated_at = ?3
+                "UPDATE runs SET state = 'DONE', error = NULL, retry_at = NULL, updated_at = ?3
                  WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'
                    AND NOT EXISTS (SELECT 1 FROM outbox
                                    WHERE outbox.key = ?1 AND outbox.state <> 'DELIVERED')",
@@ -741,37 +810,57 @@ impl ClaimStore for SqliteStore {
             .map_err(|e| Error::store("cannot mark the run done", e))
     }
 
-    fn delivery_failed(&mut self, lease: &Lease, error: &str, now: Timestamp) -> Result<()> {
+    fn fail(
+        &mut self,
+        lease: &Lease,
+        error: &str,
+        how: Failure,
+        message: Option<&Attempted<'_>>,
+        now: Timestamp,
+    ) -> Result<()> {
         let tx = self.immediate()?;
+        // A PREPARED run that will be retried keeps its state (its report
+        // and messages are committed) and only lets its lease go.
+        let (retry_at, run_state, message_state) = match how {
+            Failure::Retry { at } => (Some(secs(at)), None, "PENDING"),
+            Failure::Permanent => (None, Some("FAILED"), "FAILED"),
+            Failure::Abandon => (None, Some("ABANDONED"), "ABANDONED"),
+        };
         let changed = tx
             .execute(
-                "UPDATE runs SET error = ?3, updated_at = ?4,
-                    lease_expires_at = min(lease_expires_at, ?4)
-                 WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'",
-                params![lease.key.as_str(), lease.fence.0, error, secs(now)],
-            )
-            .map_err(|e| Error::store("cannot record the failed delivery", e))?;
-        fenced(changed, lease)?;
-        tx.commit()
-            .map_err(|e| Error::store("cannot record the failed delivery", e))
-    }
-
-    fn fail(&mut self, lease: &Lease, error: &str, retryable: bool, now: Timestamp) -> Result<()> {
-        let tx = self.immediate()?;
-        let changed = tx
-            .execute(
-                "UPDATE runs SET state = 'FAILED', error = ?3, retryable = ?4, updated_at = ?5
+                "UPDATE runs SET
+                    state = coalesce(?3, CASE state WHEN 'CLAIMED' THEN 'FAILED' ELSE state END),
+                    retryable = ?4, retry_at = ?5, error = ?6, updated_at = ?7,
+                    lease_expires_at = min(lease_expires_at, ?7)
                  WHERE key = ?1 AND fence = ?2 AND state IN ('CLAIMED', 'PREPARED')",
                 params![
                     lease.key.as_str(),
                     lease.fence.0,
+                    run_state,
+                    retry_at.is_some(),
+                    retry_at,
                     error,
-                    retryable,
                     secs(now)
                 ],
             )
             .map_err(|e| Error::store("cannot record the failure", e))?;
         fenced(changed, lease)?;
+        if let Some(m) = message {
+            tx.execute(
+                "UPDATE outbox SET state = ?3, in_flight = 0, attempts = attempts + ?4,
+                    last_status = ?5, updated_at = ?6
+                 WHERE key = ?1 AND seq = ?2 AND state = 'PENDING'",
+                params![
+                    lease.key.as_str(),
+                    m.seq,
+                    message_state,
+                    m.tries,
+                    m.status,
+                    secs(now)
+                ],
+            )
+            .map_err(|e| Error::store("cannot record the failed delivery", e))?;
+        }
         tx.commit()
             .map_err(|e| Error::store("cannot record the failure", e))
     }
@@ -804,13 +893,12 @@ impl ClaimStore for SqliteStore {
     }
 }
 
-/// Marks message `seq` delivered, inside a transaction that still holds the
+/// Marks a message delivered, inside a transaction that still holds the
 /// claim (fenced on the run row).
 fn record_delivery(
     tx: &rusqlite::Transaction<'_>,
     lease: &Lease,
-    seq: u32,
-    status: &str,
+    done: &Attempted<'_>,
     now: Timestamp,
 ) -> Result<()> {
     let owned = tx
@@ -821,10 +909,16 @@ fn record_delivery(
         .map_err(|e| Error::store("cannot record a delivery", e))?;
     fenced(owned, lease)?;
     tx.execute(
-        "UPDATE outbox SET state = 'DELIVERED', attempts = attempts + 1, last_status = ?3,
-            updated_at = ?4
+        "UPDATE outbox SET state = 'DELIVERED', in_flight = 0, attempts = attempts + ?3,
+            last_status = ?4, updated_at = ?5
          WHERE key = ?1 AND seq = ?2",
-        params![lease.key.as_str(), seq, status, secs(now)],
+        params![
+            lease.key.as_str(),
+            done.seq,
+            done.tries,
+            done.status,
+            secs(now)
+        ],
     )
     .map_err(|e| Error::store("cannot record a delivery", e))?;
     Ok(())
@@ -841,7 +935,7 @@ fn take_over(
         "UPDATE runs SET state = CASE state WHEN 'PREPARED' THEN 'PREPARED' ELSE 'CLAIMED' END,
             fence = ?3, owner = ?4, lease_expires_at = ?5, attempt = ?6,
             component = CASE state WHEN 'PREPARED' THEN component ELSE ?7 END,
-            updated_at = ?8
+            retry_at = NULL, updated_at = ?8
          WHERE key = ?1 AND fence = ?2",
         params![
             key.as_str(),
@@ -952,7 +1046,12 @@ mod tests {
         ));
         let mut last = req(&w, "2026-11-09T00:10:00Z", "c");
         last.max_attempts = 2;
-        let Claim::GaveUp { attempts, error } = s.claim(&last).unwrap() else {
+        let Claim::GaveUp {
+            attempts,
+            error,
+            abandoned_now: true,
+        } = s.claim(&last).unwrap()
+        else {
             panic!("out of attempts")
         };
         assert_eq!(attempts, 2);
@@ -992,9 +1091,119 @@ mod tests {
             matches!(s.finish(&lease, None, now), Err(Error::Delivery(_))),
             "undelivered messages block DONE"
         );
-        assert_eq!(s.pending_messages(&w.key()).unwrap(), vec![msg]);
-        s.finish(&lease, Some((1, "appended")), now).unwrap();
+        let pending = s.pending_messages(&w.key()).unwrap();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].message, msg);
+        let done = Attempted {
+            seq: 1,
+            tries: 1,
+            status: "appended",
+        };
+        s.finish(&lease, Some(&done), now).unwrap();
         assert_eq!(s.cursor(&job).unwrap().as_deref(), Some("c1"));
+    }
+
+    fn prepared_with_one_message(s: &mut SqliteStore, w: &Window, max_attempts: u32) -> Lease {
+        let mut r = req(w, "2026-11-09T00:00:00Z", "a");
+        r.max_attempts = max_attempts;
+        let Claim::Run { lease, .. } = s.claim(&r).unwrap() else {
+            panic!("fresh claim")
+        };
+        let msg = StagedMessage {
+            seq: 1,
+            destination: "d".into(),
+            idempotency_key: format!("{}#1", w.key()),
+            content_type: "text/plain".into(),
+            body: b"hi".to_vec(),
+        };
+        let report = StoredReport {
+            summary: "x".into(),
+            cursor: None,
+        };
+        s.prepare(&lease, &report, &[msg], r.now).unwrap();
+        lease
+    }
+
+    #[test]
+    fn a_failed_delivery_keeps_the_report_and_waits_out_its_backoff() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+        let w = window("2026-11-08");
+        let lease = prepared_with_one_message(&mut s, &w, 3);
+        let now: Timestamp = "2026-11-09T00:00:10Z".parse().unwrap();
+        let at: Timestamp = "2026-11-09T00:01:10Z".parse().unwrap();
+        let tried = Attempted {
+            seq: 1,
+            tries: 5,
+            status: "http 503",
+        };
+        s.fail(&lease, "503", Failure::Retry { at }, Some(&tried), now)
+            .unwrap();
+        let row = s.peek(&w.key()).unwrap().unwrap();
+        assert_eq!(row.state, RunState::Prepared, "the report is kept");
+        assert_eq!(row.retry_at, Some(at));
+        let Claim::Wait { until, .. } = s.claim(&req(&w, "2026-11-09T00:00:30Z", "b")).unwrap()
+        else {
+            panic!("the backoff has not passed")
+        };
+        assert_eq!(until, at);
+        let Claim::Resume { lease: b } = s.claim(&req(&w, "2026-11-09T00:01:10Z", "b")).unwrap()
+        else {
+            panic!("after the backoff the stored messages are resumed")
+        };
+        assert_eq!((b.fence, b.attempt), (Fence(2), 2), "a resume is an attempt");
+        let pending = s.pending_messages(&w.key()).unwrap();
+        assert_eq!(pending[0].attempts, 5, "sends are counted across invocations");
+        assert!(matches!(
+            s.check_lease(&lease),
+            Err(Error::LeaseLost(_))
+        ));
+        assert!(s.check_lease(&b).is_ok());
+    }
+
+    #[test]
+    fn a_prepared_run_out_of_attempts_is_abandoned_not_resumed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+        let w = window("2026-11-08");
+        let _dead = prepared_with_one_message(&mut s, &w, 1);
+        // The owner died while delivering; its only attempt is spent.
+        let mut later = req(&w, "2026-11-09T00:05:00Z", "b");
+        later.max_attempts = 1;
+        assert!(matches!(
+            s.claim(&later).unwrap(),
+            Claim::GaveUp {
+                abandoned_now: true,
+                ..
+            }
+        ));
+        assert_eq!(
+            s.peek(&w.key()).unwrap().unwrap().state,
+            RunState::Abandoned
+        );
+    }
+
+    #[test]
+    fn an_at_most_once_send_in_flight_survives_the_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let mut s = SqliteStore::open(&path).unwrap();
+        let w = window("2026-11-08");
+        let lease = prepared_with_one_message(&mut s, &w, 3);
+        let now: Timestamp = "2026-11-09T00:00:01Z".parse().unwrap();
+        s.renew(&lease, now + jiff::SignedDuration::from_secs(60), Some(1), now)
+            .unwrap();
+        drop(s);
+        let mut s = SqliteStore::open(&path).unwrap();
+        let pending = s.pending_messages(&w.key()).unwrap();
+        assert!(pending[0].in_flight);
+        assert_eq!(pending[0].attempts, 1);
+        let row = s.peek(&w.key()).unwrap().unwrap();
+        assert_eq!(
+            row.lease_until,
+            "2026-11-09T00:01:01Z".parse::<Timestamp>().unwrap(),
+            "the send renewed the lease"
+        );
     }
 
     #[test]

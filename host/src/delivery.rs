@@ -1,0 +1,678 @@
+//! Delivery of a PREPARED run's committed messages, in order, each with its
+//! idempotency key. Before every send the claim is checked (and renewed when
+//! half spent), so a process that lost its lease stops without sending.
+//! HTTP sends that fail in a way that may pass (a network error, 5xx, 429,
+//! 408) are retried with exponential backoff and full jitter, honouring
+//! `Retry-After`; other 4xx answers are permanent. A message whose outcome
+//! is uncertain is sent again with the same key (`at-least-once`) or never
+//! again, abandoning the run (`at-most-once`). Waiting goes through the
+//! run's clock, so tests never sleep.
+
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine as _;
+use jiff::{SignedDuration, Timestamp};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::error::Result;
+use crate::failpoint::{Boundary, Failpoints};
+use crate::outbox::{DeliveryMode, Destination, HttpTarget, Redactor, Target};
+use crate::receipt::{DeliveryStatus, MessageInfo};
+use crate::store::{Attempted, ClaimStore, Failure, Lease, PendingMessage, StagedMessage};
+use crate::window::WindowKey;
+
+/// How a run's delivery ended (a lost lease is an `Err`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// Every message delivered; the run is DONE and the cursor moved.
+    Done,
+    /// Not every message could be delivered now; the run stays PREPARED and
+    /// a later invocation resumes it.
+    Retry(String),
+    /// A destination refused a message for good: the run is FAILED.
+    Permanent(String),
+    /// The host gave up: the run is ABANDONED.
+    Abandoned(String),
+}
+
+/// What one send came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sent {
+    /// The destination has the message.
+    Delivered {
+        /// A few words: `http 201`, `appended`.
+        detail: String,
+        /// The HTTP status, for HTTP destinations.
+        http_status: Option<u16>,
+    },
+    /// It does not, or may not.
+    Failed(SendFailure),
+}
+
+/// A failed send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendFailure {
+    /// One line for a person (no credentials).
+    pub message: String,
+    /// Whether the message may have arrived, and whether to try again.
+    pub outcome: Uncertainty,
+    /// The HTTP status, when the destination answered.
+    pub http_status: Option<u16>,
+    /// The destination's `Retry-After`, when it gave one.
+    pub retry_after: Option<Duration>,
+}
+
+/// What a failed send says about the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Uncertainty {
+    /// It certainly did not arrive (no connection; 429, 408 or 425): safe
+    /// to send again in every mode.
+    NotSent,
+    /// It may have arrived (a timeout or reset after the request went out;
+    /// a 5xx): sent again only at-least-once.
+    Unknown,
+    /// The destination refused it (a 4xx other than 408, 425 and 429, or a
+    /// redirect): sending again would fail the same way.
+    Refused,
+}
+
+/// Sends messages. One per run, so HTTP connections are reused.
+pub struct Sender {
+    agent: ureq::Agent,
+    redactor: Redactor,
+}
+
+impl Sender {
+    /// A sender that scrubs `redactor`'s values from every message.
+    pub fn new(redactor: Redactor) -> Sender {
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .max_redirects_will_error(false)
+            .user_agent(concat!("jobhost/", env!("CARGO_PKG_VERSION")))
+            .build();
+        Sender {
+            agent: ureq::Agent::new_with_config(config),
+            redactor,
+        }
+    }
+
+    /// Sends `m` once. `maybe_there`: an earlier process may have delivered
+    /// it already (file destinations then look for its key first).
+    pub fn send(
+        &self,
+        name: &str,
+        dest: &Destination,
+        key: &WindowKey,
+        m: &StagedMessage,
+        maybe_there: bool,
+    ) -> Sent {
+        let sent = match &dest.target {
+            Target::File { path } => append(name, path, key, m, maybe_there),
+            Target::Http(target) => self.post(name, target, m),
+        };
+        match sent {
+            Sent::Failed(mut f) => {
+                f.message = self.redactor.scrub(&f.message);
+                Sent::Failed(f)
+            }
+            ok => ok,
+        }
+    }
+
+    fn post(&self, name: &str, t: &HttpTarget, m: &StagedMessage) -> Sent {
+        let mut req = self
+            .agent
+            .post(t.url())
+            .header("Idempotency-Key", &m.idempotency_key)
+            .header("Content-Type", &m.content_type);
+        for (h, v) in t.headers() {
+            req = req.header(h.as_str(), v.as_str());
+        }
+        let connect = t.timeout.min(Duration::from_secs(10));
+        let result = req
+            .config()
+            .timeout_global(Some(t.timeout))
+            .timeout_connect(Some(connect))
+            .build()
+            .send(&m.body[..]);
+        let shown = t.shown_url();
+        match result {
+            Ok(mut resp) => {
+                let status = resp.status().as_u16();
+                if (200..300).contains(&status) {
+                    return Sent::Delivered {
+                        detail: format!("http {status}"),
+                        http_status: Some(status),
+                    };
+                }
+                let retry_after = resp
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(parse_retry_after);
+                let mut snippet = Vec::new();
+                let _ = resp
+                    .body_mut()
+                    .as_reader()
+                    .take(512)
+                    .read_to_end(&mut snippet);
+                let body = one_line(&String::from_utf8_lossy(&snippet), 200);
+                let outcome = match status {
+                    408 | 425 | 429 => Uncertainty::NotSent,
+                    500..=599 => Uncertainty::Unknown,
+                    _ => Uncertainty::Refused,
+                };
+                let hint = match status {
+                    300..=399 => "; jobhost does not follow redirects: point the destination at the final URL",
+                    401 | 403 => "; check the credentials in the destination's headers",
+                    _ => "",
+                };
+                let reason = resp.status().canonical_reason().unwrap_or("");
+                Sent::Failed(SendFailure {
+                    message: format!(
+                        "destination `{name}` ({shown}) answered {status} {reason}{}{hint}",
+                        if body.is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {body}")
+                        }
+                    ),
+                    outcome,
+                    http_status: Some(status),
+                    retry_after,
+                })
+            }
+            Err(e) => {
+                let outcome = match &e {
+                    ureq::Error::HostNotFound
+                    | ureq::Error::ConnectionFailed
+                    | ureq::Error::BadUri(_)
+                    | ureq::Error::InvalidProxyUrl
+                    | ureq::Error::ConnectProxyFailed(_)
+                    | ureq::Error::Tls(_)
+                    | ureq::Error::Rustls(_)
+                    | ureq::Error::Timeout(ureq::Timeout::Resolve | ureq::Timeout::Connect) => {
+                        Uncertainty::NotSent
+                    }
+                    ureq::Error::Io(io)
+                        if matches!(
+                            io.kind(),
+                            std::io::ErrorKind::ConnectionRefused
+                                | std::io::ErrorKind::HostUnreachable
+                                | std::io::ErrorKind::NetworkUnreachable
+                                | std::io::ErrorKind::AddrNotAvailable
+                        ) =>
+                    {
+                        Uncertainty::NotSent
+                    }
+                    _ => Uncertainty::Unknown,
+                };
+                Sent::Failed(SendFailure {
+                    message: format!("cannot POST to destination `{name}` ({shown}): {e}"),
+                    outcome,
+                    http_status: None,
+                    retry_after: None,
+                })
+            }
+        }
+    }
+}
+
+/// `Retry-After` as delta-seconds or an HTTP date.
+fn parse_retry_after(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = jiff::fmt::rfc2822::parse(v).ok()?.timestamp();
+    Some(
+        Timestamp::now()
+            .duration_until(at)
+            .try_into()
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// `text` on one line, control characters escaped, at most `max` chars.
+fn one_line(text: &str, max: usize) -> String {
+    let mut out: String = text.trim().chars().flat_map(char::escape_default).collect();
+    if out.chars().count() > max {
+        out = out.chars().take(max).collect::<String>() + "...";
+    }
+    out
+}
+
+/// Appends the message as one JSON line and syncs it. When `maybe_there`,
+/// a line with the same idempotency key already in the file counts as
+/// delivered, so a resumed run does not append it twice.
+fn append(name: &str, path: &Path, key: &WindowKey, m: &StagedMessage, maybe_there: bool) -> Sent {
+    let fail = |message: String| {
+        Sent::Failed(SendFailure {
+            message,
+            outcome: Uncertainty::NotSent,
+            http_status: None,
+            retry_after: None,
+        })
+    };
+    if maybe_there {
+        match already_in(path, &m.idempotency_key) {
+            Ok(true) => {
+                return Sent::Delivered {
+                    detail: "already in file".to_string(),
+                    http_status: None,
+                };
+            }
+            Ok(false) => {}
+            Err(e) => {
+                return fail(format!(
+                    "cannot read `{}` for destination `{name}`: {e}",
+                    path.display()
+                ));
+            }
+        }
+    }
+    let line = file_line(key, m);
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
+        && let Err(e) = std::fs::create_dir_all(parent)
+    {
+        return fail(format!(
+            "cannot create folder `{}` for destination `{name}`: {e}",
+            parent.display()
+        ));
+    }
+    let mut file = match OpenOptions::new().create(true).append(true).open(path) {
+        Ok(f) => f,
+        Err(e) => {
+            return fail(format!(
+                "cannot open `{}` for destination `{name}`: {e}",
+                path.display()
+            ));
+        }
+    };
+    // The whole line, then fsync, so a crash after DONE cannot lose it. If
+    // the write fails part way (a full disk), the file is cut back to where
+    // it was, so a retry never appends after half a line.
+    let before = file.metadata().map(|m| m.len());
+    if let Err(e) = file
+        .write_all(line.as_bytes())
+        .and_then(|()| file.sync_data())
+    {
+        if let Ok(len) = before {
+            let _ = file.set_len(len);
+        }
+        return fail(format!(
+            "cannot append to `{}` for destination `{name}`: {e}",
+            path.display()
+        ));
+    }
+    Sent::Delivered {
+        detail: "appended".to_string(),
+        http_status: None,
+    }
+}
+
+/// Whether a line of the file carries `idempotency_key`.
+fn already_in(path: &Path, idempotency_key: &str) -> std::io::Result<bool> {
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    for line in BufReader::new(file).split(b'\n') {
+        let line = line?;
+        if line
+            .windows(idempotency_key.len())
+            .any(|w| w == idempotency_key.as_bytes())
+            && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&line)
+            && v["idempotency_key"] == idempotency_key
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The JSON line a file destination receives: the body inline as JSON when
+/// it is JSON, as a string when it is UTF-8 text, else base64.
+fn file_line(key: &WindowKey, m: &StagedMessage) -> String {
+    let mut obj = serde_json::Map::new();
+    obj.insert("idempotency_key".into(), m.idempotency_key.clone().into());
+    obj.insert("key".into(), key.as_str().into());
+    obj.insert("seq".into(), m.seq.into());
+    obj.insert("destination".into(), m.destination.clone().into());
+    obj.insert("content_type".into(), m.content_type.clone().into());
+    let is_json = m.content_type.split(';').next().is_some_and(|e| {
+        let e = e.trim();
+        e == "application/json" || e.ends_with("+json")
+    });
+    let json_body = is_json
+        .then(|| serde_json::from_slice::<serde_json::Value>(&m.body).ok())
+        .flatten();
+    match (json_body, std::str::from_utf8(&m.body)) {
+        (Some(value), _) => {
+            obj.insert("body".into(), value);
+        }
+        (None, Ok(text)) => {
+            obj.insert("body".into(), text.into());
+        }
+        (None, Err(_)) => {
+            obj.insert(
+                "body_base64".into(),
+                base64::engine::general_purpose::STANDARD
+                    .encode(&m.body)
+                    .into(),
+            );
+        }
+    }
+    let mut line = serde_json::Value::Object(obj).to_string();
+    line.push('\n');
+    line
+}
+
+/// What delivering a run needs.
+pub struct Delivery<'a> {
+    /// The job.
+    pub config: &'a Config,
+    /// The claim store.
+    pub store: &'a mut dyn ClaimStore,
+    /// The run's claim.
+    pub lease: &'a Lease,
+    /// The run's clock: leases, backoff and waiting.
+    pub clock: &'a dyn Clock,
+    /// Test hooks.
+    pub failpoints: Option<&'a dyn Failpoints>,
+    /// An earlier process may have sent some of these messages.
+    pub resumed: bool,
+}
+
+/// The clock reading leases are measured on: the run's clock, but never
+/// ahead of the host's (a `--now` in the future must not make a live claim
+/// look expired to other processes).
+pub fn lease_now(clock: &dyn Clock) -> Timestamp {
+    clock.now().min(Timestamp::now())
+}
+
+/// `now + d`, saturating.
+pub fn after(now: Timestamp, d: Duration) -> Timestamp {
+    now.checked_add(SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX))
+        .unwrap_or(Timestamp::MAX)
+}
+
+/// How a failed attempt of a window ends: retried after a backoff that
+/// doubles with each attempt, or abandoned when it was the last attempt.
+pub fn retry_or_abandon(config: &Config, lease: &Lease, now: Timestamp) -> Failure {
+    if lease.attempt >= config.max_attempts {
+        return Failure::Abandon;
+    }
+    let exp = lease.attempt.saturating_sub(1).min(30);
+    let delay = config
+        .retry_delay
+        .saturating_mul(1u32 << exp)
+        .min(config.max_retry_delay);
+    Failure::Retry {
+        at: after(now, delay),
+    }
+}
+
+/// Delivers `pending` in order and, when all are delivered, marks the run
+/// DONE (moving the cursor). `infos` receives each message's fate.
+///
+/// # Errors
+///
+/// `Error::LeaseLost` when another process took the run over (nothing is
+/// sent after that is noticed); `Error::Store`.
+pub fn deliver(
+    d: Delivery<'_>,
+    key: &WindowKey,
+    pending: &[PendingMessage],
+    infos: &mut Vec<MessageInfo>,
+) -> Result<Ended> {
+    let Delivery {
+        config,
+        store,
+        lease,
+        clock,
+        failpoints,
+        resumed,
+    } = d;
+    let sender = Sender::new(config.redactor.clone());
+    let mut rng = StdRng::seed_from_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |t| t.as_nanos() as u64)
+            ^ u64::from(std::process::id()),
+    );
+    let reach = |b: Boundary| {
+        if let Some(f) = failpoints {
+            f.reached(b);
+        }
+    };
+    *infos = pending
+        .iter()
+        .map(|p| MessageInfo {
+            seq: p.message.seq,
+            destination: p.message.destination.clone(),
+            idempotency_key: p.message.idempotency_key.clone(),
+            bytes: p.message.body.len(),
+            status: DeliveryStatus::Pending,
+            attempts: 0,
+            http_status: None,
+            detail: None,
+        })
+        .collect();
+    let mut last: Option<(u32, u32, String)> = None;
+    for (i, p) in pending.iter().enumerate() {
+        let m = &p.message;
+        let info = &mut infos[i];
+        let Some(dest) = config.destinations.get(&m.destination) else {
+            let why = format!(
+                "message {} is for destination `{}`, which the job config no longer declares; \
+                 declare it again to deliver the stored message",
+                m.idempotency_key, m.destination
+            );
+            let now = lease_now(clock);
+            let how = retry_or_abandon(config, lease, now);
+            store.fail(lease, &why, how, None, now)?;
+            info.detail = Some(why.clone());
+            return Ok(ended(how, why, info));
+        };
+        let at_most_once = dest.mode == DeliveryMode::AtMostOnce;
+        if at_most_once && p.in_flight {
+            let why = format!(
+                "message {} to at-most-once destination `{}` was being sent when an earlier \
+                 process stopped; it may or may not have arrived, so it is never sent again; \
+                 check the destination",
+                m.idempotency_key, m.destination
+            );
+            let now = lease_now(clock);
+            let done = Attempted {
+                seq: m.seq,
+                tries: 0,
+                status: "outcome unknown",
+            };
+            store.fail(lease, &why, Failure::Abandon, Some(&done), now)?;
+            info.status = DeliveryStatus::Abandoned;
+            info.detail = Some("an earlier send's outcome is unknown".to_string());
+            return Ok(Ended::Abandoned(why));
+        }
+        let mut uncounted = 0;
+        loop {
+            reach(Boundary::BeforeSend);
+            let now = lease_now(clock);
+            let until = after(now, config.lease);
+            if at_most_once {
+                // Counted and marked in flight before the send: a crash
+                // from here on leaves the outcome unknown, and it is treated
+                // that way.
+                store.renew(lease, until, Some(m.seq), now)?;
+            } else {
+                uncounted += 1;
+                let expires = store.check_lease(lease)?;
+                let left = now.duration_until(expires);
+                if left < SignedDuration::try_from(config.lease / 2).unwrap_or(SignedDuration::MAX)
+                {
+                    store.renew(lease, until, None, now)?;
+                }
+            }
+            info.attempts += 1;
+            match sender.send(
+                &m.destination,
+                dest,
+                key,
+                m,
+                resumed || p.attempts > 0 || info.attempts > 1,
+            ) {
+                Sent::Delivered {
+                    detail,
+                    http_status,
+                } => {
+                    reach(Boundary::AfterSend);
+                    info.status = DeliveryStatus::Delivered;
+                    info.http_status = http_status;
+                    info.detail = Some(detail.clone());
+                    if i + 1 < pending.len() {
+                        let done = Attempted {
+                            seq: m.seq,
+                            tries: uncounted,
+                            status: &detail,
+                        };
+                        store.mark_delivered(lease, &done, lease_now(clock))?;
+                    } else {
+                        last = Some((m.seq, uncounted, detail));
+                    }
+                    break;
+                }
+                Sent::Failed(f) => {
+                    info.http_status = f.http_status;
+                    info.detail = Some(f.message.clone());
+                    let now = lease_now(clock);
+                    let how = match f.outcome {
+                        Uncertainty::Refused => Some(Failure::Permanent),
+                        Uncertainty::Unknown if at_most_once => Some(Failure::Abandon),
+                        _ if info.attempts >= dest.retry.tries => {
+                            Some(retry_or_abandon(config, lease, now))
+                        }
+                        _ => None,
+                    };
+                    if let Some(how) = how {
+                        let why = match f.outcome {
+                            Uncertainty::Unknown if at_most_once => format!(
+                                "{}; the message may or may not have arrived, and destination \
+                                 `{}` is at-most-once, so it is never sent again; check the destination",
+                                f.message, m.destination
+                            ),
+                            Uncertainty::Refused => f.message.clone(),
+                            _ => format!("{} (after {} send(s))", f.message, info.attempts),
+                        };
+                        let done = Attempted {
+                            seq: m.seq,
+                            tries: uncounted,
+                            status: &f.message,
+                        };
+                        store.fail(lease, &why, how, Some(&done), now)?;
+                        return Ok(ended(how, why, info));
+                    }
+                    let wait = dest.retry.wait(info.attempts + 1, f.retry_after, &mut rng);
+                    clock.sleep(wait);
+                }
+            }
+        }
+    }
+    let done = last.as_ref().map(|(seq, tries, status)| Attempted {
+        seq: *seq,
+        tries: *tries,
+        status,
+    });
+    store.finish(lease, done.as_ref(), lease_now(clock))?;
+    Ok(Ended::Done)
+}
+
+fn ended(how: Failure, why: String, info: &mut MessageInfo) -> Ended {
+    match how {
+        Failure::Retry { .. } => {
+            info.status = DeliveryStatus::Pending;
+            Ended::Retry(why)
+        }
+        Failure::Permanent => {
+            info.status = DeliveryStatus::Failed;
+            Ended::Permanent(why)
+        }
+        Failure::Abandon => {
+            info.status = DeliveryStatus::Abandoned;
+            Ended::Abandoned(why)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_lines_embed_json_bodies_and_encode_binary_ones() {
+        let key = WindowKey::from_stored("j:2026-11-08".into());
+        let mut m = StagedMessage {
+            seq: 1,
+            destination: "d".into(),
+            idempotency_key: "j:2026-11-08#1".into(),
+            content_type: "application/json".into(),
+            body: br#"{"a":1}"#.to_vec(),
+        };
+        let v: serde_json::Value = serde_json::from_str(&file_line(&key, &m)).unwrap();
+        assert_eq!(v["body"]["a"], 1);
+        assert_eq!(v["idempotency_key"], "j:2026-11-08#1");
+        m.body = vec![0xff, 0x00];
+        m.content_type = "application/octet-stream".into();
+        let v: serde_json::Value = serde_json::from_str(&file_line(&key, &m)).unwrap();
+        assert_eq!(v["body_base64"], "/wA=");
+    }
+
+    #[test]
+    fn a_resumed_file_delivery_finds_the_line_an_earlier_process_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let key = WindowKey::from_stored("j:2026-11-08".into());
+        let m = StagedMessage {
+            seq: 1,
+            destination: "d".into(),
+            idempotency_key: "j:2026-11-08#1".into(),
+            content_type: "text/plain".into(),
+            body: b"hello".to_vec(),
+        };
+        assert!(matches!(append("d", &path, &key, &m, true), Sent::Delivered { .. }));
+        let again = append("d", &path, &key, &m, true);
+        assert_eq!(
+            again,
+            Sent::Delivered {
+                detail: "already in file".into(),
+                http_status: None
+            }
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        // A key that only prefixes another key is not a match.
+        let other = StagedMessage {
+            idempotency_key: "j:2026-11-08#".into(),
+            ..m
+        };
+        assert!(!already_in(&path, &other.idempotency_key).unwrap());
+    }
+
+    #[test]
+    fn retry_after_is_read_as_seconds_or_a_date() {
+        assert_eq!(parse_retry_after("120"), Some(Duration::from_secs(120)));
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO),
+            "a date in the past means now"
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+}

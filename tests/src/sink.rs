@@ -1,0 +1,201 @@
+//! A real HTTP endpoint on 127.0.0.1 for the tests: it records every
+//! request it receives (path, headers, `Idempotency-Key`, body) and answers
+//! with scripted replies per path: a status (optionally with
+//! `Retry-After`), no answer at all (the connection hangs until the sink is
+//! dropped), or a closed connection. Unscripted requests get 200.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+/// One received request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// The request target, for example `/digest`.
+    pub path: String,
+    /// Header names in lowercase, with their values, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    /// The first value of header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The `Idempotency-Key` header.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.header("idempotency-key")
+    }
+}
+
+/// How the sink answers one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    /// This status, empty body.
+    Status(u16),
+    /// This status with `Retry-After: <seconds>`.
+    RetryAfter(u16, u64),
+    /// Record the request, never answer.
+    Hang,
+    /// Record the request, close the connection without answering.
+    Close,
+}
+
+#[derive(Default)]
+struct State {
+    requests: Vec<Request>,
+    scripts: HashMap<String, VecDeque<Reply>>,
+    hung: Vec<TcpStream>,
+}
+
+/// The sink; stops accepting when dropped.
+pub struct Sink {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Sink {
+    /// Starts a sink on an ephemeral port of 127.0.0.1.
+    ///
+    /// # Panics
+    ///
+    /// When no port can be bound (a test set-up failure).
+    pub fn start() -> Sink {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the test sink");
+        let addr = listener.local_addr().expect("sink address");
+        let state = Arc::new(Mutex::new(State::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, sp) = (state.clone(), stop.clone());
+        thread::spawn(move || {
+            for conn in listener.incoming() {
+                if sp.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                let st = st.clone();
+                thread::spawn(move || serve(conn, &st));
+            }
+        });
+        Sink { addr, state, stop }
+    }
+
+    /// `http://127.0.0.1:<port><path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Answers the next requests to `path` with `replies`, in order; after
+    /// them, 200.
+    pub fn script(&self, path: &str, replies: &[Reply]) {
+        self.lock()
+            .scripts
+            .entry(path.to_string())
+            .or_default()
+            .extend(replies.iter().copied());
+    }
+
+    /// Every request received so far, in arrival order.
+    pub fn requests(&self) -> Vec<Request> {
+        self.lock().requests.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop so it sees the flag.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+        self.lock().hung.clear();
+    }
+}
+
+fn serve(conn: TcpStream, state: &Mutex<State>) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
+    let Ok(read_half) = conn.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(read_half);
+    let mut line = String::new();
+    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+        return;
+    }
+    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+    let mut headers = Vec::new();
+    let mut length = 0usize;
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h).unwrap_or(0) == 0 {
+            return;
+        }
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((n, v)) = h.split_once(':') {
+            let n = n.trim().to_ascii_lowercase();
+            let v = v.trim().to_string();
+            if n == "content-length" {
+                length = v.parse().unwrap_or(0);
+            }
+            headers.push((n, v));
+        }
+    }
+    let mut body = vec![0; length];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    let reply = {
+        let mut st = state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        st.requests.push(Request {
+            path: path.clone(),
+            headers,
+            body,
+        });
+        st.scripts
+            .get_mut(&path)
+            .and_then(VecDeque::pop_front)
+            .unwrap_or(Reply::Status(200))
+    };
+    let mut conn = conn;
+    let (status, extra) = match reply {
+        Reply::Status(s) => (s, String::new()),
+        Reply::RetryAfter(s, secs) => (s, format!("Retry-After: {secs}\r\n")),
+        Reply::Hang => {
+            if let Ok(c) = conn.try_clone() {
+                state
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .hung
+                    .push(c);
+            }
+            return;
+        }
+        Reply::Close => {
+            let _ = conn.shutdown(std::net::Shutdown::Both);
+            return;
+        }
+    };
+    let _ = write!(
+        conn,
+        "HTTP/1.1 {status} Scripted\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    let _ = conn.flush();
+}
