@@ -177,6 +177,7 @@ fn history_json(r: &RunRecord) -> serde_json::Value {
         "fence": r.fence.0,
         "owner": r.owner,
         "lease_until": rfc3339(r.lease_until),
+        "retry_at": r.retry_at.map(rfc3339),
         "component": r.component,
         "report": r.report.as_ref().map(|rep| serde_json::json!({"summary": rep.summary, "cursor": rep.cursor})),
         "messages": r.messages,

@@ -74,11 +74,17 @@ impl VirtualClock {
 
 impl Clock for VirtualClock {
     fn now(&self) -> Timestamp {
-        *self.now.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        *self
+            .now
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn sleep(&self, d: Duration) {
-        let mut now = self.now.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut now = self
+            .now
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let step = SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX);
         *now = now.checked_add(step).unwrap_or(Timestamp::MAX);
     }

@@ -432,9 +432,8 @@ fn destination(
             let backoff = seconds("backoff_seconds", backoff_seconds, 1.0, 3600.0)?;
             let max_backoff = seconds("max_backoff_seconds", max_backoff_seconds, 60.0, 3600.0)?;
             let full_url = expand(&format!("`destinations.{name}.url`"), &url, redactor)?;
-            let mut target = HttpTarget::new(full_url, url).map_err(|why| {
-                Error::input(format!("invalid `destinations.{name}.url`: {why}"))
-            })?;
+            let mut target = HttpTarget::new(full_url, url)
+                .map_err(|why| Error::input(format!("invalid `destinations.{name}.url`: {why}")))?;
             for (header, value) in headers {
                 let what = format!("`destinations.{name}.headers.{header}`");
                 let value = expand(&what, &value, redactor)?;

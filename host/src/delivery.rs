@@ -170,7 +170,9 @@ impl Sender {
                     _ => Uncertainty::Refused,
                 };
                 let hint = match status {
-                    300..=399 => "; jobhost does not follow redirects: point the destination at the final URL",
+                    300..=399 => {
+                        "; jobhost does not follow redirects: point the destination at the final URL"
+                    }
                     401 | 403 => "; check the credentials in the destination's headers",
                     _ => "",
                 };
@@ -646,7 +648,10 @@ mod tests {
             content_type: "text/plain".into(),
             body: b"hello".to_vec(),
         };
-        assert!(matches!(append("d", &path, &key, &m, true), Sent::Delivered { .. }));
+        assert!(matches!(
+            append("d", &path, &key, &m, true),
+            Sent::Delivered { .. }
+        ));
         let again = append("d", &path, &key, &m, true);
         assert_eq!(
             again,

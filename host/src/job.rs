@@ -218,7 +218,9 @@ fn run_inner(
                 });
             }
             let pending = store.pending_messages(&key)?;
-            return deliver(config, &mut store, &lease, clock, runtime, &key, &pending, true, receipt);
+            return deliver(
+                config, &mut store, &lease, clock, runtime, &key, &pending, true, receipt,
+            );
         }
         Claim::Run { lease, .. } => lease,
     };
@@ -231,7 +233,13 @@ fn run_inner(
             Ok(c) => c,
             Err(e) => {
                 let now = lease_now(clock);
-                store.fail(&lease, &e.to_string(), retry_or_abandon(config, &lease, now), None, now)?;
+                store.fail(
+                    &lease,
+                    &e.to_string(),
+                    retry_or_abandon(config, &lease, now),
+                    None,
+                    now,
+                )?;
                 return Err(e);
             }
         },
@@ -303,7 +311,9 @@ fn run_inner(
             in_flight: false,
         })
         .collect();
-    deliver(config, &mut store, &lease, clock, runtime, &key, &pending, false, receipt)
+    deliver(
+        config, &mut store, &lease, clock, runtime, &key, &pending, false, receipt,
+    )
 }
 
 /// Delivers a PREPARED run's messages and fills in the receipt.
@@ -345,7 +355,9 @@ fn deliver(
 }
 
 fn last_error(error: Option<&str>) -> String {
-    error.map(|e| format!("; last error: {e}")).unwrap_or_default()
+    error
+        .map(|e| format!("; last error: {e}"))
+        .unwrap_or_default()
 }
 
 /// A key names one window; the store must not hold it for another.

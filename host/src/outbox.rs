@@ -100,7 +100,12 @@ impl RetryPolicy {
     /// uniformly random duration up to `backoff * 2^(next-2)`, capped at
     /// `max_backoff`; at least `retry_after` when the destination asked
     /// for it (also capped).
-    pub fn wait(&self, next: u32, retry_after: Option<Duration>, rng: &mut impl rand::Rng) -> Duration {
+    pub fn wait(
+        &self,
+        next: u32,
+        retry_after: Option<Duration>,
+        rng: &mut impl rand::Rng,
+    ) -> Duration {
         let exp = next.saturating_sub(2).min(30);
         let ceiling = self
             .backoff
@@ -109,7 +114,9 @@ impl RetryPolicy {
         let jittered = if ceiling.is_zero() {
             Duration::ZERO
         } else {
-            Duration::from_nanos(rng.random_range(0..=ceiling.as_nanos().min(u64::MAX as u128) as u64))
+            Duration::from_nanos(
+                rng.random_range(0..=ceiling.as_nanos().min(u64::MAX as u128) as u64),
+            )
         };
         jittered.max(retry_after.unwrap_or_default().min(self.max_backoff))
     }
@@ -144,15 +151,13 @@ impl HttpTarget {
     ///
     /// Why the URL is not an absolute `http` or `https` URL.
     pub fn new(url: String, shown_url: String) -> std::result::Result<HttpTarget, String> {
-        let uri: ureq::http::Uri = url.parse().map_err(|_| {
-            format!("`{shown_url}` is not a URL; write it as https://host/path")
-        })?;
+        let uri: ureq::http::Uri = url
+            .parse()
+            .map_err(|_| format!("`{shown_url}` is not a URL; write it as https://host/path"))?;
         match uri.scheme_str() {
             Some("http" | "https") => {}
             _ => {
-                return Err(format!(
-                    "`{shown_url}` must start with https:// or http://"
-                ));
+                return Err(format!("`{shown_url}` must start with https:// or http://"));
             }
         }
         if uri.host().is_none_or(str::is_empty) {
@@ -176,7 +181,9 @@ impl HttpTarget {
             return Err(format!("`{name}` is not a valid header name"));
         }
         if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
-            return Err(format!("jobhost sets `{name}` itself; remove it from the config"));
+            return Err(format!(
+                "jobhost sets `{name}` itself; remove it from the config"
+            ));
         }
         if ureq::http::HeaderValue::from_str(&value).is_err() {
             return Err(

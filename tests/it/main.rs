@@ -4,6 +4,8 @@
 
 mod bad_input;
 mod compile_cache;
+mod crashes;
+mod effects;
 mod harness;
 mod history;
 mod races;

@@ -43,7 +43,8 @@ impl EnvFailpoints {
     ///
     /// A malformed value.
     pub fn parse(v: &str) -> Result<EnvFailpoints, String> {
-        let bad = || format!("invalid JOBHOST_TEST_FAILPOINT `{v}`: use <boundary>[@<n>]:kill|stop");
+        let bad =
+            || format!("invalid JOBHOST_TEST_FAILPOINT `{v}`: use <boundary>[@<n>]:kill|stop");
         let (point, action) = v.split_once(':').ok_or_else(bad)?;
         let (name, nth) = match point.split_once('@') {
             Some((name, n)) => (name, n.parse().map_err(|_| bad())?),

@@ -3,7 +3,7 @@
 //! an HTTP sink that records what jobhost sends, and the failpoints of the
 //! test build of the command line.
 
+pub mod failpoints;
 pub mod guests;
 pub mod sample;
-pub mod failpoints;
 pub mod sink;

@@ -163,7 +163,9 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
         return;
     }
     let reply = {
-        let mut st = state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut st = state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         st.requests.push(Request {
             path: path.clone(),
             headers,

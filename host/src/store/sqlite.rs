@@ -436,7 +436,11 @@ struct Existing {
 
 /// Fails with `LeaseLost` when a fenced write touched no row.
 fn fenced(changed: usize, lease: &Lease) -> Result<()> {
-    if changed == 1 { Ok(()) } else { Err(lost(lease)) }
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(lost(lease))
+    }
 }
 
 fn lost(lease: &Lease) -> Error {
@@ -1151,13 +1155,17 @@ mod tests {
         else {
             panic!("after the backoff the stored messages are resumed")
         };
-        assert_eq!((b.fence, b.attempt), (Fence(2), 2), "a resume is an attempt");
+        assert_eq!(
+            (b.fence, b.attempt),
+            (Fence(2), 2),
+            "a resume is an attempt"
+        );
         let pending = s.pending_messages(&w.key()).unwrap();
-        assert_eq!(pending[0].attempts, 5, "sends are counted across invocations");
-        assert!(matches!(
-            s.check_lease(&lease),
-            Err(Error::LeaseLost(_))
-        ));
+        assert_eq!(
+            pending[0].attempts, 5,
+            "sends are counted across invocations"
+        );
+        assert!(matches!(s.check_lease(&lease), Err(Error::LeaseLost(_))));
         assert!(s.check_lease(&b).is_ok());
     }
 
@@ -1191,8 +1199,13 @@ mod tests {
         let w = window("2026-11-08");
         let lease = prepared_with_one_message(&mut s, &w, 3);
         let now: Timestamp = "2026-11-09T00:00:01Z".parse().unwrap();
-        s.renew(&lease, now + jiff::SignedDuration::from_secs(60), Some(1), now)
-            .unwrap();
+        s.renew(
+            &lease,
+            now + jiff::SignedDuration::from_secs(60),
+            Some(1),
+            now,
+        )
+        .unwrap();
         drop(s);
         let mut s = SqliteStore::open(&path).unwrap();
         let pending = s.pending_messages(&w.key()).unwrap();

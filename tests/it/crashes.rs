@@ -1,0 +1,333 @@
+//! A run killed (SIGKILL of the real process) at every boundary, and at
+//! random instants, and a run frozen (SIGSTOP) past its lease: after the
+//! next invocations every window is delivered, the sink saw exactly the
+//! expected idempotency keys with one body each, and the cursor never
+//! moved ahead of a DONE run.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use jobhost_tests::sink::Sink;
+use rand::{RngExt, SeedableRng};
+
+use crate::effects::{distinct_keys, http_config};
+use crate::harness::*;
+
+/// Two HTTP destinations (two messages a window), short leases so a later
+/// `--now` can take a dead run over, and attempts enough for many crashes.
+fn crash_config(dir: &Path, sink: &Sink, audit_mode: &str) -> PathBuf {
+    http_config(
+        dir,
+        "max_attempts = 100\n[limits]\ntimeout_seconds = 5\nlease_seconds = 10",
+        &format!(
+            "[destinations.digest]\ntype = \"http\"\nurl = \"{}\"\ntimeout_seconds = 2\nmax_backoff_seconds = 1\n\
+             [destinations.audit]\ntype = \"http\"\nurl = \"{}\"\ntimeout_seconds = 2\nmax_backoff_seconds = 1\n\
+             delivery = \"{audit_mode}\"\n",
+            sink.url("/digest"),
+            sink.url("/audit"),
+        ),
+    )
+}
+
+/// `--now` for window `day` (1 = 2026-11-08), `step` invocations later: 15 s
+/// apart, longer than the 10 s lease, so each may take over the last.
+fn now_for(day: u32, step: u32) -> String {
+    format!(
+        "2026-11-{:02}T00:{:02}:{:02}Z",
+        8 + day,
+        5 + step * 15 / 60,
+        step * 15 % 60
+    )
+}
+
+fn spawn(cfg: &Path, store: &Path, now: &str, failpoint: Option<&str>) -> Child {
+    let mut cmd = job_command(cfg, store, now);
+    cmd.env("JOBHOST_TEST_VIRTUAL_TIME", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(f) = failpoint {
+        cmd.env("JOBHOST_TEST_FAILPOINT", f);
+    }
+    cmd.spawn().expect("spawn jobhost")
+}
+
+/// Runs invocations for window `day` without failpoints until one ends the
+/// window; returns how many it took.
+fn finish_window(cfg: &Path, store: &Path, day: u32, mut step: u32) -> u32 {
+    for _ in 0..5 {
+        step += 1;
+        let run = to_run(
+            spawn(cfg, store, &now_for(day, step), None)
+                .wait_with_output()
+                .unwrap(),
+        );
+        assert_cursor_behind_done(store);
+        if matches!(run.event().as_str(), "ran" | "resumed") || run.receipt()["reason"] == "done" {
+            assert_eq!(run.code, 0, "{}", run.stderr);
+            return step;
+        }
+    }
+    panic!("window {day} did not finish in 5 invocations");
+}
+
+/// The cursor row points at a DONE run and carries that run's cursor.
+fn assert_cursor_behind_done(store: &Path) {
+    let Ok(conn) =
+        rusqlite::Connection::open_with_flags(store, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+    else {
+        return;
+    };
+    let row: Option<(String, Option<String>, String, Option<String>)> = conn
+        .query_row(
+            "SELECT c.key, c.cursor, r.state, r.report_cursor
+             FROM cursors c JOIN runs r ON r.key = c.key",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .ok();
+    if let Some((key, cursor, state, proposed)) = row {
+        assert_eq!(
+            state, "DONE",
+            "the cursor moved to {key}, which is not done"
+        );
+        assert_eq!(cursor, proposed, "the cursor is the one {key} proposed");
+    }
+}
+
+fn expected_keys(days: u32) -> BTreeSet<String> {
+    (1..=days)
+        .flat_map(|d| (1..=2).map(move |n| format!("daily-report:2026-11-{:02}#{n}", 7 + d)))
+        .collect()
+}
+
+fn warm_cache() {
+    let warm = scratch();
+    let cfg = report_config(warm.path(), 100);
+    let run = run_job(&cfg, &warm.path().join("w.db"), "2026-11-09T00:05:00Z");
+    assert_eq!(run.event(), "ran", "{}", run.stderr);
+}
+
+#[test]
+fn a_kill_at_any_boundary_costs_no_second_effect_and_no_lost_window() {
+    warm_cache();
+    for boundary in [
+        "after-claim",
+        "in-guest",
+        "after-prepare",
+        "before-send",
+        "before-send@2",
+        "after-send",
+        "after-send@2",
+    ] {
+        let sink = Sink::start();
+        let dir = scratch();
+        let cfg = crash_config(dir.path(), &sink, "at-least-once");
+        let store = dir.path().join("s.db");
+        let killed = spawn(
+            &cfg,
+            &store,
+            &now_for(1, 0),
+            Some(&format!("{boundary}:kill")),
+        )
+        .wait_with_output()
+        .unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&killed.status),
+            Some(9),
+            "{boundary}: the failpoint killed the process"
+        );
+        assert!(
+            killed.stdout.is_empty(),
+            "a killed process printed no receipt"
+        );
+        assert_cursor_behind_done(&store);
+        finish_window(&cfg, &store, 1, 0);
+        assert_eq!(
+            distinct_keys(&sink),
+            expected_keys(1),
+            "{boundary}: every message arrived under its own key"
+        );
+        let h = &history(&store)[0];
+        assert_eq!(h["state"], "DONE", "{boundary}: {h}");
+        assert_eq!(h["delivered"], 2);
+        if boundary.starts_with("after-send") {
+            assert!(
+                sink.requests().len() > 2,
+                "{boundary}: the message whose receipt was lost was resent (with its key)"
+            );
+        } else {
+            assert_eq!(
+                sink.requests().len(),
+                2,
+                "{boundary}: nothing was sent twice"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_kill_during_an_at_most_once_send_abandons_the_run_instead_of_resending() {
+    warm_cache();
+    let sink = Sink::start();
+    let dir = scratch();
+    let cfg = crash_config(dir.path(), &sink, "at-most-once");
+    let store = dir.path().join("s.db");
+    // `audit` sorts first, so its message is #1 and the first send.
+    let killed = spawn(&cfg, &store, &now_for(1, 0), Some("after-send:kill"))
+        .wait_with_output()
+        .unwrap();
+    assert!(killed.status.code().is_none(), "killed");
+    let next = to_run(
+        spawn(&cfg, &store, &now_for(1, 1), None)
+            .wait_with_output()
+            .unwrap(),
+    );
+    let r = next.receipt();
+    assert_eq!(r["event"], "abandoned", "{}", next.stderr);
+    assert_eq!(r["messages"][0]["destination"], "audit");
+    assert_eq!(r["messages"][0]["status"], "abandoned");
+    assert_eq!(
+        sink.requests().len(),
+        1,
+        "the uncertain message was not sent again"
+    );
+    assert_eq!(history(&store)[0]["state"], "ABANDONED");
+}
+
+#[test]
+fn a_stalled_owner_cannot_write_or_send_after_a_takeover() {
+    warm_cache();
+    for boundary in ["after-claim", "after-prepare", "before-send"] {
+        let sink = Sink::start();
+        let dir = scratch();
+        let cfg = crash_config(dir.path(), &sink, "at-least-once");
+        let store = dir.path().join("s.db");
+        let stalled = spawn(
+            &cfg,
+            &store,
+            &now_for(1, 0),
+            Some(&format!("{boundary}:stop")),
+        );
+        wait_until_stopped(&stalled, boundary);
+
+        // Its lease has run out by the next invocation's clock: taken over.
+        let taker = to_run(
+            spawn(&cfg, &store, &now_for(1, 1), None)
+                .wait_with_output()
+                .unwrap(),
+        );
+        let tr = taker.receipt();
+        assert!(
+            matches!(tr["event"].as_str(), Some("ran" | "resumed")),
+            "{boundary}: {tr}\n{}",
+            taker.stderr
+        );
+        assert_eq!(tr["fence"], 2);
+        let sent_by_taker = sink.requests().len();
+        assert_eq!(sent_by_taker, 2);
+
+        // The stalled owner wakes up: it must notice and stop.
+        // SAFETY: signalling a child process we own.
+        unsafe {
+            libc::kill(stalled.id() as i32, libc::SIGCONT);
+        }
+        let woke = to_run(stalled.wait_with_output().unwrap());
+        let wr = woke.receipt();
+        assert_eq!(
+            (woke.code, wr["event"].as_str()),
+            (1, Some("failed")),
+            "{boundary}: {wr}"
+        );
+        assert_eq!(wr["error"]["kind"], "lease-lost", "{boundary}: {wr}");
+        assert_eq!(
+            sink.requests().len(),
+            sent_by_taker,
+            "{boundary}: no send after the takeover"
+        );
+        let h = &history(&store)[0];
+        assert_eq!(
+            (h["state"].as_str(), h["fence"].as_i64()),
+            (Some("DONE"), Some(2)),
+            "{h}"
+        );
+    }
+}
+
+fn wait_until_stopped(child: &Child, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+        // The state follows the parenthesised command name.
+        if stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('T'))
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: the process never reached its failpoint"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn random_kills_over_many_trials_lose_no_window_and_duplicate_no_effect() {
+    warm_cache();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
+    // How long an undisturbed run takes here, to aim the kills inside it.
+    let probe_sink = Sink::start();
+    let probe = scratch();
+    let probe_cfg = crash_config(probe.path(), &probe_sink, "at-least-once");
+    let started = Instant::now();
+    let run = to_run(
+        spawn(&probe_cfg, &probe.path().join("s.db"), &now_for(1, 0), None)
+            .wait_with_output()
+            .unwrap(),
+    );
+    assert_eq!(run.event(), "ran", "{}", run.stderr);
+    let span = started.elapsed().as_micros() as u64;
+
+    let (trials, days) = (4, 3);
+    let mut kills = 0;
+    for trial in 0..trials {
+        let sink = Sink::start();
+        let dir = scratch();
+        let cfg = crash_config(dir.path(), &sink, "at-least-once");
+        let store = dir.path().join("s.db");
+        for day in 1..=days {
+            let mut step = 0;
+            // Up to four killed invocations per window, then one in peace.
+            for _ in 0..4 {
+                let mut child = spawn(&cfg, &store, &now_for(day, step), None);
+                std::thread::sleep(Duration::from_micros(rng.random_range(0..span * 5 / 4)));
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                kills += usize::from(out.status.code().is_none());
+                assert_cursor_behind_done(&store);
+                step += 1;
+            }
+            finish_window(&cfg, &store, day, step);
+        }
+        assert_eq!(
+            distinct_keys(&sink),
+            expected_keys(days),
+            "trial {trial}: exactly the expected keys, one body each"
+        );
+        let h = history(&store);
+        assert!(
+            h.iter().all(|r| r["state"] == "DONE"),
+            "trial {trial}: {h:?}"
+        );
+        // The last window is the newest DONE one, and its cursor is the job's.
+        assert_cursor_behind_done(&store);
+    }
+    assert!(
+        kills > trials * days as usize,
+        "most invocations were really killed ({kills})"
+    );
+}
