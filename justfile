@@ -31,6 +31,10 @@ lint:
 bench:
     RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench run
 
+# The claim store's cost: claims per second, and a whole run's store work.
+bench-store:
+    cargo bench -p jobhost-tests --bench store
+
 # Regenerate examples/sales.db (deterministic).
 sample-data:
     cargo run -p jobhost-tests --bin make-sample-data -- examples/sales.db

@@ -22,6 +22,9 @@ use crate::window::{JobName, WindowKind, Zone};
 /// The store used when neither `--store`, the config nor `$JOBHOST_STORE` names one.
 pub const DEFAULT_STORE: &str = "state/jobhost.db";
 
+/// Where `${VAR}` values come from: the process environment, or a test's map.
+pub type Env<'a> = dyn Fn(&str) -> Option<std::ffi::OsString> + 'a;
+
 /// The longest lease a config may ask for.
 const MAX_LEASE_SECONDS: u64 = 7 * 86_400;
 
@@ -210,6 +213,16 @@ impl Config {
     ///
     /// `Error::Input` naming the flag, key or file that is wrong.
     pub fn resolve(flags: &RunFlags) -> Result<Config> {
+        Config::resolve_with_env(flags, &|name| std::env::var_os(name))
+    }
+
+    /// [`Config::resolve`], taking `${VAR}` values from `env` instead of the
+    /// process environment.
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::resolve`].
+    pub fn resolve_with_env(flags: &RunFlags, env: &Env<'_>) -> Result<Config> {
         let (file, base) = match &flags.config {
             Some(path) => (load_file(path)?, config_dir(path)),
             None => (ConfigFile::default(), PathBuf::new()),
@@ -279,7 +292,7 @@ impl Config {
                     "invalid destination name `{name}`: use 1 to 64 characters without spaces"
                 )));
             }
-            let d = destination(&name, d, &from_file, &mut redactor)?;
+            let d = destination(&name, d, &from_file, env, &mut redactor)?;
             destinations.insert(name, d);
         }
         let retry_delay = Duration::from_secs(file.retry_delay_seconds.unwrap_or(60));
@@ -388,6 +401,7 @@ fn destination(
     name: &str,
     d: DestinationFile,
     from_file: &dyn Fn(&Path) -> PathBuf,
+    env: &Env<'_>,
     redactor: &mut Redactor,
 ) -> Result<Destination> {
     let seconds = |what: &str, v: Option<f64>, default: f64, max: f64| -> Result<Duration> {
@@ -431,12 +445,12 @@ fn destination(
             }
             let backoff = seconds("backoff_seconds", backoff_seconds, 1.0, 3600.0)?;
             let max_backoff = seconds("max_backoff_seconds", max_backoff_seconds, 60.0, 3600.0)?;
-            let full_url = expand(&format!("`destinations.{name}.url`"), &url, redactor)?;
+            let full_url = expand(&format!("`destinations.{name}.url`"), &url, env, redactor)?;
             let mut target = HttpTarget::new(full_url, url)
                 .map_err(|why| Error::input(format!("invalid `destinations.{name}.url`: {why}")))?;
             for (header, value) in headers {
                 let what = format!("`destinations.{name}.headers.{header}`");
-                let value = expand(&what, &value, redactor)?;
+                let value = expand(&what, &value, env, redactor)?;
                 target
                     .add_header(&header, value)
                     .map_err(|why| Error::input(format!("invalid {what}: {why}")))?;
@@ -464,7 +478,12 @@ fn destination(
 /// `Error::Input` naming `what` and the variable when it is unset, empty or
 /// not valid UTF-8, or when a `${` is not closed by a valid name and `}`.
 /// The value itself never appears in an error.
-pub fn expand(what: &str, template: &str, redactor: &mut Redactor) -> Result<String> {
+pub fn expand(
+    what: &str,
+    template: &str,
+    env: &Env<'_>,
+    redactor: &mut Redactor,
+) -> Result<String> {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(i) = rest.find('$') {
@@ -491,24 +510,24 @@ pub fn expand(what: &str, template: &str, redactor: &mut Redactor) -> Result<Str
                      use letters, digits and `_`"
                 )));
             }
-            match std::env::var(var) {
-                Ok(v) if !v.is_empty() => {
+            match env(var).map(std::ffi::OsString::into_string) {
+                Some(Ok(v)) if !v.is_empty() => {
                     out.push_str(&v);
                     redactor.add(v);
                 }
-                Ok(_) => {
+                Some(Ok(_)) => {
                     return Err(Error::input(format!(
                         "{what} uses `${{{var}}}`, which is empty in jobhost's environment; \
                          set {var} before starting jobhost"
                     )));
                 }
-                Err(std::env::VarError::NotPresent) => {
+                None => {
                     return Err(Error::input(format!(
                         "{what} uses `${{{var}}}`, which is not set in jobhost's environment; \
                          set {var} before starting jobhost"
                     )));
                 }
-                Err(std::env::VarError::NotUnicode(_)) => {
+                Some(Err(_)) => {
                     return Err(Error::input(format!(
                         "{what} uses `${{{var}}}`, whose value is not valid UTF-8; fix {var}"
                     )));
@@ -616,14 +635,78 @@ mod tests {
         let body = &readme[start + "```toml\n".len()..];
         let toml = &body[..body.find("```").expect("closed code block")];
         let (_dir, p) = write(toml);
-        let c = Config::resolve(&RunFlags {
-            config: Some(p),
-            ..RunFlags::default()
-        })
+        let env = |name: &str| (name == "LEDGER_TOKEN").then(|| "t0ken-from-env".into());
+        let c = Config::resolve_with_env(
+            &RunFlags {
+                config: Some(p),
+                ..RunFlags::default()
+            },
+            &env,
+        )
         .unwrap();
         assert_eq!(c.zone.name(), "Europe/Berlin");
+        let Target::Http(ledger) = &c.destinations["ledger"].target else {
+            panic!("ledger is an HTTP destination")
+        };
+        assert_eq!(ledger.headers()[0].1, "Bearer t0ken-from-env");
+        assert!(
+            !format!("{c:?}").contains("t0ken-from-env"),
+            "Debug hides credentials"
+        );
+        assert_eq!(c.redactor.scrub("sent t0ken-from-env"), "sent ***");
         assert_eq!(c.limits.report_bytes, 1 << 20);
         assert_eq!(c.params, vec![("top".to_string(), "5".to_string())]);
+    }
+
+    #[test]
+    fn variables_are_filled_in_and_malformed_references_are_named() {
+        let env = |name: &str| match name {
+            "TOKEN" => Some("abc123".into()),
+            "EMPTY" => Some("".into()),
+            _ => None,
+        };
+        let mut r = Redactor::default();
+        let x = |t: &str, r: &mut Redactor| expand("`url`", t, &env, r);
+        assert_eq!(x("a/${TOKEN}/b$c", &mut r).unwrap(), "a/abc123/b$c");
+        assert_eq!(x("$${TOKEN}", &mut r).unwrap(), "${TOKEN}");
+        for (t, want) in [
+            ("${MISSING}", "not set"),
+            ("${EMPTY}", "empty"),
+            ("${TOKEN", "closing"),
+            ("${1X}", "not an environment variable name"),
+        ] {
+            let err = x(t, &mut r).unwrap_err().to_string();
+            assert!(err.contains(want), "{t}: {err}");
+            assert!(err.contains("`url`"), "{err}");
+        }
+    }
+
+    #[test]
+    fn header_values_cannot_smuggle_line_breaks_or_replace_the_idempotency_key() {
+        let env = |name: &str| (name == "EVIL").then(|| "x\r\nX-Injected: 1".into());
+        for (headers, want) in [
+            ("{ X-A = \"${EVIL}\" }", "line break"),
+            (
+                "{ Idempotency-Key = \"mine\" }",
+                "sets `Idempotency-Key` itself",
+            ),
+        ] {
+            let (_dir, p) = write(&format!(
+                "component = \"r.wasm\"\n[destinations.d]\ntype = \"http\"\n\
+                 url = \"https://example.com/in\"\nheaders = {headers}\n"
+            ));
+            let err = Config::resolve_with_env(
+                &RunFlags {
+                    config: Some(p),
+                    ..RunFlags::default()
+                },
+                &env,
+            )
+            .unwrap_err();
+            assert!(matches!(err, Error::Input(_)));
+            assert!(err.to_string().contains(want), "{err}");
+            assert!(!err.to_string().contains("Injected"), "{err}");
+        }
     }
 
     #[test]

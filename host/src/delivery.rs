@@ -135,7 +135,10 @@ impl Sender {
         for (h, v) in t.headers() {
             req = req.header(h.as_str(), v.as_str());
         }
-        let connect = t.timeout.min(Duration::from_secs(10));
+        // Shorter than the whole request's timeout, so that a host that
+        // cannot be reached fails as a connect timeout (certainly not sent)
+        // rather than as the overall timeout (outcome unknown).
+        let connect = (t.timeout / 2).min(Duration::from_secs(10));
         let result = req
             .config()
             .timeout_global(Some(t.timeout))
