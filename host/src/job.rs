@@ -88,8 +88,12 @@ fn run_inner(
     let window = Window::last_closed(&config.job, config.window, &config.zone, now)?;
     receipt.set_window(&window);
     let key = window.key();
-    let file = ComponentFile::read(&config.component)?;
-    receipt.component = Some(file.digest());
+    // A missing or unreadable component is bad input, unless the window's
+    // report is already committed: finishing its delivery needs no component.
+    let file = ComponentFile::read(&config.component);
+    if let Ok(f) = &file {
+        receipt.component = Some(f.digest());
+    }
     receipt.store = Some(config.store.display().to_string());
 
     let mut store = SqliteStore::open(&config.store)?;
@@ -113,6 +117,11 @@ fn run_inner(
     let resuming = peeked
         .as_ref()
         .is_some_and(|r| r.state == RunState::Prepared);
+    let file = match file {
+        Ok(f) => Some(f),
+        Err(_) if resuming => None,
+        Err(e) => return Err(e),
+    };
     let recorded_component = peeked.map(|r| r.component);
     let mut component = None;
     let mut source = SourceAccess::new(
@@ -121,11 +130,11 @@ fn run_inner(
         window.end,
         config.batch_rows,
     );
-    if !resuming {
+    if let (false, Some(file)) = (resuming, &file) {
         // The query starts now and reads ahead while the host compiles,
         // claims and instantiates; a bad query fails here, before the claim.
         source.start_early()?;
-        let loaded = sandbox.load(&file, &CompileCache::new(config.cache_dir.clone()))?;
+        let loaded = sandbox.load(file, &CompileCache::new(config.cache_dir.clone()))?;
         receipt.compiled = Some(loaded.cache);
         component = Some(loaded);
     }
@@ -137,7 +146,10 @@ fn run_inner(
     let claim = store.claim(&ClaimRequest {
         window: &window,
         owner: &owner,
-        component: &file.digest(),
+        // A resumed run keeps the component recorded with its report.
+        component: &file
+            .as_ref()
+            .map_or_else(String::new, ComponentFile::digest),
         now: claim_now,
         lease_until: after(claim_now, config.lease),
         max_attempts: config.max_attempts,
@@ -229,7 +241,15 @@ fn run_inner(
     let component = match component {
         Some(c) => c,
         // The committed report was withdrawn between the peek and the claim.
-        None => match sandbox.load(&file, &CompileCache::new(config.cache_dir.clone())) {
+        None => match file
+            .ok_or_else(|| {
+                crate::Error::input(format!(
+                    "cannot read component `{}`; restore it or point --component at another",
+                    config.component.display()
+                ))
+            })
+            .and_then(|f| sandbox.load(&f, &CompileCache::new(config.cache_dir.clone())))
+        {
             Ok(c) => c,
             Err(e) => {
                 let now = lease_now(clock);

@@ -131,3 +131,61 @@ path = "out/digest.jsonl"
         "a finished run shows no stale error: {done}"
     );
 }
+
+#[test]
+fn a_committed_report_is_delivered_even_after_its_component_file_is_gone() {
+    let dir = scratch();
+    let wasm = dir.path().join("report.wasm");
+    std::fs::copy(&guests().report, &wasm).unwrap();
+    sales_db(dir.path(), 500);
+    // A destination folder that cannot be created fails the first delivery.
+    std::fs::write(dir.path().join("out"), "a file where a folder should be").unwrap();
+    let cfg = config(
+        dir.path(),
+        r#"component = "report.wasm"
+retry_delay_seconds = 0
+[source]
+path = "sales.db"
+query = "SELECT ts, region, product, quantity, amount FROM sales WHERE ts >= :start AND ts < :end"
+[destinations.digest]
+type = "file"
+path = "out/digest.jsonl"
+"#,
+    );
+    let store = dir.path().join("s.db");
+    let failed = run_job(&cfg, &store, "2026-11-09T00:05:00Z");
+    assert_eq!(
+        failed.receipt()["error"]["retryable"],
+        true,
+        "{}",
+        failed.stderr
+    );
+
+    // The component is swapped out (or its path is wrong) before the retry.
+    std::fs::remove_file(&wasm).unwrap();
+    std::fs::remove_file(dir.path().join("out")).unwrap();
+    let resumed = run_job(&cfg, &store, "2026-11-09T00:06:00Z");
+    let r = resumed.receipt();
+    assert_eq!(
+        (resumed.code, r["event"].as_str()),
+        (0, Some("resumed")),
+        "{}",
+        resumed.stderr
+    );
+    assert_eq!(
+        r["component"],
+        failed.receipt()["component"],
+        "the recorded component"
+    );
+    assert_eq!(history(&store)[0]["state"], "DONE");
+
+    // A window that still needs the guest cannot run without it: bad input.
+    let next = run_job(&cfg, &store, "2026-11-10T00:05:00Z");
+    assert_eq!(next.code, 2, "{}", next.stderr);
+    assert!(
+        next.receipt()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("report.wasm")
+    );
+}
