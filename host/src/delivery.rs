@@ -519,10 +519,13 @@ pub fn deliver(
                 store.renew(lease, until, Some(m.seq), now)?;
             } else {
                 uncounted += 1;
+                // Renewed when half spent, or when what is left might not
+                // cover this send and the wait before the next one: the
+                // lease must never run out while this process works.
                 let expires = store.check_lease(lease)?;
                 let left = now.duration_until(expires);
-                if left < SignedDuration::try_from(config.lease / 2).unwrap_or(SignedDuration::MAX)
-                {
+                let needed = (config.lease / 2).max(dest.timeout() + dest.retry.max_backoff);
+                if left < SignedDuration::try_from(needed).unwrap_or(SignedDuration::MAX) {
                     store.renew(lease, until, None, now)?;
                 }
             }

@@ -377,3 +377,28 @@ pub fn distinct_keys(sink: &Sink) -> BTreeSet<String> {
     }
     bodies.into_keys().collect()
 }
+
+#[test]
+fn a_delivery_that_outlasts_the_lease_renews_it_and_keeps_its_claim() {
+    let sink = Sink::start();
+    // Three answers that each ask for 4 s: 12 s of (virtual) retrying
+    // against a 10 s lease.
+    sink.script("/digest", &[Reply::RetryAfter(503, 4); 3]);
+    let dir = scratch();
+    let cfg = http_config(
+        dir.path(),
+        "[limits]\ntimeout_seconds = 5\nlease_seconds = 10",
+        &digest_to(&sink, "max_backoff_seconds = 4"),
+    );
+    let store = dir.path().join("s.db");
+    let run = run_virtual(&cfg, &store, NOW, &[]);
+    assert_eq!(run.event(), "ran", "{}", run.stderr);
+    assert_eq!(run.receipt()["messages"][0]["attempts"], 4);
+    let h = &history(&store)[0];
+    assert_eq!(h["fence"], 1, "nobody took the run over");
+    let lease_until = h["lease_until"].as_str().unwrap();
+    assert!(
+        lease_until > "2026-11-09T00:05:10Z",
+        "the lease was renewed past the claim's 10 s: {h}"
+    );
+}
