@@ -18,8 +18,15 @@ pub const ACCEPTED_FORMS: &str = "use RFC 3339 with an offset or Z (2026-11-09T0
 /// A source of "now", and of waiting: the host waits (between delivery
 /// retries) only through its clock, so a test clock can make waits free.
 pub trait Clock: Send + Sync {
-    /// The current instant.
+    /// The run's instant: what the window, the receipt and the guest see.
     fn now(&self) -> Timestamp;
+
+    /// The instant leases and retry times are measured on. Other processes
+    /// compare them with their own clocks, so this is real time, even when
+    /// `now` was fixed with `--now`; only a virtual clock substitutes its own.
+    fn lease_now(&self) -> Timestamp {
+        Timestamp::now()
+    }
 
     /// Waits for `d`.
     fn sleep(&self, d: Duration);
@@ -40,8 +47,9 @@ impl Clock for SystemClock {
 }
 
 /// A clock that always reads the same instant (`--now`, replays), while its
-/// waits are real: a run for a past window against a live endpoint still
-/// backs off in real time.
+/// waits and leases are real: a run for a past window against a live
+/// endpoint still backs off in real time, and its claim expires when other
+/// processes' clocks say so.
 #[derive(Debug, Clone, Copy)]
 pub struct FixedClock(pub Timestamp);
 
@@ -56,8 +64,9 @@ impl Clock for FixedClock {
 }
 
 /// A clock that starts at a given instant and moves only when the host
-/// waits, by exactly the time waited, without waiting: tests of retries and
-/// leases run in no real time and read back exactly where time went.
+/// waits, by exactly the time waited, without waiting; leases are measured
+/// on it too. Tests of retries and leases run in no real time, whatever the
+/// machine's clock says, and read back exactly where time went.
 #[derive(Debug)]
 pub struct VirtualClock {
     now: Mutex<Timestamp>,
@@ -78,6 +87,10 @@ impl Clock for VirtualClock {
             .now
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn lease_now(&self) -> Timestamp {
+        self.now()
     }
 
     fn sleep(&self, d: Duration) {

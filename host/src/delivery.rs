@@ -96,6 +96,11 @@ impl Sender {
             .max_redirects(0)
             .max_redirects_will_error(false)
             .user_agent(concat!("jobhost/", env!("CARGO_PKG_VERSION")))
+            // A fresh connection per send: a pooled one the server has
+            // closed fails after the request was written, which would make
+            // a send that never arrived look uncertain.
+            .max_idle_connections(0)
+            .max_idle_connections_per_host(0)
             .build();
         Sender {
             agent: ureq::Agent::new_with_config(config),
@@ -160,16 +165,26 @@ impl Sender {
                     .get("retry-after")
                     .and_then(|v| v.to_str().ok())
                     .and_then(parse_retry_after);
+                // A short excerpt helps a person see why; it is scrubbed of
+                // credentials before it is cut or escaped (a server may echo
+                // a token), and left out entirely for 401 and 403.
                 let mut snippet = Vec::new();
-                let _ = resp
-                    .body_mut()
-                    .as_reader()
-                    .take(512)
-                    .read_to_end(&mut snippet);
-                let body = one_line(&String::from_utf8_lossy(&snippet), 200);
+                if !matches!(status, 401 | 403) {
+                    let _ = resp
+                        .body_mut()
+                        .as_reader()
+                        .take(4096)
+                        .read_to_end(&mut snippet);
+                }
+                let body = one_line(
+                    &self.redactor.scrub(&String::from_utf8_lossy(&snippet)),
+                    200,
+                );
                 let outcome = match status {
                     408 | 425 | 429 => Uncertainty::NotSent,
-                    500..=599 => Uncertainty::Unknown,
+                    // 409: a request with this idempotency key is still
+                    // being processed (an earlier send that timed out here).
+                    409 | 500..=599 => Uncertainty::Unknown,
                     _ => Uncertainty::Refused,
                 };
                 let hint = match status {
@@ -206,12 +221,13 @@ impl Sender {
                     | ureq::Error::Timeout(ureq::Timeout::Resolve | ureq::Timeout::Connect) => {
                         Uncertainty::NotSent
                     }
+                    // Only errors that cannot happen once a connection is up:
+                    // an unreachable host or network can also end an
+                    // established connection whose request went out.
                     ureq::Error::Io(io)
                         if matches!(
                             io.kind(),
                             std::io::ErrorKind::ConnectionRefused
-                                | std::io::ErrorKind::HostUnreachable
-                                | std::io::ErrorKind::NetworkUnreachable
                                 | std::io::ErrorKind::AddrNotAvailable
                         ) =>
                     {
@@ -397,13 +413,6 @@ pub struct Delivery<'a> {
     pub resumed: bool,
 }
 
-/// The clock reading leases are measured on: the run's clock, but never
-/// ahead of the host's (a `--now` in the future must not make a live claim
-/// look expired to other processes).
-pub fn lease_now(clock: &dyn Clock) -> Timestamp {
-    clock.now().min(Timestamp::now())
-}
-
 /// `now + d`, saturating.
 pub fn after(now: Timestamp, d: Duration) -> Timestamp {
     now.checked_add(SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX))
@@ -482,11 +491,13 @@ pub fn deliver(
                  declare it again to deliver the stored message",
                 m.idempotency_key, m.destination
             );
-            let now = lease_now(clock);
+            let now = clock.lease_now();
             let how = retry_or_abandon(config, lease, now);
             store.fail(lease, &why, how, None, now)?;
             info.detail = Some(why.clone());
-            return Ok(ended(how, why, info));
+            let end = ended(how, why, info);
+            never_sent(how, &mut infos[i + 1..]);
+            return Ok(end);
         };
         let at_most_once = dest.mode == DeliveryMode::AtMostOnce;
         if at_most_once && p.in_flight {
@@ -496,7 +507,7 @@ pub fn deliver(
                  check the destination",
                 m.idempotency_key, m.destination
             );
-            let now = lease_now(clock);
+            let now = clock.lease_now();
             let done = Attempted {
                 seq: m.seq,
                 tries: 0,
@@ -505,12 +516,13 @@ pub fn deliver(
             store.fail(lease, &why, Failure::Abandon, Some(&done), now)?;
             info.status = DeliveryStatus::Abandoned;
             info.detail = Some("an earlier send's outcome is unknown".to_string());
+            never_sent(Failure::Abandon, &mut infos[i + 1..]);
             return Ok(Ended::Abandoned(why));
         }
         let mut uncounted = 0;
         loop {
             reach(Boundary::BeforeSend);
-            let now = lease_now(clock);
+            let now = clock.lease_now();
             let until = after(now, config.lease);
             if at_most_once {
                 // Counted and marked in flight before the send: a crash
@@ -551,7 +563,7 @@ pub fn deliver(
                             tries: uncounted,
                             status: &detail,
                         };
-                        store.mark_delivered(lease, &done, lease_now(clock))?;
+                        store.mark_delivered(lease, &done, clock.lease_now())?;
                     } else {
                         last = Some((m.seq, uncounted, detail));
                     }
@@ -560,7 +572,7 @@ pub fn deliver(
                 Sent::Failed(f) => {
                     info.http_status = f.http_status;
                     info.detail = Some(f.message.clone());
-                    let now = lease_now(clock);
+                    let now = clock.lease_now();
                     let how = match f.outcome {
                         Uncertainty::Refused => Some(Failure::Permanent),
                         Uncertainty::Unknown if at_most_once => Some(Failure::Abandon),
@@ -585,7 +597,13 @@ pub fn deliver(
                             status: &f.message,
                         };
                         store.fail(lease, &why, how, Some(&done), now)?;
-                        return Ok(ended(how, why, info));
+                        let end = ended(how, why, info);
+                        never_sent(how, &mut infos[i + 1..]);
+                        return Ok(end);
+                    }
+                    if at_most_once {
+                        // Certainly not sent (anything else ended above).
+                        store.not_sent(lease, m.seq, &f.message, now)?;
                     }
                     let wait = dest.retry.wait(info.attempts + 1, f.retry_after, &mut rng);
                     clock.sleep(wait);
@@ -598,8 +616,17 @@ pub fn deliver(
         tries: *tries,
         status,
     });
-    store.finish(lease, done.as_ref(), lease_now(clock))?;
+    store.finish(lease, done.as_ref(), clock.lease_now())?;
     Ok(Ended::Done)
+}
+
+/// The messages after one that failed for good are never sent.
+fn never_sent(how: Failure, rest: &mut [MessageInfo]) {
+    if !matches!(how, Failure::Retry { .. }) {
+        for m in rest {
+            m.status = DeliveryStatus::NotSent;
+        }
+    }
 }
 
 fn ended(how: Failure, why: String, info: &mut MessageInfo) -> Ended {

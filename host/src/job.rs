@@ -11,7 +11,7 @@ use jiff::Timestamp;
 use crate::cache::CompileCache;
 use crate::clock::{Clock, FixedClock, SystemClock, VirtualClock, rfc3339};
 use crate::config::Config;
-use crate::delivery::{self, Delivery, Ended, after, lease_now, retry_or_abandon};
+use crate::delivery::{self, Delivery, Ended, after, retry_or_abandon};
 use crate::error::Result;
 use crate::failpoint::{Boundary, Failpoints};
 use crate::guest_log::GuestLog;
@@ -141,7 +141,7 @@ fn run_inner(
 
     // Leases are measured after compiling, so compiling does not eat into
     // the lease.
-    let claim_now = lease_now(clock);
+    let claim_now = clock.lease_now();
     let owner = owner_id();
     let claim = store.claim(&ClaimRequest {
         window: &window,
@@ -155,11 +155,20 @@ fn run_inner(
         max_attempts: config.max_attempts,
     })?;
     let lease = match claim {
-        Claim::Done => {
+        Claim::Done { attempt, fence } => {
             skip_done(receipt, &key);
+            receipt.attempt = Some(attempt);
+            receipt.fence = Some(fence.0);
             return Ok(());
         }
-        Claim::Busy { owner, lease_until } => {
+        Claim::Busy {
+            owner,
+            lease_until,
+            attempt,
+            fence,
+        } => {
+            receipt.attempt = Some(attempt);
+            receipt.fence = Some(fence.0);
             skipped(
                 receipt,
                 "busy",
@@ -172,9 +181,11 @@ fn run_inner(
         }
         Claim::Wait {
             until,
+            fence,
             attempts,
             error,
         } => {
+            receipt.fence = Some(fence.0);
             skipped(
                 receipt,
                 "retry-later",
@@ -188,11 +199,13 @@ fn run_inner(
             return Ok(());
         }
         Claim::GaveUp {
+            fence,
             attempts,
             error,
             abandoned_now,
         } => {
             receipt.attempt = Some(attempts);
+            receipt.fence = Some(fence.0);
             if abandoned_now {
                 receipt.event = Event::Abandoned;
                 receipt.fail_as(
@@ -252,7 +265,7 @@ fn run_inner(
         {
             Ok(c) => c,
             Err(e) => {
-                let now = lease_now(clock);
+                let now = clock.lease_now();
                 store.fail(
                     &lease,
                     &e.to_string(),
@@ -289,7 +302,7 @@ fn run_inner(
     let success = match sandbox.run(&component, input) {
         Ok(s) => s,
         Err(failure) => {
-            let now = lease_now(clock);
+            let now = clock.lease_now();
             let how = if failure.retryable {
                 retry_or_abandon(config, &lease, now)
             } else {
@@ -320,7 +333,12 @@ fn run_inner(
         summary: success.report.summary.clone(),
         cursor: success.report.cursor.clone(),
     });
-    store.prepare(&lease, &success.report, &success.messages, lease_now(clock))?;
+    store.prepare(
+        &lease,
+        &success.report,
+        &success.messages,
+        clock.lease_now(),
+    )?;
     reach(Boundary::AfterPrepare);
     let pending: Vec<PendingMessage> = success
         .messages

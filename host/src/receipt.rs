@@ -69,7 +69,8 @@ pub struct MessageInfo {
     /// Body size.
     pub bytes: usize,
     /// `delivered`, `pending` (to be sent by a later invocation), `failed`
-    /// (permanently) or `abandoned`.
+    /// (permanently), `abandoned`, or `not-sent` (an earlier message failed
+    /// for good or was abandoned).
     pub status: DeliveryStatus,
     /// Sends made by this invocation.
     pub attempts: u32,
@@ -83,12 +84,15 @@ pub struct MessageInfo {
 
 /// Where a message, or a destination's messages together, stand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum DeliveryStatus {
     /// Delivered (by this invocation or an earlier one).
     Delivered,
     /// Not delivered yet; a later invocation sends it.
     Pending,
+    /// Never sent, and never will be: an earlier message of the run failed
+    /// for good or was abandoned.
+    NotSent,
     /// Refused by the destination; never sent again.
     Failed,
     /// May or may not have arrived, and is never sent again.
@@ -98,7 +102,8 @@ pub enum DeliveryStatus {
 /// One destination's messages together.
 #[derive(Debug, Clone, Serialize)]
 pub struct DestinationInfo {
-    /// The worst status of its messages (abandoned > failed > pending > delivered).
+    /// The worst status of its messages (abandoned > failed > not-sent >
+    /// pending > delivered).
     pub status: DeliveryStatus,
     /// `at-least-once` or `at-most-once`.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -72,28 +72,48 @@ fn finish_window(cfg: &Path, store: &Path, day: u32, mut step: u32) -> u32 {
     panic!("window {day} did not finish in 5 invocations");
 }
 
-/// The cursor row points at a DONE run and carries that run's cursor.
-fn assert_cursor_behind_done(store: &Path) {
-    let Ok(conn) =
-        rusqlite::Connection::open_with_flags(store, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-    else {
-        return;
-    };
-    let row: Option<(String, Option<String>, String, Option<String>)> = conn
-        .query_row(
-            "SELECT c.key, c.cursor, r.state, r.report_cursor
-             FROM cursors c JOIN runs r ON r.key = c.key",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .ok();
-    if let Some((key, cursor, state, proposed)) = row {
-        assert_eq!(
-            state, "DONE",
-            "the cursor moved to {key}, which is not done"
-        );
-        assert_eq!(cursor, proposed, "the cursor is the one {key} proposed");
+/// A cursor row: its run's key, the cursor, the run's state and the cursor
+/// the run proposed.
+type CursorRow = (String, Option<String>, Option<String>, Option<String>);
+
+/// The job's cursor, if it has one, points at a DONE run and is the cursor
+/// that run proposed; returns the run's key.
+fn assert_cursor_behind_done(store: &Path) -> Option<String> {
+    if !store.exists() {
+        return None; // killed before the store was created
     }
+    let conn =
+        rusqlite::Connection::open_with_flags(store, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("the store opens");
+    let has_schema: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = 'cursors')",
+            [],
+            |r| r.get(0),
+        )
+        .expect("the store reads");
+    if !has_schema {
+        return None; // killed while creating the store
+    }
+    let mut stmt = conn
+        .prepare(
+            "SELECT c.key, c.cursor, r.state, r.report_cursor
+             FROM cursors c LEFT JOIN runs r ON r.key = c.key",
+        )
+        .expect("the cursor query");
+    let rows: Vec<CursorRow> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .and_then(|rows| rows.collect())
+        .expect("the cursors read");
+    assert!(rows.len() <= 1, "one job, one cursor: {rows:?}");
+    let (key, cursor, state, proposed) = rows.into_iter().next()?;
+    assert_eq!(
+        state.as_deref(),
+        Some("DONE"),
+        "the cursor moved to {key}, which is not done"
+    );
+    assert_eq!(cursor, proposed, "the cursor is the one {key} proposed");
+    Some(key)
 }
 
 fn expected_keys(days: u32) -> BTreeSet<String> {
@@ -323,8 +343,12 @@ fn random_kills_over_many_trials_lose_no_window_and_duplicate_no_effect() {
             h.iter().all(|r| r["state"] == "DONE"),
             "trial {trial}: {h:?}"
         );
-        // The last window is the newest DONE one, and its cursor is the job's.
-        assert_cursor_behind_done(&store);
+        // The newest window's cursor is the job's.
+        assert_eq!(
+            assert_cursor_behind_done(&store).as_deref(),
+            Some(&*format!("daily-report:2026-11-{:02}", 7 + days)),
+            "trial {trial}"
+        );
     }
     assert!(
         kills > trials * days as usize,

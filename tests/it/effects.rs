@@ -154,16 +154,22 @@ fn at_least_once_resends_an_uncertain_send_with_the_same_key() {
     let sink = Sink::start();
     // The connection closes after the request arrived: it may have been
     // processed, so the retry must let the endpoint deduplicate.
-    sink.script("/digest", &[Reply::Close, Reply::Status(201)]);
+    // A 409 says a request with this key is still being processed.
+    sink.script(
+        "/digest",
+        &[Reply::Close, Reply::Status(409), Reply::Status(201)],
+    );
     let dir = scratch();
     let cfg = http_config(dir.path(), "", &digest_to(&sink, ""));
     let run = run_virtual(&cfg, &dir.path().join("s.db"), NOW, &[]);
     assert_eq!(run.event(), "ran", "{}", run.stderr);
     assert_eq!(run.receipt()["messages"][0]["http_status"], 201);
     let requests = sink.requests();
-    assert_eq!(requests.len(), 2);
-    assert_eq!(requests[0].idempotency_key(), requests[1].idempotency_key());
-    assert_eq!(requests[0].body, requests[1].body);
+    assert_eq!(requests.len(), 3);
+    for q in &requests {
+        assert_eq!(q.idempotency_key(), Some("daily-report:2026-11-08#1"));
+        assert_eq!(q.body, requests[0].body);
+    }
 }
 
 #[test]
@@ -312,8 +318,9 @@ fn an_unset_variable_in_a_url_or_header_is_bad_input_before_anything_runs() {
 fn credentials_from_the_environment_reach_the_wire_and_nowhere_else() {
     const SECRET: &str = "tok-7f3a9c1e5b2d";
     let sink = Sink::start();
-    // A refusal makes the host write an error about this destination too.
-    sink.script(&format!("/digest?key={SECRET}"), &[Reply::Status(401)]);
+    // A refusal that echoes the request's headers makes the host write an
+    // error about this destination that would quote the token.
+    sink.script(&format!("/digest?key={SECRET}"), &[Reply::Echo(400)]);
     let dir = scratch();
     let dest = format!(
         "{}headers = {{ Authorization = \"Bearer ${{JOBHOST_TEST_TOKEN}}\", X-Tenant = \"acme\" }}\n",
@@ -333,6 +340,16 @@ fn credentials_from_the_environment_reach_the_wire_and_nowhere_else() {
     assert!(
         run.stdout.contains("${JOBHOST_TEST_TOKEN}"),
         "the URL is shown as written"
+    );
+    assert!(
+        run.stdout.contains("x-tenant: acme"),
+        "the echo is quoted: {}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("Bearer ***"),
+        "its token is scrubbed: {}",
+        run.stdout
     );
 
     let shown = format!(
@@ -395,10 +412,55 @@ fn a_delivery_that_outlasts_the_lease_renews_it_and_keeps_its_claim() {
     assert_eq!(run.event(), "ran", "{}", run.stderr);
     assert_eq!(run.receipt()["messages"][0]["attempts"], 4);
     let h = &history(&store)[0];
-    assert_eq!(h["fence"], 1, "nobody took the run over");
     let lease_until = h["lease_until"].as_str().unwrap();
     assert!(
         lease_until > "2026-11-09T00:05:10Z",
         "the lease was renewed past the claim's 10 s: {h}"
     );
+}
+
+#[test]
+fn after_a_permanent_refusal_the_runs_later_messages_are_not_sent() {
+    let sink = Sink::start();
+    sink.script("/audit", &[Reply::Status(422)]);
+    let dir = scratch();
+    let dests = format!(
+        "{}[destinations.audit]\ntype = \"http\"\nurl = \"{}\"\n",
+        digest_to(&sink, ""),
+        sink.url("/audit")
+    );
+    let cfg = http_config(dir.path(), "", &dests);
+    let run = run_virtual(&cfg, &dir.path().join("s.db"), NOW, &[]);
+    let r = run.receipt();
+    assert_eq!(r["event"], "failed", "{}", run.stderr);
+    // `audit` sorts first, so its message is #1.
+    assert_eq!(r["messages"][0]["status"], "failed");
+    assert_eq!(r["messages"][1]["status"], "not-sent");
+    assert_eq!(r["destinations"]["audit"]["status"], "failed");
+    assert_eq!(r["destinations"]["digest"]["status"], "not-sent");
+    assert_eq!(sink.requests().len(), 1);
+}
+
+#[test]
+fn an_at_most_once_message_refused_with_429_is_not_abandoned_by_a_crash_during_the_wait() {
+    let sink = Sink::start();
+    sink.script("/digest", &[Reply::RetryAfter(429, 30)]);
+    let dir = scratch();
+    let cfg = http_config(
+        dir.path(),
+        "",
+        &digest_to(&sink, "delivery = \"at-most-once\""),
+    );
+    let store = dir.path().join("s.db");
+    // Killed just before the second send, after the 429 and its wait.
+    let killed = job_command(&cfg, &store, NOW)
+        .env("JOBHOST_TEST_FAILPOINT", "before-send@2:kill")
+        .output()
+        .unwrap();
+    assert!(killed.status.code().is_none(), "killed");
+    let next = run_virtual(&cfg, &store, "2026-11-09T00:30:00Z", &[]);
+    let r = next.receipt();
+    assert_eq!(r["event"], "resumed", "{}", next.stderr);
+    assert_eq!(r["messages"][0]["status"], "delivered");
+    assert_eq!(sink.requests().len(), 2, "one refused send, one delivered");
 }

@@ -163,10 +163,14 @@ pub fn run_job(cfg: &Path, store: &Path, now: &str) -> Run {
     to_run(job_command(cfg, store, now).output().expect("jobhost runs"))
 }
 
-/// The command [`run_job`] runs, for tests that spawn it themselves.
+/// The command [`run_job`] runs, for tests that spawn it themselves. Its
+/// clock is virtual: it starts at `now`, leases are measured on it, and
+/// waits advance it without sleeping.
 pub fn job_command(cfg: &Path, store: &Path, now: &str) -> Command {
-    command(
+    let mut cmd = command(
         &root(),
         &["run", "--config", s(cfg), "--store", s(store), "--now", now],
-    )
+    );
+    cmd.env("JOBHOST_TEST_VIRTUAL_TIME", "1");
+    cmd
 }

@@ -46,6 +46,9 @@ pub enum Reply {
     Status(u16),
     /// This status with `Retry-After: <seconds>`.
     RetryAfter(u16, u64),
+    /// This status, with the request's `Authorization` and `X-*` headers
+    /// echoed in the body (as some servers do in their error pages).
+    Echo(u16),
     /// Record the request, never answer.
     Hang,
     /// Record the request, close the connection without answering.
@@ -162,6 +165,12 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
     if reader.read_exact(&mut body).is_err() {
         return;
     }
+    // The credentials and custom headers, as an error page might show them.
+    let echoed: String = headers
+        .iter()
+        .filter(|(n, _)| n == "authorization" || n.starts_with("x-"))
+        .map(|(n, v)| format!("{n}: {v}\n"))
+        .collect();
     let reply = {
         let mut st = state
             .lock()
@@ -177,9 +186,14 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
             .unwrap_or(Reply::Status(200))
     };
     let mut conn = conn;
+    let mut content = String::new();
     let (status, extra) = match reply {
         Reply::Status(s) => (s, String::new()),
         Reply::RetryAfter(s, secs) => (s, format!("Retry-After: {secs}\r\n")),
+        Reply::Echo(s) => {
+            content = format!("rejected request with headers:\n{echoed}");
+            (s, String::new())
+        }
         Reply::Hang => {
             if let Ok(c) = conn.try_clone() {
                 state
@@ -197,7 +211,8 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
     };
     let _ = write!(
         conn,
-        "HTTP/1.1 {status} Scripted\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"
+        "HTTP/1.1 {status} Scripted\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{content}",
+        content.len()
     );
     let _ = conn.flush();
 }

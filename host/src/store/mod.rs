@@ -127,11 +127,18 @@ pub enum Claim {
         lease: Lease,
     },
     /// Already done.
-    Done,
+    Done {
+        /// The attempt that finished it.
+        attempt: u32,
+        /// Its fence.
+        fence: Fence,
+    },
     /// An earlier attempt failed and its backoff has not passed yet.
     Wait {
         /// The earliest instant of the next attempt.
         until: Timestamp,
+        /// The current fence.
+        fence: Fence,
         /// The attempts made so far.
         attempts: u32,
         /// The last recorded error.
@@ -141,11 +148,17 @@ pub enum Claim {
     Busy {
         /// Who holds it.
         owner: String,
+        /// Its attempt.
+        attempt: u32,
+        /// Its fence.
+        fence: Fence,
         /// Until when.
         lease_until: Timestamp,
     },
     /// Failed permanently, or out of attempts.
     GaveUp {
+        /// The current fence.
+        fence: Fence,
         /// The attempts made.
         attempts: u32,
         /// The last recorded error.
@@ -337,6 +350,16 @@ pub trait ClaimStore {
         in_flight: Option<u32>,
         now: Timestamp,
     ) -> Result<()>;
+
+    /// Records that a send of message `seq` certainly did not arrive (an
+    /// at-most-once send refused before it was processed), clearing its
+    /// in-flight mark so that a crash before the next send does not make it
+    /// look uncertain.
+    ///
+    /// # Errors
+    ///
+    /// `Error::LeaseLost` when the fence no longer matches; `Error::Store`.
+    fn not_sent(&mut self, lease: &Lease, seq: u32, status: &str, now: Timestamp) -> Result<()>;
 
     /// Records one message as delivered.
     ///

@@ -547,17 +547,24 @@ impl ClaimStore for SqliteStore {
             }) => {
                 let live = expires > now;
                 match state {
-                    RunState::Done => Claim::Done,
+                    RunState::Done => Claim::Done {
+                        attempt,
+                        fence: Fence(fence),
+                    },
                     RunState::Claimed | RunState::Prepared if live => Claim::Busy {
                         owner,
+                        attempt,
+                        fence: Fence(fence),
                         lease_until: Timestamp::from_second(expires).unwrap_or(Timestamp::MAX),
                     },
                     RunState::Abandoned => Claim::GaveUp {
+                        fence: Fence(fence),
                         attempts: attempt,
                         error,
                         abandoned_now: false,
                     },
                     RunState::Failed if !retryable => Claim::GaveUp {
+                        fence: Fence(fence),
                         attempts: attempt,
                         error,
                         abandoned_now: false,
@@ -565,6 +572,7 @@ impl ClaimStore for SqliteStore {
                     _ if retry_at.is_some_and(|at| at > now) => Claim::Wait {
                         until: Timestamp::from_second(retry_at.unwrap_or(now))
                             .unwrap_or(Timestamp::MAX),
+                        fence: Fence(fence),
                         attempts: attempt,
                         error,
                     },
@@ -586,6 +594,7 @@ impl ClaimStore for SqliteStore {
                         )
                         .map_err(|e| Error::store("cannot abandon the claim", e))?;
                         Claim::GaveUp {
+                            fence: Fence(fence),
                             attempts: attempt,
                             error: Some(why),
                             abandoned_now: true,
@@ -748,6 +757,26 @@ impl ClaimStore for SqliteStore {
         }
         tx.commit()
             .map_err(|e| Error::store("cannot renew the claim", e))
+    }
+
+    fn not_sent(&mut self, lease: &Lease, seq: u32, status: &str, now: Timestamp) -> Result<()> {
+        let tx = self.immediate()?;
+        let owned = tx
+            .execute(
+                "UPDATE runs SET updated_at = ?3
+                 WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'",
+                params![lease.key.as_str(), lease.fence.0, secs(now)],
+            )
+            .map_err(|e| Error::store("cannot record a send", e))?;
+        fenced(owned, lease)?;
+        tx.execute(
+            "UPDATE outbox SET in_flight = 0, last_status = ?3, updated_at = ?4
+             WHERE key = ?1 AND seq = ?2 AND state = 'PENDING'",
+            params![lease.key.as_str(), seq, status, secs(now)],
+        )
+        .map_err(|e| Error::store("cannot record a send", e))?;
+        tx.commit()
+            .map_err(|e| Error::store("cannot record a send", e))
     }
 
     fn mark_delivered(
@@ -1029,7 +1058,10 @@ mod tests {
         s.finish(&b, None, now).unwrap();
         assert_eq!(
             s.claim(&req(&w, "2026-11-10T00:00:00Z", "c")).unwrap(),
-            Claim::Done
+            Claim::Done {
+                attempt: 2,
+                fence: Fence(2)
+            }
         );
     }
 
@@ -1054,6 +1086,7 @@ mod tests {
             attempts,
             error,
             abandoned_now: true,
+            ..
         } = s.claim(&last).unwrap()
         else {
             panic!("out of attempts")
