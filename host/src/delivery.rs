@@ -308,7 +308,12 @@ fn append(name: &str, path: &Path, key: &WindowKey, m: &StagedMessage, maybe_the
             parent.display()
         ));
     }
-    let mut file = match OpenOptions::new().create(true).append(true).open(path) {
+    let mut file = match OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(path)
+    {
         Ok(f) => f,
         Err(e) => {
             return fail(format!(
@@ -317,6 +322,14 @@ fn append(name: &str, path: &Path, key: &WindowKey, m: &StagedMessage, maybe_the
             ));
         }
     };
+    // An earlier process that died mid-append left a torn last line: cut it
+    // off, so the line written now is not glued to it.
+    if maybe_there && let Err(e) = cut_torn_line(&mut file) {
+        return fail(format!(
+            "cannot repair the last line of `{}` for destination `{name}`: {e}",
+            path.display()
+        ));
+    }
     // The whole line, then fsync, so a crash after DONE cannot lose it. If
     // the write fails part way (a full disk), the file is cut back to where
     // it was, so a retry never appends after half a line.
@@ -337,6 +350,35 @@ fn append(name: &str, path: &Path, key: &WindowKey, m: &StagedMessage, maybe_the
         detail: "appended".to_string(),
         http_status: None,
     }
+}
+
+/// Truncates the file after its last newline when it does not end with one.
+fn cut_torn_line(file: &mut std::fs::File) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom};
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    // Read backwards in blocks until a newline (or the start) is found.
+    let mut end = len;
+    let mut block = vec![0u8; 8192];
+    let mut cut = 0;
+    while end > 0 {
+        let start = end.saturating_sub(block.len() as u64);
+        let n = (end - start) as usize;
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut block[..n])?;
+        if end == len && block[n - 1] == b'\n' {
+            return Ok(()); // intact
+        }
+        if let Some(i) = block[..n].iter().rposition(|&b| b == b'\n') {
+            cut = start + i as u64 + 1;
+            break;
+        }
+        end = start;
+    }
+    file.set_len(cut)?;
+    file.sync_data()
 }
 
 /// Whether a line of the file carries `idempotency_key`.
@@ -500,7 +542,10 @@ pub fn deliver(
             return Ok(end);
         };
         let at_most_once = dest.mode == DeliveryMode::AtMostOnce;
-        if at_most_once && p.in_flight {
+        // A file can be read back, so its outcome is never unknown: the
+        // send below finds the line if the earlier process wrote it.
+        let file_target = matches!(dest.target, Target::File { .. });
+        if at_most_once && p.in_flight && !file_target {
             let why = format!(
                 "message {} to at-most-once destination `{}` was being sent when an earlier \
                  process stopped; it may or may not have arrived, so it is never sent again; \
@@ -701,6 +746,38 @@ mod tests {
             ..m
         };
         assert!(!already_in(&path, &other.idempotency_key).unwrap());
+    }
+
+    #[test]
+    fn a_line_torn_by_a_crash_is_cut_before_the_next_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let key = WindowKey::from_stored("j:2026-11-08".into());
+        let m = StagedMessage {
+            seq: 1,
+            destination: "d".into(),
+            idempotency_key: "j:2026-11-08#1".into(),
+            content_type: "text/plain".into(),
+            body: b"hello".to_vec(),
+        };
+        let whole = file_line(&key, &m);
+        std::fs::write(&path, format!("{whole}{}", &whole[..20])).unwrap();
+        let second = StagedMessage {
+            seq: 2,
+            idempotency_key: "j:2026-11-08#2".into(),
+            ..m
+        };
+        assert!(matches!(
+            append("d", &path, &key, &second, true),
+            Sent::Delivered { .. }
+        ));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("every line is whole JSON"))
+            .collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(lines[1]["seq"], 2);
     }
 
     #[test]

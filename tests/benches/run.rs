@@ -1,7 +1,9 @@
 //! Speed of `jobhost run`, measured side by side in one process:
 //!
 //! 1. the skip path: a `jobhost run` process whose window is already done;
-//! 2. a run of the reference report over 10k rows, compiled code cached;
+//! 2. a run of the reference report over 10k rows, compiled code cached,
+//!    delivering to a file, and the same delivering by HTTP POST to a sink
+//!    on 127.0.0.1 (interleaved);
 //! 3. 1M rows through the guest, end to end including the source read,
 //!    against the same aggregation in native Rust over the same rows: once
 //!    written the plain native way (a row loop with hash maps) and once as
@@ -69,16 +71,33 @@ fn main() {
 
     // 2. 10k rows, cached component: each sample on a store that already
     //    exists (its schema made by a run over an empty window).
-    let stores: Vec<PathBuf> = (0..n_proc)
+    let sink = jobhost_tests::sink::Sink::start();
+    let http_config = small.config.with_file_name("job-http.toml");
+    let text = std::fs::read_to_string(&small.config).expect("bench config");
+    let file_dest = "[destinations.digest]\ntype = \"file\"\npath = \"out.jsonl\"\n";
+    assert!(text.contains(file_dest));
+    let http_dest = format!(
+        "[destinations.digest]\ntype = \"http\"\nurl = \"{}\"\n",
+        sink.url("/digest")
+    );
+    std::fs::write(&http_config, text.replace(file_dest, &http_dest)).expect("bench config");
+    let stores: Vec<(PathBuf, PathBuf)> = (0..n_proc)
         .map(|i| {
             let p = work.join(format!("small-{i}.db"));
             run_process(&small.config, &p, EMPTY_NOW, &cache);
-            p
+            let q = work.join(format!("small-http-{i}.db"));
+            run_process(&http_config, &q, EMPTY_NOW, &cache);
+            (p, q)
         })
         .collect();
+    let mut run10k_http = Vec::new();
     let run10k = sample(n_proc, |i| {
         let t = Instant::now();
-        let out = run_process(&small.config, &stores[i], NOW, &cache);
+        let out = run_process(&http_config, &stores[i].1, NOW, &cache);
+        assert!(out.contains("\"http_status\":200"), "{out}");
+        run10k_http.push(t.elapsed());
+        let t = Instant::now();
+        let out = run_process(&small.config, &stores[i].0, NOW, &cache);
         assert!(
             out.contains("\"ran\"") && out.contains("\"rows\":10000"),
             "{out}"
@@ -130,6 +149,10 @@ fn main() {
     report("process floor: `jobhost --version`", &floor);
     report("skip path: one `jobhost run` process, window done", &skip);
     report("ran: one `jobhost run` process, 10k rows, cached", &run10k);
+    report(
+        "the same, delivered by HTTP POST to 127.0.0.1",
+        &run10k_http,
+    );
     report("1M rows through the guest (job::run, in process)", &wasm);
     report("1M rows native, row loop + hash maps", &native_rows);
     report(

@@ -355,3 +355,34 @@ fn random_kills_over_many_trials_lose_no_window_and_duplicate_no_effect() {
         "most invocations were really killed ({kills})"
     );
 }
+
+#[test]
+fn a_file_destination_is_never_uncertain_after_a_kill_mid_delivery() {
+    warm_cache();
+    for mode in ["at-least-once", "at-most-once"] {
+        let dir = scratch();
+        let cfg = http_config(
+            dir.path(),
+            "[limits]\ntimeout_seconds = 5\nlease_seconds = 10",
+            &format!(
+                "[destinations.digest]\ntype = \"file\"\npath = \"out.jsonl\"\ndelivery = \"{mode}\"\n"
+            ),
+        );
+        let store = dir.path().join("s.db");
+        // Killed after the line was appended and synced, before the store knew.
+        let killed = spawn(&cfg, &store, &now_for(1, 0), Some("after-send:kill"))
+            .wait_with_output()
+            .unwrap();
+        assert!(killed.status.code().is_none(), "{mode}: killed");
+        let next = to_run(
+            spawn(&cfg, &store, &now_for(1, 1), None)
+                .wait_with_output()
+                .unwrap(),
+        );
+        let r = next.receipt();
+        assert_eq!(r["event"], "resumed", "{mode}: {}", next.stderr);
+        assert_eq!(r["messages"][0]["detail"], "already in file", "{mode}: {r}");
+        let text = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
+        assert_eq!(text.lines().count(), 1, "{mode}: appended once: {text}");
+    }
+}
