@@ -147,6 +147,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn leases_are_real_time_unless_the_clock_is_virtual() {
+        let past: Timestamp = "2026-11-09T00:05:00Z".parse().unwrap();
+        let fixed = FixedClock(past);
+        assert_eq!(fixed.now(), past);
+        let drift = fixed.lease_now().duration_since(Timestamp::now()).abs();
+        assert!(drift < SignedDuration::from_secs(60), "{drift}");
+
+        let virt = VirtualClock::new(past);
+        virt.sleep(Duration::from_secs(90));
+        let later: Timestamp = "2026-11-09T00:06:30Z".parse().unwrap();
+        assert_eq!((virt.now(), virt.lease_now()), (later, later));
+    }
+
+    #[test]
     fn utc_and_offset_forms_are_accepted() {
         let a = parse_instant("--now", "2026-11-09T00:05:00Z").unwrap();
         let b = parse_instant("--now", "2026-11-09T09:05:00+09:00").unwrap();

@@ -1,8 +1,9 @@
 //! Delivery of a PREPARED run's committed messages, in order, each with its
 //! idempotency key. Before every send the claim is checked (and renewed when
-//! half spent), so a process that lost its lease stops without sending.
-//! HTTP sends that fail in a way that may pass (a network error, 5xx, 429,
-//! 408) are retried with exponential backoff and full jitter, honouring
+//! what is left might not cover the send and the wait after it), so a
+//! process that lost its lease stops without sending. HTTP sends that fail
+//! in a way that may pass (a network error, 5xx, 408, 409, 425, 429) are
+//! retried with exponential backoff and full jitter, honouring
 //! `Retry-After`; other 4xx answers are permanent. A message whose outcome
 //! is uncertain is sent again with the same key (`at-least-once`) or never
 //! again, abandoning the run (`at-most-once`). Waiting goes through the
@@ -82,7 +83,7 @@ pub enum Uncertainty {
     Refused,
 }
 
-/// Sends messages. One per run, so HTTP connections are reused.
+/// Sends messages; one per run.
 pub struct Sender {
     agent: ureq::Agent,
     redactor: Redactor,
@@ -110,6 +111,12 @@ impl Sender {
 
     /// Sends `m` once. `maybe_there`: an earlier process may have delivered
     /// it already (file destinations then look for its key first).
+    /// `still_ours` confirms the claim once more where a destination can
+    /// check it atomically with the send (a file, under its lock).
+    ///
+    /// # Errors
+    ///
+    /// What `still_ours` returns.
     pub fn send(
         &self,
         name: &str,
@@ -117,18 +124,19 @@ impl Sender {
         key: &WindowKey,
         m: &StagedMessage,
         maybe_there: bool,
-    ) -> Sent {
+        still_ours: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Sent> {
         let sent = match &dest.target {
-            Target::File { path } => append(name, path, key, m, maybe_there),
+            Target::File { path } => append(name, path, key, m, maybe_there, still_ours)?,
             Target::Http(target) => self.post(name, target, m),
         };
-        match sent {
+        Ok(match sent {
             Sent::Failed(mut f) => {
                 f.message = self.redactor.scrub(&f.message);
                 Sent::Failed(f)
             }
             ok => ok,
-        }
+        })
     }
 
     fn post(&self, name: &str, t: &HttpTarget, m: &StagedMessage) -> Sent {
@@ -270,36 +278,37 @@ fn one_line(text: &str, max: usize) -> String {
     out
 }
 
-/// Appends the message as one JSON line and syncs it. When `maybe_there`,
-/// a line with the same idempotency key already in the file counts as
-/// delivered, so a resumed run does not append it twice.
-fn append(name: &str, path: &Path, key: &WindowKey, m: &StagedMessage, maybe_there: bool) -> Sent {
+/// Appends the message as one JSON line and syncs it, holding an exclusive
+/// lock on the file (every jobhost process writing it takes the same lock)
+/// for the whole sequence:
+///
+/// 1. `still_ours` confirms the claim again, so a process that paused past
+///    its lease while waiting for the lock appends nothing;
+/// 2. a torn last line (a crash mid-append) is cut off;
+/// 3. when `maybe_there`, a whole line with the same idempotency key counts
+///    as delivered, so a resumed run does not append it twice;
+/// 4. the line is appended and synced; a failed write is cut back.
+///
+/// # Errors
+///
+/// What `still_ours` returns (the claim was lost).
+fn append(
+    name: &str,
+    path: &Path,
+    key: &WindowKey,
+    m: &StagedMessage,
+    maybe_there: bool,
+    still_ours: &mut dyn FnMut() -> Result<()>,
+) -> Result<Sent> {
     let fail = |message: String| {
-        Sent::Failed(SendFailure {
+        Ok(Sent::Failed(SendFailure {
             message,
             outcome: Uncertainty::NotSent,
             http_status: None,
             retry_after: None,
-        })
+        }))
     };
-    if maybe_there {
-        match already_in(path, &m.idempotency_key) {
-            Ok(true) => {
-                return Sent::Delivered {
-                    detail: "already in file".to_string(),
-                    http_status: None,
-                };
-            }
-            Ok(false) => {}
-            Err(e) => {
-                return fail(format!(
-                    "cannot read `{}` for destination `{name}`: {e}",
-                    path.display()
-                ));
-            }
-        }
-    }
-    let line = file_line(key, m);
+    let shown = path.display();
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
         && let Err(e) = std::fs::create_dir_all(parent)
     {
@@ -317,19 +326,39 @@ fn append(name: &str, path: &Path, key: &WindowKey, m: &StagedMessage, maybe_the
         Ok(f) => f,
         Err(e) => {
             return fail(format!(
-                "cannot open `{}` for destination `{name}`: {e}",
-                path.display()
+                "cannot open `{shown}` for destination `{name}`: {e}"
             ));
         }
     };
-    // An earlier process that died mid-append left a torn last line: cut it
-    // off, so the line written now is not glued to it.
-    if maybe_there && let Err(e) = cut_torn_line(&mut file) {
+    if let Err(e) = lock(&file, FILE_LOCK_WAIT) {
         return fail(format!(
-            "cannot repair the last line of `{}` for destination `{name}`: {e}",
-            path.display()
+            "cannot lock `{shown}` for destination `{name}`: {e}"
         ));
     }
+    // The lock is released when `file` is closed, on every path out.
+    still_ours()?;
+    if let Err(e) = cut_torn_line(&mut file) {
+        return fail(format!(
+            "cannot repair the last line of `{shown}` for destination `{name}`: {e}"
+        ));
+    }
+    if maybe_there {
+        match already_in(&mut file, &m.idempotency_key) {
+            Ok(true) => {
+                return Ok(Sent::Delivered {
+                    detail: "already in file".to_string(),
+                    http_status: None,
+                });
+            }
+            Ok(false) => {}
+            Err(e) => {
+                return fail(format!(
+                    "cannot read `{shown}` for destination `{name}`: {e}"
+                ));
+            }
+        }
+    }
+    let line = file_line(key, m);
     // The whole line, then fsync, so a crash after DONE cannot lose it. If
     // the write fails part way (a full disk), the file is cut back to where
     // it was, so a retry never appends after half a line.
@@ -342,13 +371,39 @@ fn append(name: &str, path: &Path, key: &WindowKey, m: &StagedMessage, maybe_the
             let _ = file.set_len(len);
         }
         return fail(format!(
-            "cannot append to `{}` for destination `{name}`: {e}",
-            path.display()
+            "cannot append to `{shown}` for destination `{name}`: {e}"
         ));
     }
-    Sent::Delivered {
+    Ok(Sent::Delivered {
         detail: "appended".to_string(),
         http_status: None,
+    })
+}
+
+/// How long a file destination waits for another process's lock.
+const FILE_LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// Takes an exclusive advisory lock on `file`, waiting at most `wait`.
+fn lock(file: &std::fs::File, wait: Duration) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        // SAFETY: `flock` on a descriptor this function borrows open.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::WouldBlock {
+            return Err(e);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "another process held the lock for too long",
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -381,14 +436,12 @@ fn cut_torn_line(file: &mut std::fs::File) -> std::io::Result<()> {
     file.sync_data()
 }
 
-/// Whether a line of the file carries `idempotency_key`.
-fn already_in(path: &Path, idempotency_key: &str) -> std::io::Result<bool> {
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(e),
-    };
-    for line in BufReader::new(file).split(b'\n') {
+/// Whether a line of the file carries `idempotency_key` (the file ends in
+/// a newline: torn lines were cut first).
+fn already_in(file: &mut std::fs::File, idempotency_key: &str) -> std::io::Result<bool> {
+    use std::io::{Seek, SeekFrom};
+    file.seek(SeekFrom::Start(0))?;
+    for line in BufReader::new(&*file).split(b'\n') {
         let line = line?;
         if line
             .windows(idempotency_key.len())
@@ -581,19 +634,26 @@ pub fn deliver(
                 // lease must never run out while this process works.
                 let expires = store.check_lease(lease)?;
                 let left = now.duration_until(expires);
-                let needed = (config.lease / 2).max(dest.timeout() + dest.retry.max_backoff);
-                if left < SignedDuration::try_from(needed).unwrap_or(SignedDuration::MAX) {
+                // Slack of a tenth of the lease (at least 5 s) for the
+                // store's own writes and clock differences.
+                let slack = (config.lease / 10).max(Duration::from_secs(5));
+                let needed =
+                    (config.lease / 2).max(dest.timeout() + dest.retry.max_backoff + slack);
+                if left <= SignedDuration::try_from(needed).unwrap_or(SignedDuration::MAX) {
                     store.renew(lease, until, None, now)?;
                 }
             }
             info.attempts += 1;
-            match sender.send(
+            let mut still_ours = || store.check_lease(lease).map(drop);
+            let sent = sender.send(
                 &m.destination,
                 dest,
                 key,
                 m,
                 resumed || p.attempts > 0 || info.attempts > 1,
-            ) {
+                &mut still_ours,
+            )?;
+            match sent {
                 Sent::Delivered {
                     detail,
                     http_status,
@@ -695,6 +755,74 @@ fn ended(how: Failure, why: String, info: &mut MessageInfo) -> Ended {
 mod tests {
     use super::*;
 
+    fn message(seq: u32) -> StagedMessage {
+        StagedMessage {
+            seq,
+            destination: "d".into(),
+            idempotency_key: format!("j:2026-11-08#{seq}"),
+            content_type: "text/plain".into(),
+            body: b"hello".to_vec(),
+        }
+    }
+
+    fn lines(path: &Path) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("every line is whole JSON"))
+            .collect()
+    }
+
+    #[test]
+    fn a_whole_object_without_its_newline_is_torn_not_delivered() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let key = WindowKey::from_stored("j:2026-11-08".into());
+        let mut ours = || Ok(());
+        let line = file_line(&key, &message(1));
+        // The crash kept the object but not its newline.
+        std::fs::write(&path, line.trim_end()).unwrap();
+        let sent = append("d", &path, &key, &message(1), true, &mut ours).unwrap();
+        assert_eq!(
+            sent,
+            Sent::Delivered {
+                detail: "appended".into(),
+                http_status: None
+            },
+            "an unterminated line does not count as delivered"
+        );
+        let got = lines(&path);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0]["seq"], 1);
+    }
+
+    #[test]
+    fn a_torn_tail_longer_than_a_read_block_and_a_file_without_newlines_are_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let key = WindowKey::from_stored("j:2026-11-08".into());
+        let mut ours = || Ok(());
+        let whole = file_line(&key, &message(1));
+        std::fs::write(&path, format!("{whole}{}", "x".repeat(20_000))).unwrap();
+        append("d", &path, &key, &message(2), false, &mut ours).unwrap();
+        let got = lines(&path);
+        assert_eq!((got.len(), &got[1]["seq"]), (2, &serde_json::json!(2)));
+
+        std::fs::write(&path, "y".repeat(9000)).unwrap();
+        append("d", &path, &key, &message(3), false, &mut ours).unwrap();
+        assert_eq!(lines(&path).len(), 1);
+    }
+
+    #[test]
+    fn a_process_that_lost_its_claim_appends_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let key = WindowKey::from_stored("j:2026-11-08".into());
+        let mut lost = || Err(crate::Error::LeaseLost("taken over".into()));
+        assert!(append("d", &path, &key, &message(1), false, &mut lost).is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), b"");
+    }
+
     #[test]
     fn file_lines_embed_json_bodies_and_encode_binary_ones() {
         let key = WindowKey::from_stored("j:2026-11-08".into());
@@ -716,6 +844,7 @@ mod tests {
 
     #[test]
     fn a_resumed_file_delivery_finds_the_line_an_earlier_process_appended() {
+        let mut ours = || Ok(());
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.jsonl");
         let key = WindowKey::from_stored("j:2026-11-08".into());
@@ -727,10 +856,10 @@ mod tests {
             body: b"hello".to_vec(),
         };
         assert!(matches!(
-            append("d", &path, &key, &m, true),
+            append("d", &path, &key, &m, true, &mut ours).unwrap(),
             Sent::Delivered { .. }
         ));
-        let again = append("d", &path, &key, &m, true);
+        let again = append("d", &path, &key, &m, true, &mut ours).unwrap();
         assert_eq!(
             again,
             Sent::Delivered {
@@ -745,11 +874,13 @@ mod tests {
             idempotency_key: "j:2026-11-08#".into(),
             ..m
         };
-        assert!(!already_in(&path, &other.idempotency_key).unwrap());
+        let mut f = std::fs::File::open(&path).unwrap();
+        assert!(!already_in(&mut f, &other.idempotency_key).unwrap());
     }
 
     #[test]
     fn a_line_torn_by_a_crash_is_cut_before_the_next_append() {
+        let mut ours = || Ok(());
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.jsonl");
         let key = WindowKey::from_stored("j:2026-11-08".into());
@@ -768,7 +899,7 @@ mod tests {
             ..m
         };
         assert!(matches!(
-            append("d", &path, &key, &second, true),
+            append("d", &path, &key, &second, true, &mut ours).unwrap(),
             Sent::Delivered { .. }
         ));
         let text = std::fs::read_to_string(&path).unwrap();

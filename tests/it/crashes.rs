@@ -357,7 +357,7 @@ fn random_kills_over_many_trials_lose_no_window_and_duplicate_no_effect() {
 }
 
 #[test]
-fn a_file_destination_is_never_uncertain_after_a_kill_mid_delivery() {
+fn a_file_destination_is_never_uncertain_after_a_kill_between_append_and_record() {
     warm_cache();
     for mode in ["at-least-once", "at-most-once"] {
         let dir = scratch();
@@ -385,4 +385,42 @@ fn a_file_destination_is_never_uncertain_after_a_kill_mid_delivery() {
         let text = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
         assert_eq!(text.lines().count(), 1, "{mode}: appended once: {text}");
     }
+}
+
+#[test]
+fn with_a_fixed_now_and_a_real_clock_a_dead_claim_stays_live_for_its_real_lease() {
+    warm_cache();
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 100);
+    let store = dir.path().join("s.db");
+    // No virtual time: `--now` fixes the window, leases run on the host's clock.
+    let killed = command(
+        &root(),
+        &[
+            "run",
+            "--config",
+            s(&cfg),
+            "--store",
+            s(&store),
+            "--now",
+            "2026-11-09T00:05:00Z",
+        ],
+    )
+    .env("JOBHOST_TEST_FAILPOINT", "after-claim:kill")
+    .output()
+    .unwrap();
+    assert!(killed.status.code().is_none(), "killed");
+    // A day later by `--now`, but seconds later in fact: the claim is live.
+    let next = jobhost(&[
+        "run",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&store),
+        "--now",
+        "2026-11-09T23:00:00Z",
+    ]);
+    let r = next.receipt();
+    assert_eq!(r["reason"], "busy", "{}", next.stderr);
+    assert_eq!(r["fence"], 1);
 }

@@ -464,3 +464,33 @@ fn an_at_most_once_message_refused_with_429_is_not_abandoned_by_a_crash_during_t
     assert_eq!(r["messages"][0]["status"], "delivered");
     assert_eq!(sink.requests().len(), 2, "one refused send, one delivered");
 }
+
+#[test]
+fn a_401_names_the_credentials_and_quotes_nothing_the_server_said() {
+    let sink = Sink::start();
+    sink.script("/digest", &[Reply::Echo(401)]);
+    let dir = scratch();
+    let dest = format!(
+        "{}headers = {{ Authorization = \"Bearer ${{JOBHOST_TEST_TOKEN}}\" }}\n",
+        digest_to(&sink, "")
+    );
+    let cfg = http_config(dir.path(), "", &dest);
+    let run = run_virtual(
+        &cfg,
+        &dir.path().join("s.db"),
+        NOW,
+        &[("JOBHOST_TEST_TOKEN", "abc")],
+    );
+    let r = run.receipt();
+    assert_eq!(r["error"]["retryable"], false, "{}", run.stderr);
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("401") && msg.contains("check the credentials"),
+        "{msg}"
+    );
+    assert!(
+        !msg.contains("rejected request"),
+        "the body is left out: {msg}"
+    );
+    assert!(!run.stdout.contains("Bearer abc"), "{}", run.stdout);
+}
