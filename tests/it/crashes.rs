@@ -53,16 +53,17 @@ fn spawn(cfg: &Path, store: &Path, now: &str, failpoint: Option<&str>) -> Child 
     cmd.spawn().expect("spawn jobhost")
 }
 
+/// One invocation without failpoints, to its end.
+fn invoke(cfg: &Path, store: &Path, now: &str) -> Run {
+    to_run(spawn(cfg, store, now, None).wait_with_output().unwrap())
+}
+
 /// Runs invocations for window `day` without failpoints until one ends the
 /// window; returns how many it took.
 fn finish_window(cfg: &Path, store: &Path, day: u32, mut step: u32) -> u32 {
     for _ in 0..5 {
         step += 1;
-        let run = to_run(
-            spawn(cfg, store, &now_for(day, step), None)
-                .wait_with_output()
-                .unwrap(),
-        );
+        let run = invoke(cfg, store, &now_for(day, step));
         assert_cursor_behind_done(store);
         if matches!(run.event().as_str(), "ran" | "resumed") || run.receipt()["reason"] == "done" {
             assert_eq!(run.code, 0, "{}", run.stderr);
@@ -199,11 +200,7 @@ fn a_kill_during_an_at_most_once_send_abandons_the_run_instead_of_resending() {
         .wait_with_output()
         .unwrap();
     assert!(killed.status.code().is_none(), "killed");
-    let next = to_run(
-        spawn(&cfg, &store, &now_for(1, 1), None)
-            .wait_with_output()
-            .unwrap(),
-    );
+    let next = invoke(&cfg, &store, &now_for(1, 1));
     let r = next.receipt();
     assert_eq!(r["event"], "abandoned", "{}", next.stderr);
     assert_eq!(r["messages"][0]["destination"], "audit");
@@ -233,11 +230,7 @@ fn a_stalled_owner_cannot_write_or_send_after_a_takeover() {
         wait_until_stopped(&stalled, boundary);
 
         // Its lease has run out by the next invocation's clock: taken over.
-        let taker = to_run(
-            spawn(&cfg, &store, &now_for(1, 1), None)
-                .wait_with_output()
-                .unwrap(),
-        );
+        let taker = invoke(&cfg, &store, &now_for(1, 1));
         let tr = taker.receipt();
         assert!(
             matches!(tr["event"].as_str(), Some("ran" | "resumed")),
@@ -304,11 +297,7 @@ fn random_kills_over_many_trials_lose_no_window_and_duplicate_no_effect() {
     let probe = scratch();
     let probe_cfg = crash_config(probe.path(), &probe_sink, "at-least-once");
     let started = Instant::now();
-    let run = to_run(
-        spawn(&probe_cfg, &probe.path().join("s.db"), &now_for(1, 0), None)
-            .wait_with_output()
-            .unwrap(),
-    );
+    let run = invoke(&probe_cfg, &probe.path().join("s.db"), &now_for(1, 0));
     assert_eq!(run.event(), "ran", "{}", run.stderr);
     let span = started.elapsed().as_micros() as u64;
 
@@ -374,11 +363,7 @@ fn a_file_destination_is_never_uncertain_after_a_kill_between_append_and_record(
             .wait_with_output()
             .unwrap();
         assert!(killed.status.code().is_none(), "{mode}: killed");
-        let next = to_run(
-            spawn(&cfg, &store, &now_for(1, 1), None)
-                .wait_with_output()
-                .unwrap(),
-        );
+        let next = invoke(&cfg, &store, &now_for(1, 1));
         let r = next.receipt();
         assert_eq!(r["event"], "resumed", "{mode}: {}", next.stderr);
         assert_eq!(r["messages"][0]["detail"], "already in file", "{mode}: {r}");

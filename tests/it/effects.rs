@@ -53,6 +53,18 @@ fn run_virtual(cfg: &Path, store: &Path, now: &str, env: &[(&str, &str)]) -> Run
 
 const NOW: &str = "2026-11-09T00:05:00Z";
 
+/// The run's receipt, after checking its exit code and event.
+fn expect(run: &Run, code: i32, event: &str) -> serde_json::Value {
+    let r = run.receipt();
+    assert_eq!(
+        (run.code, r["event"].as_str()),
+        (code, Some(event)),
+        "{}",
+        run.stderr
+    );
+    r
+}
+
 #[test]
 fn a_500_then_a_429_then_a_200_is_one_delivery_after_three_sends() {
     let sink = Sink::start();
@@ -69,13 +81,7 @@ fn a_500_then_a_429_then_a_200_is_one_delivery_after_three_sends() {
     let cfg = http_config(dir.path(), "", &digest_to(&sink, ""));
     let store = dir.path().join("s.db");
     let run = run_virtual(&cfg, &store, NOW, &[]);
-    let r = run.receipt();
-    assert_eq!(
-        (run.code, r["event"].as_str()),
-        (0, Some("ran")),
-        "{}",
-        run.stderr
-    );
+    let r = expect(&run, 0, "ran");
     let m = &r["messages"][0];
     assert_eq!(m["status"], "delivered");
     assert_eq!(m["attempts"], 3);
@@ -111,13 +117,7 @@ fn a_400_is_a_permanent_failure_without_retries_and_the_next_window_still_runs()
     let cfg = http_config(dir.path(), "", &digest_to(&sink, ""));
     let store = dir.path().join("s.db");
     let run = run_virtual(&cfg, &store, NOW, &[]);
-    let r = run.receipt();
-    assert_eq!(
-        (run.code, r["event"].as_str()),
-        (1, Some("failed")),
-        "{}",
-        run.stderr
-    );
+    let r = expect(&run, 1, "failed");
     assert_eq!(r["error"]["retryable"], false);
     assert!(
         r["error"]["message"].as_str().unwrap().contains("400"),
@@ -184,13 +184,7 @@ fn at_most_once_with_an_uncertain_outcome_is_abandoned_and_never_resent() {
     );
     let store = dir.path().join("s.db");
     let run = run_virtual(&cfg, &store, NOW, &[]);
-    let r = run.receipt();
-    assert_eq!(
-        (run.code, r["event"].as_str()),
-        (1, Some("abandoned")),
-        "{}",
-        run.stderr
-    );
+    let r = expect(&run, 1, "abandoned");
     assert_eq!(r["messages"][0]["status"], "abandoned");
     assert_eq!(r["destinations"]["digest"]["delivery"], "at-most-once");
     assert!(
@@ -239,13 +233,7 @@ fn sends_that_keep_failing_leave_the_report_for_a_later_invocation() {
     std::fs::write(&cfg, cfg_text).unwrap();
     let store = dir.path().join("s.db");
     let run = run_virtual(&cfg, &store, NOW, &[]);
-    let r = run.receipt();
-    assert_eq!(
-        (run.code, r["event"].as_str()),
-        (1, Some("failed")),
-        "{}",
-        run.stderr
-    );
+    let r = expect(&run, 1, "failed");
     assert_eq!(r["error"]["retryable"], true);
     assert_eq!(r["messages"][0]["status"], "pending");
     assert_eq!(r["messages"][0]["attempts"], 3);
