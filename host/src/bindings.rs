@@ -48,7 +48,10 @@ impl types::Host for HostState {}
 
 impl wit_source::Host for HostState {
     fn open(&mut self) -> wasmtime::Result<Result<Resource<RowCursor>, wit_source::SourceError>> {
-        match self.source.open() {
+        let opened = self.source.open();
+        self.journal
+            .open(&opened.as_ref().map(drop).map_err(Clone::clone));
+        match opened {
             Ok(cursor) => Ok(Ok(self.table.push(cursor)?)),
             Err(e) => Ok(Err(source_error(e))),
         }
@@ -61,6 +64,7 @@ impl wit_source::HostCursor for HostState {
         cursor: Resource<RowCursor>,
     ) -> wasmtime::Result<Vec<wit_source::ColumnInfo>> {
         let cursor = self.table.get(&cursor)?;
+        self.journal.columns(cursor.columns());
         Ok(cursor
             .columns()
             .iter()
@@ -82,7 +86,9 @@ impl wit_source::HostCursor for HostState {
         max_rows: u32,
     ) -> wasmtime::Result<Result<Option<wit_source::Batch>, wit_source::SourceError>> {
         let cursor = self.table.get_mut(&cursor)?;
-        Ok(match cursor.next_batch(max_rows) {
+        let answer = cursor.next_batch(max_rows);
+        self.journal.batch(max_rows, &answer);
+        Ok(match answer {
             Ok(Some(batch)) => Ok(Some(wit_batch(batch))),
             Ok(None) => Ok(None),
             Err(e) => Err(source_error(e)),
@@ -92,6 +98,7 @@ impl wit_source::HostCursor for HostState {
     fn drop(&mut self, cursor: Resource<RowCursor>) -> wasmtime::Result<()> {
         let cursor = self.table.delete(cursor)?;
         self.source.close(cursor);
+        self.journal.close_cursor();
         Ok(())
     }
 }
@@ -141,15 +148,15 @@ impl outbox::Host for HostState {
         body: Vec<u8>,
         content_type: String,
     ) -> wasmtime::Result<Result<u32, outbox::SendError>> {
-        Ok(self
-            .outbox
-            .stage(destination, body, content_type)
-            .map_err(|e| match e {
-                StageError::UnknownDestination(d) => outbox::SendError::UnknownDestination(d),
-                StageError::TooLarge(limit) => outbox::SendError::TooLarge(limit),
-                StageError::TooManyMessages(max) => outbox::SendError::TooManyMessages(max),
-                StageError::InvalidContentType(t) => outbox::SendError::InvalidContentType(t),
-            }))
+        let (bytes, named, typed) = (body.len() as u64, destination.clone(), content_type.clone());
+        let answer = self.outbox.stage(destination, body, content_type);
+        self.journal.send(&named, &typed, bytes, &answer);
+        Ok(answer.map_err(|e| match e {
+            StageError::UnknownDestination(d) => outbox::SendError::UnknownDestination(d),
+            StageError::TooLarge(limit) => outbox::SendError::TooLarge(limit),
+            StageError::TooManyMessages(max) => outbox::SendError::TooManyMessages(max),
+            StageError::InvalidContentType(t) => outbox::SendError::InvalidContentType(t),
+        }))
     }
 }
 
@@ -162,6 +169,7 @@ impl log::Host for HostState {
             log::Level::Warn => LogLevel::Warn,
             log::Level::Error => LogLevel::Error,
         };
+        self.journal.log(level as u8);
         self.log.emit(level, &message);
         Ok(())
     }

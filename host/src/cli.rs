@@ -180,6 +180,7 @@ fn history_json(r: &RunRecord) -> serde_json::Value {
         "retry_at": r.retry_at.map(rfc3339),
         "component": r.component,
         "report": r.report.as_ref().map(|rep| serde_json::json!({"summary": rep.summary, "cursor": rep.cursor})),
+        "journal_bytes": r.journal_bytes,
         "messages": r.messages,
         "delivered": r.delivered,
         "error": r.error,
@@ -188,11 +189,20 @@ fn history_json(r: &RunRecord) -> serde_json::Value {
     })
 }
 
+/// `1536` -> `1.5 KiB`.
+fn human_bytes(n: u64) -> String {
+    match n {
+        0..1024 => format!("{n} B"),
+        1024..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),
+        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+    }
+}
+
 fn write_table(out: &mut impl Write, runs: &[RunRecord]) -> std::io::Result<()> {
     if runs.is_empty() {
         return writeln!(out, "no runs recorded");
     }
-    let rows: Vec<[String; 7]> = runs
+    let rows: Vec<[String; 8]> = runs
         .iter()
         .map(|r| {
             let component = r.component.strip_prefix("sha256:").unwrap_or(&r.component);
@@ -203,6 +213,7 @@ fn write_table(out: &mut impl Write, runs: &[RunRecord]) -> std::io::Result<()> 
                 r.fence.to_string(),
                 format!("{}/{}", r.delivered, r.messages),
                 format!("sha256:{}", component.chars().take(12).collect::<String>()),
+                r.journal_bytes.map(human_bytes).unwrap_or_default(),
                 r.error.clone().unwrap_or_default(),
             ]
         })
@@ -214,6 +225,7 @@ fn write_table(out: &mut impl Write, runs: &[RunRecord]) -> std::io::Result<()> 
         "FENCE",
         "SENT",
         "COMPONENT",
+        "JOURNAL",
         "ERROR",
     ];
     let mut widths = header.map(str::len);

@@ -337,6 +337,7 @@ fn run_inner(
         &lease,
         &success.report,
         &success.messages,
+        &success.journal,
         clock.lease_now(),
     )?;
     reach(Boundary::AfterPrepare);

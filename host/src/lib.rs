@@ -17,6 +17,7 @@ pub mod error;
 pub mod failpoint;
 pub mod guest_log;
 pub mod job;
+pub mod journal;
 pub mod outbox;
 pub mod receipt;
 pub mod sandbox;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::RngExt as _;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::failpoint::{Boundary, Failpoints};
 use crate::store::StagedMessage;
@@ -285,7 +285,7 @@ impl Redactor {
 }
 
 /// Why `send` refused a message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum StageError {
     /// Not a destination of this job.
     UnknownDestination(String),
@@ -379,6 +379,11 @@ impl Staging {
             body,
         });
         Ok(seq)
+    }
+
+    /// The limits: messages, bytes per message, bytes in all.
+    pub fn limits(&self) -> (u32, u64, u64) {
+        (self.max_messages, self.max_bytes, self.max_total)
     }
 
     /// The staged messages, in order.

@@ -28,6 +28,7 @@ use crate::cache::{CacheOutcome, CompileCache};
 use crate::capture::CappedOutput;
 use crate::error::{Error, Result};
 use crate::guest_log::GuestLog;
+use crate::journal::{self, Recorder};
 use crate::outbox::Staging;
 use crate::source::SourceAccess;
 use crate::store::{StagedMessage, StoredReport};
@@ -133,6 +134,8 @@ pub struct GuestSuccess {
     pub report: StoredReport,
     /// Messages staged, in order.
     pub messages: Vec<StagedMessage>,
+    /// The run's journal (see `journal`), as stored.
+    pub journal: Vec<u8>,
     /// What the guest did, for the receipt.
     pub stats: GuestStats,
 }
@@ -148,6 +151,8 @@ pub struct GuestStats {
     pub log_dropped: u64,
     /// Time spent in the guest, in milliseconds.
     pub guest_ms: f64,
+    /// Size of the run's compressed journal.
+    pub journal_bytes: u64,
 }
 
 /// Why a run produced no report.
@@ -169,6 +174,7 @@ pub struct HostState {
     pub(crate) source: SourceAccess,
     pub(crate) outbox: Staging,
     pub(crate) log: GuestLog,
+    pub(crate) journal: Recorder,
     monotonic: Arc<AtomicU64>,
 }
 
@@ -428,6 +434,21 @@ impl Sandbox {
             destinations: input.destinations,
             params: input.params,
         };
+        let journal = Recorder::new(&journal::Context {
+            key: ctx.window.key.clone(),
+            job: ctx.window.job.clone(),
+            label: ctx.window.label.clone(),
+            start: (ctx.window.start.seconds, ctx.window.start.nanoseconds),
+            end: (ctx.window.end.seconds, ctx.window.end.nanoseconds),
+            timezone: ctx.window.timezone.clone(),
+            now: (ctx.now.seconds, ctx.now.nanoseconds),
+            cursor: ctx.cursor.clone(),
+            attempt: ctx.attempt,
+            destinations: ctx.destinations.clone(),
+            params: ctx.params.clone(),
+            seed,
+            outbox_limits: input.outbox.limits(),
+        });
         let state = HostState {
             wasi,
             table: ResourceTable::new(),
@@ -440,6 +461,7 @@ impl Sandbox {
             source: input.source,
             outbox: input.outbox,
             log: input.log,
+            journal,
             monotonic,
         };
         let mut store = Store::new(&self.engine, state);
@@ -479,6 +501,7 @@ impl Sandbox {
             log_lines: state.log.emitted(),
             log_dropped: state.log.dropped(),
             guest_ms,
+            journal_bytes: 0,
         };
         let last_stderr_line = panic_message(&String::from_utf8_lossy(&err));
         // Past the deadline every outcome is the timeout: an interrupted
@@ -502,14 +525,25 @@ impl Sandbox {
                     retryable: false,
                 })
             }
-            Ok(Ok(report)) => Ok(GuestSuccess {
-                report: StoredReport {
-                    summary: report.summary,
-                    cursor: report.cursor,
-                },
-                messages: state.outbox.into_messages(),
-                stats,
-            }),
+            Ok(Ok(report)) => {
+                let journal = state.journal.finish().map_err(|message| GuestFailure {
+                    kind: "host",
+                    message,
+                    retryable: true,
+                })?;
+                Ok(GuestSuccess {
+                    report: StoredReport {
+                        summary: report.summary,
+                        cursor: report.cursor,
+                    },
+                    messages: state.outbox.into_messages(),
+                    stats: GuestStats {
+                        journal_bytes: journal.len() as u64,
+                        ..stats
+                    },
+                    journal,
+                })
+            }
             Ok(Err(e)) => Err(match e {
                 WitRunError::InvalidData(m) => GuestFailure {
                     kind: "guest-error",

@@ -104,7 +104,7 @@ fn prepare<'c>(conn: &'c Connection, query: &str) -> std::result::Result<Stateme
 }
 
 /// The type of a column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ColumnKind {
     /// 64-bit integers.
     Integer,
@@ -117,7 +117,7 @@ pub enum ColumnKind {
 }
 
 /// A column's name and type.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ColumnInfo {
     /// Name as the query labels it.
     pub name: String,
@@ -126,7 +126,7 @@ pub struct ColumnInfo {
 }
 
 /// Values packed end to end with `rows + 1` offsets.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TextData {
     /// Concatenated bytes.
     pub data: Vec<u8>,
@@ -135,7 +135,7 @@ pub struct TextData {
 }
 
 /// One column's values in a batch.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum ColumnData {
     /// Integers.
     Integer(Vec<i64>),
@@ -155,7 +155,7 @@ pub enum ColumnData {
 }
 
 /// One column of a batch.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Column {
     /// NULL bitmap, `None` when no row is NULL.
     pub nulls: Option<Vec<u8>>,
@@ -164,7 +164,7 @@ pub struct Column {
 }
 
 /// Consecutive rows in columnar form.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Batch {
     /// Row count.
     pub rows: u32,
@@ -173,7 +173,7 @@ pub struct Batch {
 }
 
 /// Why the source could not answer the guest.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SourceError {
     /// No source in the config.
     NotConfigured,

@@ -117,6 +117,7 @@ fn main() {
     let mut native_rows = Vec::new();
     let mut native_batches = Vec::new();
     let mut checks = (0u64, 0u64, 0u64);
+    let mut journal_bytes = 0;
     for store in &big_stores {
         let config = Config::resolve(&RunFlags {
             config: Some(big.config.clone()),
@@ -131,6 +132,7 @@ fn main() {
         wasm.push(t.elapsed());
         assert_eq!(outcome.exit_code, 0, "{:?}", outcome.receipt.error);
         checks.0 = outcome.receipt.stats.map(|s| s.rows).unwrap_or(0);
+        journal_bytes = outcome.receipt.stats.map_or(0, |s| s.journal_bytes);
 
         let t = Instant::now();
         checks.1 = aggregate_rows_natively(&big.db);
@@ -164,6 +166,10 @@ fn main() {
         "ratio guest / native row loop: {:.2}x; guest / native same-code: {:.2}x",
         m(&wasm) / m(&native_rows),
         m(&wasm) / m(&native_batches)
+    );
+    println!(
+        "journal of the 1M-row run: {:.1} MiB compressed",
+        journal_bytes as f64 / 1_048_576.0
     );
     let _ = std::fs::remove_dir_all(&work);
 }

@@ -124,7 +124,9 @@ fn prepare_and_finish(store: &mut SqliteStore, w: &Window, lease: &Lease, check:
         summary: "240 orders".into(),
         cursor: Some("c".into()),
     };
-    store.prepare(lease, &report, &[message], w.end).unwrap();
+    store
+        .prepare(lease, &report, &[message], &[0; 2048], w.end)
+        .unwrap();
     if check {
         store.check_lease(lease).unwrap();
     }

@@ -29,6 +29,12 @@ fn history_lists_runs_as_a_table_and_as_json_lines() {
     assert_eq!(table.code, 0);
     let lines: Vec<&str> = table.stdout.lines().collect();
     assert!(lines[0].starts_with("KEY"), "{}", table.stdout);
+    assert!(lines[0].contains("JOURNAL"), "{}", table.stdout);
+    assert!(
+        lines[1].contains(" KiB") || lines[1].contains(" B "),
+        "the journal's size: {}",
+        table.stdout
+    );
     assert!(
         lines[1].contains("daily-report:2026-11-09") && lines[1].contains("DONE"),
         "{}",

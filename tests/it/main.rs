@@ -8,6 +8,7 @@ mod crashes;
 mod effects;
 mod harness;
 mod history;
+mod journal;
 mod races;
 mod reference_report;
 mod resume;

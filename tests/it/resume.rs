@@ -49,7 +49,7 @@ fn a_prepared_run_whose_owner_died_is_resumed_with_the_stored_bytes() {
         summary: "earlier report".into(),
         cursor: Some("c".into()),
     };
-    store.prepare(&lease, &report, &[stored], t0).unwrap();
+    store.prepare(&lease, &report, &[stored], b"", t0).unwrap();
     drop(store);
 
     // While the lease is live, another invocation stays away.

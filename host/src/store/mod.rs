@@ -264,6 +264,8 @@ pub struct RunRecord {
     pub report: Option<StoredReport>,
     /// The last error, if any.
     pub error: Option<String>,
+    /// Size of the stored (compressed) journal.
+    pub journal_bytes: Option<u64>,
     /// Messages staged / delivered.
     pub messages: u32,
     /// Messages delivered so far.
@@ -300,8 +302,8 @@ pub trait ClaimStore {
     /// `Error::Store` when the store cannot be written.
     fn claim(&mut self, req: &ClaimRequest<'_>) -> Result<Claim>;
 
-    /// Commits the report and its staged messages: CLAIMED -> PREPARED, in
-    /// one transaction.
+    /// Commits the report, its staged messages and the run's journal:
+    /// CLAIMED -> PREPARED, in one transaction.
     ///
     /// # Errors
     ///
@@ -311,8 +313,16 @@ pub trait ClaimStore {
         lease: &Lease,
         report: &StoredReport,
         messages: &[StagedMessage],
+        journal: &[u8],
         now: Timestamp,
     ) -> Result<()>;
+
+    /// The stored journal of a run, if it has one.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn journal(&mut self, key: &WindowKey) -> Result<Option<Vec<u8>>>;
 
     /// The messages of a PREPARED run that are not delivered yet, in order.
     ///

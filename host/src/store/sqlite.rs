@@ -388,7 +388,7 @@ fn stored_state(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<RunState> {
 
 const RUN_COLUMNS: &str = "r.key, r.job, r.window_start, r.window_end, r.timezone, r.state, \
      r.fence, r.attempt, r.owner, r.lease_expires_at, r.component, r.report, r.report_cursor, \
-     r.error, r.created_at, r.updated_at, r.retry_at, \
+     r.error, r.created_at, r.updated_at, r.retry_at, length(r.journal), \
      (SELECT count(*) FROM outbox o WHERE o.key = r.key), \
      (SELECT count(*) FROM outbox o WHERE o.key = r.key AND o.state = 'DELIVERED')";
 
@@ -416,8 +416,9 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
         retry_at: r
             .get::<_, Option<i64>>(16)?
             .map(|s| Timestamp::from_second(s).unwrap_or(Timestamp::MAX)),
-        messages: r.get(17)?,
-        delivered: r.get(18)?,
+        journal_bytes: r.get::<_, Option<i64>>(17)?.map(|n| n.unsigned_abs()),
+        messages: r.get(18)?,
+        delivered: r.get(19)?,
     })
 }
 
@@ -627,20 +628,22 @@ impl ClaimStore for SqliteStore {
         lease: &Lease,
         report: &StoredReport,
         messages: &[StagedMessage],
+        journal: &[u8],
         now: Timestamp,
     ) -> Result<()> {
         let tx = self.immediate()?;
         let changed = tx
             .execute(
                 "UPDATE runs SET state = 'PREPARED', report = ?3, report_cursor = ?4,
-                    error = NULL, updated_at = ?5
+                    journal = ?6, error = NULL, updated_at = ?5
                  WHERE key = ?1 AND fence = ?2 AND state = 'CLAIMED'",
                 params![
                     lease.key.as_str(),
                     lease.fence.0,
                     report.summary,
                     report.cursor,
-                    secs(now)
+                    secs(now),
+                    journal
                 ],
             )
             .map_err(|e| Error::store("cannot commit the report", e))?;
@@ -696,6 +699,18 @@ impl ClaimStore for SqliteStore {
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(|e| Error::store("cannot read staged messages", e))?;
         Ok(rows)
+    }
+
+    fn journal(&mut self, key: &WindowKey) -> Result<Option<Vec<u8>>> {
+        self.conn
+            .query_row(
+                "SELECT journal FROM runs WHERE key = ?1",
+                [key.as_str()],
+                |r| r.get(0),
+            )
+            .optional()
+            .map(Option::flatten)
+            .map_err(|e| self.err("read the journal", e))
     }
 
     fn report(&mut self, key: &WindowKey) -> Result<Option<StoredReport>> {
@@ -1051,10 +1066,10 @@ mod tests {
             cursor: None,
         };
         assert!(matches!(
-            s.prepare(&lease, &report, &[], now),
+            s.prepare(&lease, &report, &[], b"j", now),
             Err(Error::LeaseLost(_))
         ));
-        s.prepare(&b, &report, &[], now).unwrap();
+        s.prepare(&b, &report, &[], b"j", now).unwrap();
         s.finish(&b, None, now).unwrap();
         assert_eq!(
             s.claim(&req(&w, "2026-11-10T00:00:00Z", "c")).unwrap(),
@@ -1121,7 +1136,7 @@ mod tests {
             summary: "x".into(),
             cursor: Some("c1".into()),
         };
-        s.prepare(&lease, &report, std::slice::from_ref(&msg), now)
+        s.prepare(&lease, &report, std::slice::from_ref(&msg), b"j", now)
             .unwrap();
         assert_eq!(s.cursor(&job).unwrap(), None);
         assert!(
@@ -1157,7 +1172,7 @@ mod tests {
             summary: "x".into(),
             cursor: None,
         };
-        s.prepare(&lease, &report, &[msg], r.now).unwrap();
+        s.prepare(&lease, &report, &[msg], b"j", r.now).unwrap();
         lease
     }
 

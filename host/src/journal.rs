@@ -1,0 +1,394 @@
+//! The journal of one run: the context the guest was given and every answer
+//! the host gave it afterwards, in order (the source's columns and batches,
+//! each outbox acknowledgement, each log acknowledgement). Clock and random
+//! readings need no entries: the wall clock is pinned to the context's
+//! `now`, the monotonic clock ticks deterministically, and random numbers
+//! come from the recorded seed. With the journal and the same component, a
+//! run can be replayed bit for bit without its data source.
+//!
+//! Stored form: a 4-byte little-endian format number, then a zstd stream of
+//! length-prefixed postcard records, the context first. A newer format is
+//! refused with a message saying so; a damaged or truncated journal is an
+//! error, never a panic.
+
+use std::io::{Read, Write};
+
+use serde::{Deserialize, Serialize};
+
+use crate::outbox::StageError;
+use crate::source::{Batch, ColumnInfo, SourceError};
+
+/// The journal format this host writes and reads.
+pub const FORMAT: u32 = 1;
+
+/// The largest record a reader accepts (a batch of a million wide rows is
+/// far below it); a larger length is damage, not data.
+const MAX_RECORD: usize = 1 << 30;
+
+/// What the guest was given to start with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Context {
+    /// The window key.
+    pub key: String,
+    /// The job.
+    pub job: String,
+    /// The window's civil label.
+    pub label: String,
+    /// Window start, Unix seconds and nanoseconds, UTC.
+    pub start: (i64, u32),
+    /// Window end (exclusive).
+    pub end: (i64, u32),
+    /// IANA zone.
+    pub timezone: String,
+    /// The run's clock reading (the guest's pinned wall clock).
+    pub now: (i64, u32),
+    /// The job's cursor given to the guest.
+    pub cursor: Option<String>,
+    /// The attempt number given to the guest.
+    pub attempt: u32,
+    /// Destination names, sorted.
+    pub destinations: Vec<String>,
+    /// Parameters, sorted by name.
+    pub params: Vec<(String, String)>,
+    /// The seed of the guest's random numbers.
+    pub seed: [u8; 32],
+    /// Staging limits: messages, bytes per message, bytes in all.
+    pub outbox_limits: (u32, u64, u64),
+}
+
+/// One answer the host gave, in the order given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Entry {
+    /// `source.open`.
+    Open(Result<(), SourceError>),
+    /// `cursor.columns`.
+    Columns(Vec<ColumnInfo>),
+    /// `cursor.next-batch(max_rows)`.
+    Batch {
+        /// What the guest asked for.
+        max_rows: u32,
+        /// What it got.
+        answer: Result<Option<Batch>, SourceError>,
+    },
+    /// The guest dropped its cursor.
+    CloseCursor,
+    /// `outbox.send`: what was asked (the body by size; the staged bytes
+    /// are kept with the run) and the answer.
+    Send {
+        /// The destination named.
+        destination: String,
+        /// The content type given.
+        content_type: String,
+        /// The body's size.
+        bytes: u64,
+        /// The sequence number, or why it was refused.
+        answer: Result<u32, StageError>,
+    },
+    /// `log.emit` (acknowledged; the level only).
+    Log(u8),
+}
+
+/// The same records, borrowed, for writing without copying batches.
+#[derive(Serialize)]
+enum EntryRef<'a> {
+    Open(&'a Result<(), SourceError>),
+    Columns(&'a [ColumnInfo]),
+    Batch {
+        max_rows: u32,
+        answer: Result<Option<&'a Batch>, &'a SourceError>,
+    },
+    CloseCursor,
+    Send {
+        destination: &'a str,
+        content_type: &'a str,
+        bytes: u64,
+        answer: &'a Result<u32, StageError>,
+    },
+    Log(u8),
+}
+
+/// Writes a journal as the run goes. A failure to record (which can only be
+/// running out of memory in the compressor) is remembered and reported when
+/// the journal is finished.
+pub struct Recorder {
+    out: Option<zstd::stream::Encoder<'static, Vec<u8>>>,
+    failed: Option<String>,
+    entries: u64,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Recorder({} entries)", self.entries)
+    }
+}
+
+impl Recorder {
+    /// A journal that starts with `context`.
+    pub fn new(context: &Context) -> Recorder {
+        let mut r = Recorder {
+            out: zstd::stream::Encoder::new(FORMAT.to_le_bytes().to_vec(), 3)
+                .and_then(|mut e| e.include_checksum(true).map(|()| e))
+                .ok(),
+            failed: None,
+            entries: 0,
+        };
+        if r.out.is_none() {
+            r.failed = Some("cannot start the journal's compressor".to_string());
+        }
+        r.write(context);
+        r
+    }
+
+    fn write(&mut self, record: &impl Serialize) {
+        let Some(out) = self.out.as_mut() else { return };
+        let result = postcard::to_stdvec(record)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| {
+                let len = u32::try_from(bytes.len()).map_err(|_| "record too large".to_string())?;
+                out.write_all(&len.to_le_bytes())
+                    .and_then(|()| out.write_all(&bytes))
+                    .map_err(|e| e.to_string())
+            });
+        if let Err(e) = result {
+            self.failed = Some(format!("cannot write the journal: {e}"));
+            self.out = None;
+        }
+    }
+
+    /// Records `source.open`'s answer.
+    pub fn open(&mut self, answer: &Result<(), SourceError>) {
+        self.entries += 1;
+        self.write(&EntryRef::Open(answer));
+    }
+
+    /// Records `cursor.columns`'s answer.
+    pub fn columns(&mut self, columns: &[ColumnInfo]) {
+        self.entries += 1;
+        self.write(&EntryRef::Columns(columns));
+    }
+
+    /// Records `cursor.next-batch`'s answer.
+    pub fn batch(&mut self, max_rows: u32, answer: &Result<Option<Batch>, SourceError>) {
+        self.entries += 1;
+        let answer = match answer {
+            Ok(b) => Ok(b.as_ref()),
+            Err(e) => Err(e),
+        };
+        self.write(&EntryRef::Batch { max_rows, answer });
+    }
+
+    /// Records that the guest dropped its cursor.
+    pub fn close_cursor(&mut self) {
+        self.entries += 1;
+        self.write(&EntryRef::CloseCursor);
+    }
+
+    /// Records `outbox.send`'s answer.
+    pub fn send(
+        &mut self,
+        destination: &str,
+        content_type: &str,
+        bytes: u64,
+        answer: &Result<u32, StageError>,
+    ) {
+        self.entries += 1;
+        self.write(&EntryRef::Send {
+            destination,
+            content_type,
+            bytes,
+            answer,
+        });
+    }
+
+    /// Records a log acknowledgement.
+    pub fn log(&mut self, level: u8) {
+        self.entries += 1;
+        self.write(&EntryRef::Log(level));
+    }
+
+    /// The finished journal.
+    ///
+    /// # Errors
+    ///
+    /// Why it could not be written.
+    pub fn finish(self) -> Result<Vec<u8>, String> {
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        self.out
+            .ok_or_else(|| "the journal was not started".to_string())?
+            .finish()
+            .map_err(|e| format!("cannot finish the journal: {e}"))
+    }
+}
+
+/// A journal read back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Journal {
+    /// What the guest was given.
+    pub context: Context,
+    /// Every later answer, in order.
+    pub entries: Vec<Entry>,
+}
+
+impl Journal {
+    /// Reads a stored journal.
+    ///
+    /// # Errors
+    ///
+    /// A one-line reason: a newer format, or damage (truncated, corrupt).
+    pub fn decode(stored: &[u8]) -> Result<Journal, String> {
+        let (format, stream) = stored
+            .split_first_chunk::<4>()
+            .ok_or("the journal is empty or truncated")?;
+        let format = u32::from_le_bytes(*format);
+        if format > FORMAT {
+            return Err(format!(
+                "the journal has format {format}, newer than this jobhost reads ({FORMAT}); upgrade jobhost"
+            ));
+        }
+        if format == 0 {
+            return Err("the journal is damaged (format 0)".to_string());
+        }
+        let mut plain = Vec::new();
+        zstd::stream::Decoder::new(stream)
+            .and_then(|mut d| d.read_to_end(&mut plain))
+            .map_err(|e| format!("the journal is damaged or truncated: {e}"))?;
+        let mut records = Records { rest: &plain };
+        let context: Context = records.next().ok_or("the journal holds no context")??;
+        let entries = records.collect::<Result<Vec<Entry>, String>>()?;
+        Ok(Journal { context, entries })
+    }
+}
+
+struct Records<'a> {
+    rest: &'a [u8],
+}
+
+impl Records<'_> {
+    fn next<T: for<'de> Deserialize<'de>>(&mut self) -> Option<Result<T, String>> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let Some((len, rest)) = self.rest.split_first_chunk::<4>() else {
+            return Some(Err(
+                "the journal is damaged: a record is cut short".to_string()
+            ));
+        };
+        let len = u32::from_le_bytes(*len) as usize;
+        if len > MAX_RECORD || len > rest.len() {
+            return Some(Err(
+                "the journal is damaged: a record is cut short".to_string()
+            ));
+        }
+        let (record, rest) = rest.split_at(len);
+        self.rest = rest;
+        Some(postcard::from_bytes(record).map_err(|e| format!("the journal is damaged: {e}")))
+    }
+}
+
+impl Iterator for Records<'_> {
+    type Item = Result<Entry, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Records::next::<Entry>(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{Column, ColumnData, ColumnKind};
+
+    fn context() -> Context {
+        Context {
+            key: "j:2026-11-08".into(),
+            job: "j".into(),
+            label: "2026-11-08".into(),
+            start: (1_794_096_000, 0),
+            end: (1_794_182_400, 0),
+            timezone: "UTC".into(),
+            now: (1_794_182_700, 5),
+            cursor: Some("c".into()),
+            attempt: 1,
+            destinations: vec!["digest".into()],
+            params: vec![("top".into(), "5".into())],
+            seed: [7; 32],
+            outbox_limits: (100, 1 << 22, 1 << 24),
+        }
+    }
+
+    fn batch() -> Batch {
+        Batch {
+            rows: 2,
+            columns: vec![Column {
+                nulls: Some(vec![0b10]),
+                data: ColumnData::Real(vec![1.5, f64::INFINITY]),
+            }],
+        }
+    }
+
+    fn recorded() -> Vec<u8> {
+        let mut r = Recorder::new(&context());
+        r.open(&Ok(()));
+        r.columns(&[ColumnInfo {
+            name: "amount".into(),
+            kind: ColumnKind::Real,
+        }]);
+        r.batch(8192, &Ok(Some(batch())));
+        r.batch(8192, &Ok(None));
+        r.close_cursor();
+        r.send("digest", "application/json", 2, &Ok(1));
+        r.send(
+            "nope",
+            "text/plain",
+            0,
+            &Err(StageError::UnknownDestination("nope".into())),
+        );
+        r.log(2);
+        r.finish().unwrap()
+    }
+
+    #[test]
+    fn a_journal_reads_back_exactly_as_recorded() {
+        let j = Journal::decode(&recorded()).unwrap();
+        assert_eq!(j.context, context());
+        assert_eq!(j.entries.len(), 8);
+        assert_eq!(
+            j.entries[2],
+            Entry::Batch {
+                max_rows: 8192,
+                answer: Ok(Some(batch()))
+            }
+        );
+        assert_eq!(
+            j.entries[6],
+            Entry::Send {
+                destination: "nope".into(),
+                content_type: "text/plain".into(),
+                bytes: 0,
+                answer: Err(StageError::UnknownDestination("nope".into()))
+            }
+        );
+    }
+
+    #[test]
+    fn damaged_truncated_and_newer_journals_are_refused_with_a_reason() {
+        let good = recorded();
+        let mut newer = good.clone();
+        newer[..4].copy_from_slice(&(FORMAT + 1).to_le_bytes());
+        let err = Journal::decode(&newer).unwrap_err();
+        assert!(err.contains("newer than this jobhost reads"), "{err}");
+        for cut in [0, 3, 4, 10, good.len() / 2, good.len() - 1] {
+            let err = Journal::decode(&good[..cut]).unwrap_err();
+            assert!(
+                err.contains("truncated") || err.contains("damaged"),
+                "{cut}: {err}"
+            );
+        }
+        let mut flipped = good.clone();
+        let mid = flipped.len() / 2;
+        flipped[mid] ^= 0xff;
+        assert!(Journal::decode(&flipped).is_err());
+    }
+}
