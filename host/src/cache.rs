@@ -117,6 +117,21 @@ impl CompileCache {
     }
 }
 
+impl CompileCache {
+    /// The compiled code of the component whose sha256 hex is `digest`, if
+    /// this cache holds it for `engine` (a replay of a recorded run whose
+    /// `.wasm` file is no longer at hand).
+    pub fn find(&self, engine: &Engine, digest: &str) -> Option<Component> {
+        let dir = self.dir.as_ref()?;
+        ensure_private_dir(dir).ok()?;
+        let path = dir.join(format!("{digest}-{}.cwasm", compat_hash(engine)));
+        trusted_file(&path).ok()?;
+        // SAFETY: as in `load`: written by this user into a directory only
+        // this user can write, named with the engine's compatibility hash.
+        unsafe { Component::deserialize_file(engine, &path) }.ok()
+    }
+}
+
 fn warn(msg: &str) {
     eprintln!("jobhost: warning: {msg}");
 }

@@ -30,6 +30,25 @@ enum Command {
     Run(RunArgs),
     /// Show what the claim store holds.
     History(HistoryArgs),
+    /// Run a recorded run's component again against its journal, with its
+    /// recorded clock, and compare the report and messages it produces.
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ReplayArgs {
+    /// The run's window key, as `history` shows it.
+    #[arg(value_name = "KEY")]
+    key: String,
+    /// The claim store [default: $JOBHOST_STORE, else ./state/jobhost.db].
+    #[arg(long, value_name = "PATH", env = "JOBHOST_STORE")]
+    store: Option<PathBuf>,
+    /// Replay with this component instead of the recorded one.
+    #[arg(long, value_name = "PATH")]
+    component: Option<PathBuf>,
+    /// Compiled-code cache folder, where the recorded component is looked up.
+    #[arg(long, value_name = "DIR", env = "JOBHOST_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -112,6 +131,13 @@ pub fn main_with(runtime: &Runtime) -> i32 {
                 e.downcast_ref::<Error>().map_or(1, Error::exit_code)
             }
         },
+        Command::Replay(args) => match replay(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("jobhost: error: {e}");
+                e.exit_code()
+            }
+        },
     }
 }
 
@@ -165,6 +191,67 @@ fn history(args: HistoryArgs) -> anyhow::Result<()> {
         write_table(&mut out, &runs)?;
     }
     Ok(())
+}
+
+/// Replays a run and prints the verdict; 0 identical, 1 different.
+fn replay(args: ReplayArgs) -> Result<i32, Error> {
+    use crate::replay::{self, Recording, Replayed};
+    let path = args.store.unwrap_or_else(|| PathBuf::from(DEFAULT_STORE));
+    let mut store = SqliteStore::open_read_only(&path)?;
+    let key = crate::window::WindowKey::from_stored(args.key);
+    let recording = Recording::from_store(&mut store, &key)?;
+    let sandbox = crate::sandbox::Sandbox::new()?;
+    let cache = crate::cache::CompileCache::new(
+        args.cache_dir
+            .or_else(crate::cache::CompileCache::default_dir),
+    );
+    let component = match &args.component {
+        Some(p) => sandbox.load(&crate::sandbox::ComponentFile::read(p)?, &cache)?,
+        None => {
+            let hex = recording
+                .component
+                .strip_prefix("sha256:")
+                .unwrap_or(&recording.component);
+            sandbox.load_cached(hex, &cache)?
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "replaying {key} (recorded with {}) with {}",
+        recording.component, component.digest
+    );
+    let limits = crate::sandbox::GuestLimits {
+        memory_bytes: 256 << 20,
+        timeout: std::time::Duration::from_secs(30),
+        output_bytes: 64 << 10,
+        report_bytes: 1 << 20,
+    };
+    match replay::replay(&sandbox, &component, &recording, limits)? {
+        Replayed::Report { report, messages } => {
+            let diffs = replay::differences(&recording, &report, &messages);
+            if diffs.is_empty() {
+                let bytes: usize = messages.iter().map(|m| m.body.len()).sum();
+                let _ = writeln!(
+                    out,
+                    "identical: the report and {} message(s) ({bytes} bytes) are bit for bit what was recorded",
+                    messages.len()
+                );
+                Ok(0)
+            } else {
+                let _ = writeln!(out, "different: {} difference(s)", diffs.len());
+                for d in diffs {
+                    let _ = writeln!(out, "  {d}");
+                }
+                Ok(1)
+            }
+        }
+        Replayed::Failed { reason, divergence } => {
+            let what = if divergence { "diverged" } else { "failed" };
+            let _ = writeln!(out, "{what}: {reason}");
+            Ok(1)
+        }
+    }
 }
 
 fn history_json(r: &RunRecord) -> serde_json::Value {

@@ -12,6 +12,8 @@
 //! error, never a panic.
 
 use std::io::{Read, Write};
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::thread::JoinHandle;
 
 use serde::{Deserialize, Serialize};
 
@@ -40,6 +42,8 @@ pub struct Context {
     pub end: (i64, u32),
     /// IANA zone.
     pub timezone: String,
+    /// `hour`, `day` or `week`.
+    pub window_kind: String,
     /// The run's clock reading (the guest's pinned wall clock).
     pub now: (i64, u32),
     /// The job's cursor given to the guest.
@@ -107,11 +111,13 @@ enum EntryRef<'a> {
     Log(u8),
 }
 
-/// Writes a journal as the run goes. A failure to record (which can only be
-/// running out of memory in the compressor) is remembered and reported when
-/// the journal is finished.
+/// Writes a journal as the run goes. Records are encoded on the caller's
+/// thread and compressed on a thread of their own, so that compression
+/// overlaps the guest's work instead of adding to it. A failure to record
+/// is remembered and reported when the journal is finished.
 pub struct Recorder {
-    out: Option<zstd::stream::Encoder<'static, Vec<u8>>>,
+    tx: Option<SyncSender<Vec<u8>>>,
+    compressor: Option<JoinHandle<Result<Vec<u8>, String>>>,
     failed: Option<String>,
     entries: u64,
 }
@@ -122,36 +128,62 @@ impl std::fmt::Debug for Recorder {
     }
 }
 
+/// zstd's level for journals: its fastest, since the journal is written on
+/// every run and read only by a replay.
+const LEVEL: i32 = 1;
+
 impl Recorder {
     /// A journal that starts with `context`.
     pub fn new(context: &Context) -> Recorder {
+        let (tx, rx) = sync_channel::<Vec<u8>>(8);
+        let compressor = std::thread::Builder::new()
+            .name("jobhost-journal".to_string())
+            .spawn(move || {
+                let mut out = zstd::stream::Encoder::new(FORMAT.to_le_bytes().to_vec(), LEVEL)
+                    .and_then(|mut e| e.include_checksum(true).map(|()| e))
+                    .map_err(|e| format!("cannot start the journal's compressor: {e}"))?;
+                for record in rx {
+                    out.write_all(&record)
+                        .map_err(|e| format!("cannot write the journal: {e}"))?;
+                }
+                out.finish()
+                    .map_err(|e| format!("cannot finish the journal: {e}"))
+            });
         let mut r = Recorder {
-            out: zstd::stream::Encoder::new(FORMAT.to_le_bytes().to_vec(), 3)
-                .and_then(|mut e| e.include_checksum(true).map(|()| e))
-                .ok(),
+            tx: None,
+            compressor: None,
             failed: None,
             entries: 0,
         };
-        if r.out.is_none() {
-            r.failed = Some("cannot start the journal's compressor".to_string());
+        match compressor {
+            Ok(handle) => {
+                r.tx = Some(tx);
+                r.compressor = Some(handle);
+            }
+            Err(e) => r.failed = Some(format!("cannot start the journal's thread: {e}")),
         }
         r.write(context);
         r
     }
 
     fn write(&mut self, record: &impl Serialize) {
-        let Some(out) = self.out.as_mut() else { return };
-        let result = postcard::to_stdvec(record)
+        let Some(tx) = self.tx.as_ref() else { return };
+        let framed = postcard::to_stdvec(record)
             .map_err(|e| e.to_string())
             .and_then(|bytes| {
                 let len = u32::try_from(bytes.len()).map_err(|_| "record too large".to_string())?;
-                out.write_all(&len.to_le_bytes())
-                    .and_then(|()| out.write_all(&bytes))
-                    .map_err(|e| e.to_string())
+                let mut framed = Vec::with_capacity(bytes.len() + 4);
+                framed.extend_from_slice(&len.to_le_bytes());
+                framed.extend_from_slice(&bytes);
+                Ok(framed)
             });
-        if let Err(e) = result {
+        let sent = framed.and_then(|f| {
+            tx.send(f)
+                .map_err(|_| "the journal's compressor stopped".to_string())
+        });
+        if let Err(e) = sent {
             self.failed = Some(format!("cannot write the journal: {e}"));
-            self.out = None;
+            self.tx = None;
         }
     }
 
@@ -211,14 +243,20 @@ impl Recorder {
     /// # Errors
     ///
     /// Why it could not be written.
-    pub fn finish(self) -> Result<Vec<u8>, String> {
-        if let Some(e) = self.failed {
-            return Err(e);
+    pub fn finish(mut self) -> Result<Vec<u8>, String> {
+        drop(self.tx.take());
+        let compressed = self
+            .compressor
+            .take()
+            .ok_or_else(|| "the journal was not started".to_string())
+            .and_then(|h| {
+                h.join()
+                    .map_err(|_| "the journal's compressor failed".to_string())?
+            });
+        match self.failed.take() {
+            Some(e) => Err(e),
+            None => compressed,
         }
-        self.out
-            .ok_or_else(|| "the journal was not started".to_string())?
-            .finish()
-            .map_err(|e| format!("cannot finish the journal: {e}"))
     }
 }
 
@@ -308,6 +346,7 @@ mod tests {
             start: (1_794_096_000, 0),
             end: (1_794_182_400, 0),
             timezone: "UTC".into(),
+            window_kind: "day".into(),
             now: (1_794_182_700, 5),
             cursor: Some("c".into()),
             attempt: 1,

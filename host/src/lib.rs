@@ -20,6 +20,7 @@ pub mod job;
 pub mod journal;
 pub mod outbox;
 pub mod receipt;
+pub mod replay;
 pub mod sandbox;
 pub mod source;
 pub mod store;

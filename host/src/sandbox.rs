@@ -395,6 +395,35 @@ impl Sandbox {
         })
     }
 
+    /// The component whose sha256 hex is `hex`, from the compile cache.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` when the cache does not hold it, or it no longer fits
+    /// the world.
+    pub fn load_cached(&self, hex: &str, cache: &CompileCache) -> Result<LoadedComponent> {
+        let component = cache.find(&self.engine, hex).ok_or_else(|| {
+            Error::input(format!(
+                "the recorded component sha256:{hex} is not in the compile cache; \
+                 pass --component with its .wasm file"
+            ))
+        })?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .and_then(ReportWorldPre::new)
+            .map_err(|e| {
+                Error::input(format!(
+                    "the cached component sha256:{hex} does not fit the `{WORLD}` world: {e:#}"
+                ))
+            })?;
+        Ok(LoadedComponent {
+            pre,
+            digest: format!("sha256:{hex}"),
+            cache: CacheOutcome::Hit,
+        })
+    }
+
     /// Runs the component once, in a fresh store.
     pub fn run(
         &self,
@@ -441,6 +470,7 @@ impl Sandbox {
             start: (ctx.window.start.seconds, ctx.window.start.nanoseconds),
             end: (ctx.window.end.seconds, ctx.window.end.nanoseconds),
             timezone: ctx.window.timezone.clone(),
+            window_kind: input.window.kind.to_string(),
             now: (ctx.now.seconds, ctx.now.nanoseconds),
             cursor: ctx.cursor.clone(),
             attempt: ctx.attempt,

@@ -197,9 +197,35 @@ pub struct SourceAccess {
     early: Option<RowCursor>,
     rows: Arc<AtomicU64>,
     interrupt: SourceInterrupt,
+    replay: Option<Recorded>,
 }
 
+/// A recorded run's source, served again by a replay: the answer to `open`,
+/// the columns, and every batch answer in order. When the recorded run
+/// stopped reading before the end, a last answer says the journal holds no
+/// more rows (a divergence, not a crash).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    /// What `open` answered.
+    pub open: std::result::Result<(), SourceError>,
+    /// The columns.
+    pub columns: Vec<ColumnInfo>,
+    /// The batch answers, in order.
+    pub replies: Vec<std::result::Result<Option<Batch>, SourceError>>,
+}
+
+/// The prefix of every source error a replay invents: the new guest asked
+/// for something the journal does not hold.
+pub const DIVERGENCE: &str = "replay divergence: ";
+
 impl SourceAccess {
+    /// Access that serves `recorded` instead of querying anything.
+    pub fn replaying(recorded: Recorded) -> Self {
+        let mut access = SourceAccess::new(None, Timestamp::UNIX_EPOCH, Timestamp::UNIX_EPOCH, 1);
+        access.replay = Some(recorded);
+        access
+    }
+
     /// Access for one run over `[start, end)`.
     pub fn new(
         spec: Option<SourceSpec>,
@@ -216,6 +242,7 @@ impl SourceAccess {
             early: None,
             rows: Arc::new(AtomicU64::new(0)),
             interrupt: SourceInterrupt::default(),
+            replay: None,
         }
     }
 
@@ -266,6 +293,24 @@ impl SourceAccess {
     ///
     /// `NotConfigured`, `InvalidState` if a cursor is open, `QueryFailed`.
     pub fn open(&mut self) -> std::result::Result<RowCursor, SourceError> {
+        if let Some(recorded) = self.replay.as_mut() {
+            if recorded.replies.is_empty() && recorded.columns.is_empty() {
+                return Err(SourceError::InvalidState(format!(
+                    "{DIVERGENCE}the guest opened its source again; the recorded run read it once"
+                )));
+            }
+            let recorded = std::mem::replace(
+                recorded,
+                Recorded {
+                    open: Ok(()),
+                    columns: Vec::new(),
+                    replies: Vec::new(),
+                },
+            );
+            recorded.open.clone()?;
+            self.open = true;
+            return Ok(RowCursor::replayed(recorded, self.rows.clone()));
+        }
         let spec = self.spec.clone().ok_or(SourceError::NotConfigured)?;
         if self.open {
             return Err(SourceError::InvalidState(
@@ -400,6 +445,35 @@ impl RowCursor {
             Ok(Err(failure)) => return Err(failure),
         }
         Ok(cursor)
+    }
+
+    /// A cursor that serves a recorded run's answers, re-cut to whatever
+    /// batch size the guest asks for.
+    fn replayed(recorded: Recorded, rows: Arc<AtomicU64>) -> RowCursor {
+        let (tx, chunks) = std::sync::mpsc::channel::<Reply>();
+        let ends = matches!(recorded.replies.last(), Some(Ok(None) | Err(_)));
+        for reply in recorded.replies {
+            let _ = tx.send(reply);
+        }
+        if !ends {
+            let _ = tx.send(Err(SourceError::InvalidState(format!(
+                "{DIVERGENCE}the guest read past the rows the recorded run read; \
+                 the journal holds no more"
+            ))));
+        }
+        let (_, info) = std::sync::mpsc::channel();
+        RowCursor {
+            columns: Some(recorded.columns),
+            info,
+            chunks: Some(chunks),
+            current: None,
+            remainder: false,
+            stop: Arc::new(AtomicBool::new(false)),
+            interrupt: SourceInterrupt::default(),
+            thread: None,
+            finished: false,
+            rows,
+        }
     }
 
     /// Waits for the query's first step, which tells the columns.

@@ -11,6 +11,7 @@ mod history;
 mod journal;
 mod races;
 mod reference_report;
+mod replay;
 mod resume;
 mod sandbox;
 mod seed_scenarios;

@@ -14,6 +14,8 @@ pub struct Guests {
     pub probe: PathBuf,
     /// A component of another world.
     pub other_world: PathBuf,
+    /// A second report for the same world: top products by revenue.
+    pub top_products: PathBuf,
 }
 
 /// The workspace root.
@@ -41,6 +43,8 @@ pub fn build(target_dir: &Path) -> Result<Guests, String> {
             "sandbox-probe",
             "-p",
             "other-world",
+            "-p",
+            "guest-top-products",
         ])
         .arg("--target-dir")
         .arg(target_dir)
@@ -57,5 +61,6 @@ pub fn build(target_dir: &Path) -> Result<Guests, String> {
         report: dir.join("guest_report.wasm"),
         probe: dir.join("sandbox_probe.wasm"),
         other_world: dir.join("other_world.wasm"),
+        top_products: dir.join("guest_top_products.wasm"),
     })
 }

@@ -331,6 +331,14 @@ pub trait ClaimStore {
     /// `Error::Store`.
     fn pending_messages(&mut self, key: &WindowKey) -> Result<Vec<PendingMessage>>;
 
+    /// Every message a PREPARED (or later) run staged, in order, whatever
+    /// became of it.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn messages(&mut self, key: &WindowKey) -> Result<Vec<StagedMessage>>;
+
     /// The committed report of a run.
     ///
     /// # Errors

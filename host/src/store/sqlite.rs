@@ -701,6 +701,27 @@ impl ClaimStore for SqliteStore {
         Ok(rows)
     }
 
+    fn messages(&mut self, key: &WindowKey) -> Result<Vec<StagedMessage>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT seq, destination, idempotency_key, content_type, body
+                 FROM outbox WHERE key = ?1 ORDER BY seq",
+            )
+            .map_err(|e| Error::store("cannot read staged messages", e))?;
+        stmt.query_map([key.as_str()], |r| {
+            Ok(StagedMessage {
+                seq: r.get(0)?,
+                destination: r.get(1)?,
+                idempotency_key: r.get(2)?,
+                content_type: r.get(3)?,
+                body: r.get(4)?,
+            })
+        })
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(|e| Error::store("cannot read staged messages", e))
+    }
+
     fn journal(&mut self, key: &WindowKey) -> Result<Option<Vec<u8>>> {
         self.conn
             .query_row(

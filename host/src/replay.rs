@@ -1,0 +1,363 @@
+//! Replay of a recorded run: the component (the recorded one, or another to
+//! try new logic) runs against the run's journal instead of its data
+//! source, with the recorded clock, seed, cursor and parameters, and what it
+//! produces (the report and every staged message) is compared with what was
+//! recorded. Same component and host: identical, bit for bit. A new
+//! component: a list of differences a person can read. A guest that asks
+//! for something the journal does not hold is a divergence, reported as
+//! such.
+
+use jiff::Timestamp;
+
+use crate::error::{Error, Result};
+use crate::guest_log::GuestLog;
+use crate::journal::{Context, Entry, Journal};
+use crate::outbox::Staging;
+use crate::sandbox::{GuestLimits, LoadedComponent, RunInput, Sandbox};
+use crate::source::{DIVERGENCE, Recorded, SourceAccess};
+use crate::store::{ClaimStore, StagedMessage, StoredReport};
+use crate::window::{JobName, Window, WindowKey, Zone};
+
+/// Everything a replay needs of a recorded run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recording {
+    /// The journal: context and answers.
+    pub journal: Journal,
+    /// `sha256:<hex>` of the component that ran.
+    pub component: String,
+    /// The report it returned.
+    pub report: StoredReport,
+    /// The messages it staged, in order.
+    pub messages: Vec<StagedMessage>,
+}
+
+impl Recording {
+    /// The recording of run `key` in `store`.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` when the store has no such run, or the run has no
+    /// committed report and journal yet; the journal's own reason when it
+    /// cannot be read.
+    pub fn from_store(store: &mut dyn ClaimStore, key: &WindowKey) -> Result<Recording> {
+        let run = store.peek(key)?.ok_or_else(|| {
+            Error::input(format!(
+                "no run `{key}` in the store; `jobhost history` lists the keys"
+            ))
+        })?;
+        let (Some(report), Some(stored)) = (run.report, store.journal(key)?) else {
+            return Err(Error::input(format!(
+                "run `{key}` has no committed report and journal to replay (it is {})",
+                run.state
+            )));
+        };
+        let journal = Journal::decode(&stored)
+            .map_err(|e| Error::input(format!("cannot replay `{key}`: {e}")))?;
+        Ok(Recording {
+            journal,
+            component: run.component,
+            report,
+            messages: store.messages(key)?,
+        })
+    }
+
+    /// The source as the recorded run's guest saw it.
+    fn source(&self) -> Recorded {
+        let mut recorded = Recorded {
+            open: Ok(()),
+            columns: Vec::new(),
+            replies: Vec::new(),
+        };
+        let mut opened = false;
+        for entry in &self.journal.entries {
+            match entry {
+                Entry::Open(answer) if !opened => {
+                    opened = true;
+                    recorded.open = answer.clone();
+                }
+                Entry::Open(_) | Entry::CloseCursor if opened => break,
+                Entry::Columns(c) => recorded.columns = c.clone(),
+                Entry::Batch { answer, .. } => recorded.replies.push(answer.clone()),
+                _ => {}
+            }
+        }
+        recorded
+    }
+}
+
+/// What a replay produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Replayed {
+    /// The guest returned a report.
+    Report {
+        /// The report.
+        report: StoredReport,
+        /// The staged messages.
+        messages: Vec<StagedMessage>,
+    },
+    /// The guest failed, or asked for what the journal does not hold.
+    Failed {
+        /// Why, in one line.
+        reason: String,
+        /// True when the guest asked for something the journal lacks.
+        divergence: bool,
+    },
+}
+
+/// Runs `component` against `recording`'s journal.
+///
+/// # Errors
+///
+/// `Error::Input` when the journal's context is not one this host can
+/// rebuild (an unknown zone or window kind).
+pub fn replay(
+    sandbox: &Sandbox,
+    component: &LoadedComponent,
+    recording: &Recording,
+    limits: GuestLimits,
+) -> Result<Replayed> {
+    let c = &recording.journal.context;
+    let window = window(c)?;
+    let now = instant(c.now)?;
+    let (max_messages, max_bytes, max_total) = c.outbox_limits;
+    let input = RunInput {
+        window: window.clone(),
+        now,
+        cursor: c.cursor.clone(),
+        attempt: c.attempt,
+        params: c.params.clone(),
+        source: SourceAccess::replaying(recording.source()),
+        outbox: Staging::new(
+            window.key(),
+            c.destinations.clone(),
+            max_messages,
+            max_bytes,
+            max_total,
+        ),
+        destinations: c.destinations.clone(),
+        log: GuestLog::new(&format!("{} (replay)", c.job), 64 << 10),
+        limits,
+    };
+    Ok(match sandbox.run(component, input) {
+        Ok(success) => {
+            let diverged = Journal::decode(&success.journal)
+                .ok()
+                .and_then(|j| first_divergence(&j.entries));
+            match diverged {
+                Some(reason) => Replayed::Failed {
+                    reason,
+                    divergence: true,
+                },
+                None => Replayed::Report {
+                    report: success.report,
+                    messages: success.messages,
+                },
+            }
+        }
+        Err(failure) => Replayed::Failed {
+            divergence: failure.message.contains(DIVERGENCE),
+            reason: failure.message,
+        },
+    })
+}
+
+/// The first answer a replay invented because the journal lacked it.
+fn first_divergence(entries: &[Entry]) -> Option<String> {
+    entries.iter().find_map(|e| {
+        let error = match e {
+            Entry::Open(Err(e)) | Entry::Batch { answer: Err(e), .. } => e,
+            _ => return None,
+        };
+        let text = format!("{error:?}");
+        text.find(DIVERGENCE).map(|i| {
+            text[i + DIVERGENCE.len()..]
+                .trim_end_matches(['"', ')'])
+                .to_string()
+        })
+    })
+}
+
+fn instant((s, ns): (i64, u32)) -> Result<Timestamp> {
+    Timestamp::new(s, i32::try_from(ns).unwrap_or(0))
+        .map_err(|e| Error::input(format!("the journal holds an invalid instant: {e}")))
+}
+
+fn window(c: &Context) -> Result<Window> {
+    let window = Window {
+        job: JobName::new(&c.job)?,
+        kind: c.window_kind.parse()?,
+        zone: Zone::new(&c.timezone)?,
+        start: instant(c.start)?,
+        end: instant(c.end)?,
+        label: c.label.clone(),
+    };
+    if window.key().as_str() != c.key {
+        return Err(Error::input(format!(
+            "the journal's window `{}` does not match its key `{}`; it is damaged",
+            window.key(),
+            c.key
+        )));
+    }
+    Ok(window)
+}
+
+/// The differences between what was recorded and what the replay
+/// produced, one readable line each; empty when identical bit for bit.
+pub fn differences(
+    recording: &Recording,
+    report: &StoredReport,
+    messages: &[StagedMessage],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let old = &recording.report;
+    if old.summary != report.summary {
+        out.push(format!(
+            "report summary: {} -> {}",
+            quote(&old.summary),
+            quote(&report.summary)
+        ));
+    }
+    if old.cursor != report.cursor {
+        out.push(format!(
+            "report cursor: {} -> {}",
+            old.cursor.as_deref().map_or("none".to_string(), quote),
+            report.cursor.as_deref().map_or("none".to_string(), quote)
+        ));
+    }
+    if recording.messages.len() != messages.len() {
+        out.push(format!(
+            "messages: {} recorded, {} now",
+            recording.messages.len(),
+            messages.len()
+        ));
+    }
+    for (a, b) in recording.messages.iter().zip(messages) {
+        let at = format!("message {} ({})", a.seq, a.destination);
+        if a.destination != b.destination {
+            out.push(format!(
+                "{at}: destination `{}` -> `{}`",
+                a.destination, b.destination
+            ));
+        }
+        if a.content_type != b.content_type {
+            out.push(format!(
+                "{at}: content type `{}` -> `{}`",
+                a.content_type, b.content_type
+            ));
+        }
+        if a.body != b.body {
+            out.extend(body_differences(&at, &a.body, &b.body));
+        }
+    }
+    out
+}
+
+/// At most this many differences are listed inside one JSON body.
+const MAX_JSON_DIFFS: usize = 20;
+
+fn body_differences(at: &str, old: &[u8], new: &[u8]) -> Vec<String> {
+    if let (Ok(a), Ok(b)) = (
+        serde_json::from_slice::<serde_json::Value>(old),
+        serde_json::from_slice::<serde_json::Value>(new),
+    ) {
+        let mut diffs = Vec::new();
+        json_diff("$", &a, &b, &mut diffs);
+        if !diffs.is_empty() {
+            let more = diffs.len().saturating_sub(MAX_JSON_DIFFS);
+            let mut lines: Vec<String> = diffs
+                .into_iter()
+                .take(MAX_JSON_DIFFS)
+                .map(|d| format!("{at}: {d}"))
+                .collect();
+            if more > 0 {
+                lines.push(format!("{at}: ... and {more} more difference(s)"));
+            }
+            return lines;
+        }
+        // Same JSON value, different bytes (spacing, key order).
+    }
+    let first = old
+        .iter()
+        .zip(new)
+        .position(|(x, y)| x != y)
+        .unwrap_or(old.len().min(new.len()));
+    vec![format!(
+        "{at}: body differs ({} bytes -> {} bytes, first difference at byte {first})",
+        old.len(),
+        new.len()
+    )]
+}
+
+fn json_diff(path: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in x {
+                let p = format!("{path}.{k}");
+                match y.get(k) {
+                    Some(w) => json_diff(&p, v, w, out),
+                    None => out.push(format!("{p} removed (was {})", short(v))),
+                }
+            }
+            for (k, w) in y {
+                if !x.contains_key(k) {
+                    out.push(format!("{path}.{k} added: {}", short(w)));
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            for (i, (v, w)) in x.iter().zip(y).enumerate() {
+                json_diff(&format!("{path}[{i}]"), v, w, out);
+            }
+            if x.len() != y.len() {
+                out.push(format!("{path}: {} items -> {} items", x.len(), y.len()));
+            }
+        }
+        _ if a != b => out.push(format!("{path}: {} -> {}", short(a), short(b))),
+        _ => {}
+    }
+}
+
+fn short(v: &serde_json::Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 80 {
+        format!("{}...", s.chars().take(80).collect::<String>())
+    } else {
+        s
+    }
+}
+
+fn quote(s: &str) -> String {
+    let escaped: String = s.chars().flat_map(char::escape_default).collect();
+    if escaped.chars().count() > 160 {
+        format!("\"{}...\"", escaped.chars().take(160).collect::<String>())
+    } else {
+        format!("\"{escaped}\"")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_bodies_are_compared_field_by_field() {
+        let old = br#"{"totals":{"orders":241,"revenue":15.5},"top":[{"p":"a"}]}"#;
+        let new =
+            br#"{"totals":{"orders":241,"revenue":16.0},"top":[{"p":"a"},{"p":"b"}],"extra":1}"#;
+        let d = body_differences("message 1 (digest)", old, new);
+        assert_eq!(
+            d,
+            [
+                "message 1 (digest): $.top: 1 items -> 2 items",
+                "message 1 (digest): $.totals.revenue: 15.5 -> 16.0",
+                "message 1 (digest): $.extra added: 1",
+            ]
+        );
+        let d = body_differences("m", b"hello", b"help!");
+        assert_eq!(
+            d,
+            ["m: body differs (5 bytes -> 5 bytes, first difference at byte 3)"]
+        );
+    }
+}
