@@ -33,16 +33,39 @@ enum Command {
     /// Run a recorded run's component again against its journal, with its
     /// recorded clock, and compare the report and messages it produces.
     Replay(ReplayArgs),
+    /// Write a recorded run as a self-contained replay file (for fixtures).
+    Export(ExportArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ExportArgs {
+    /// The run's window key, as `history` shows it.
+    #[arg(value_name = "KEY")]
+    key: String,
+    /// The replay file to write.
+    #[arg(short, long, value_name = "FILE")]
+    output: PathBuf,
+    /// The claim store [default: $JOBHOST_STORE, else ./state/jobhost.db].
+    #[arg(long, value_name = "PATH", env = "JOBHOST_STORE")]
+    store: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
 struct ReplayArgs {
     /// The run's window key, as `history` shows it.
-    #[arg(value_name = "KEY")]
-    key: String,
+    #[arg(value_name = "KEY", required_unless_present = "file")]
+    key: Option<String>,
     /// The claim store [default: $JOBHOST_STORE, else ./state/jobhost.db].
-    #[arg(long, value_name = "PATH", env = "JOBHOST_STORE")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "JOBHOST_STORE",
+        conflicts_with = "file"
+    )]
     store: Option<PathBuf>,
+    /// Replay a file written by `jobhost export` instead; no store needed.
+    #[arg(long, value_name = "FILE", conflicts_with = "key")]
+    file: Option<PathBuf>,
     /// Replay with this component instead of the recorded one.
     #[arg(long, value_name = "PATH")]
     component: Option<PathBuf>,
@@ -131,6 +154,13 @@ pub fn main_with(runtime: &Runtime) -> i32 {
                 e.downcast_ref::<Error>().map_or(1, Error::exit_code)
             }
         },
+        Command::Export(args) => match export(args) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("jobhost: error: {e}");
+                e.exit_code()
+            }
+        },
         Command::Replay(args) => match replay(args) {
             Ok(code) => code,
             Err(e) => {
@@ -193,13 +223,50 @@ fn history(args: HistoryArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Replays a run and prints the verdict; 0 identical, 1 different.
-fn replay(args: ReplayArgs) -> Result<i32, Error> {
-    use crate::replay::{self, Recording, Replayed};
+/// Writes a run's replay file.
+fn export(args: ExportArgs) -> Result<(), Error> {
     let path = args.store.unwrap_or_else(|| PathBuf::from(DEFAULT_STORE));
     let mut store = SqliteStore::open_read_only(&path)?;
     let key = crate::window::WindowKey::from_stored(args.key);
-    let recording = Recording::from_store(&mut store, &key)?;
+    let recording = crate::replay::Recording::from_store(&mut store, &key)?;
+    let bytes = recording.to_file()?;
+    let out = &args.output;
+    let tmp = out.with_extension("partial");
+    std::fs::write(&tmp, &bytes)
+        .and_then(|()| std::fs::rename(&tmp, out))
+        .map_err(|e| Error::input(format!("cannot write `{}`: {e}", out.display())))?;
+    println!(
+        "wrote {} ({} bytes): {key}, component {}, {} message(s)",
+        out.display(),
+        bytes.len(),
+        recording.component,
+        recording.messages.len()
+    );
+    Ok(())
+}
+
+/// Replays a run and prints the verdict; 0 identical, 1 different.
+fn replay(args: ReplayArgs) -> Result<i32, Error> {
+    use crate::replay::{self, Recording, Replayed};
+    let (key, recording) = match (&args.file, args.key) {
+        (Some(file), _) => {
+            let bytes = std::fs::read(file).map_err(|e| {
+                Error::input(format!("cannot read replay file `{}`: {e}", file.display()))
+            })?;
+            let recording = Recording::from_file(&bytes)?;
+            (recording.journal.context.key.clone(), recording)
+        }
+        (None, key) => {
+            let path = args.store.unwrap_or_else(|| PathBuf::from(DEFAULT_STORE));
+            let mut store = SqliteStore::open_read_only(&path)?;
+            let key = key.unwrap_or_default();
+            let recording = Recording::from_store(
+                &mut store,
+                &crate::window::WindowKey::from_stored(key.clone()),
+            )?;
+            (key, recording)
+        }
+    };
     let sandbox = crate::sandbox::Sandbox::new()?;
     let cache = crate::cache::CompileCache::new(
         args.cache_dir

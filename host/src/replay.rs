@@ -23,6 +23,8 @@ use crate::window::{JobName, Window, WindowKey, Zone};
 pub struct Recording {
     /// The journal: context and answers.
     pub journal: Journal,
+    /// The journal as stored (compressed).
+    pub stored_journal: Vec<u8>,
     /// `sha256:<hex>` of the component that ran.
     pub component: String,
     /// The report it returned.
@@ -55,16 +57,75 @@ impl Recording {
             .map_err(|e| Error::input(format!("cannot replay `{key}`: {e}")))?;
         Ok(Recording {
             journal,
+            stored_journal: stored,
             component: run.component,
             report,
             messages: store.messages(key)?,
         })
     }
 
+    /// The recording as a self-contained replay file: the journal, the
+    /// recorded report and messages, and the component's digest.
+    ///
+    /// # Errors
+    ///
+    /// Why it could not be encoded (only on a failing compressor).
+    pub fn to_file(&self) -> Result<Vec<u8>> {
+        let body = FileBody {
+            component: self.component.clone(),
+            report: self.report.clone(),
+            messages: self.messages.clone(),
+            journal: self.stored_journal.clone(),
+        };
+        let plain = postcard::to_stdvec(&body)
+            .map_err(|e| Error::Host(format!("cannot encode the replay file: {e}")))?;
+        let mut out = FILE_MAGIC.to_vec();
+        out.extend_from_slice(&FILE_FORMAT.to_le_bytes());
+        let packed = zstd::stream::encode_all(&plain[..], 3)
+            .map_err(|e| Error::Host(format!("cannot compress the replay file: {e}")))?;
+        out.extend_from_slice(&packed);
+        Ok(out)
+    }
+
+    /// Reads a replay file written by [`Recording::to_file`].
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` saying what is wrong: not a replay file, a newer
+    /// format, damaged or truncated.
+    pub fn from_file(bytes: &[u8]) -> Result<Recording> {
+        let rest = bytes.strip_prefix(FILE_MAGIC).ok_or_else(|| {
+            Error::input("not a jobhost replay file (it does not start with the replay header); make one with `jobhost export`")
+        })?;
+        let (format, packed) = rest
+            .split_first_chunk::<4>()
+            .ok_or_else(|| Error::input("the replay file is truncated"))?;
+        let format = u32::from_le_bytes(*format);
+        if format > FILE_FORMAT {
+            return Err(Error::input(format!(
+                "the replay file has format {format}, newer than this jobhost reads ({FILE_FORMAT}); upgrade jobhost"
+            )));
+        }
+        let damaged = |e: &dyn std::fmt::Display| {
+            Error::input(format!("the replay file is damaged or truncated: {e}"))
+        };
+        let plain = zstd::stream::decode_all(packed).map_err(|e| damaged(&e))?;
+        let body: FileBody = postcard::from_bytes(&plain).map_err(|e| damaged(&e))?;
+        let journal = Journal::decode(&body.journal)
+            .map_err(|e| Error::input(format!("the replay file's journal: {e}")))?;
+        Ok(Recording {
+            journal,
+            stored_journal: body.journal,
+            component: body.component,
+            report: body.report,
+            messages: body.messages,
+        })
+    }
+
     /// The source as the recorded run's guest saw it.
     fn source(&self) -> Recorded {
         let mut recorded = Recorded {
-            open: Ok(()),
+            open: None,
             columns: Vec::new(),
             replies: Vec::new(),
         };
@@ -73,7 +134,7 @@ impl Recording {
             match entry {
                 Entry::Open(answer) if !opened => {
                     opened = true;
-                    recorded.open = answer.clone();
+                    recorded.open = Some(answer.clone());
                 }
                 Entry::Open(_) | Entry::CloseCursor if opened => break,
                 Entry::Columns(c) => recorded.columns = c.clone(),
@@ -83,6 +144,20 @@ impl Recording {
         }
         recorded
     }
+}
+
+/// The first bytes of a replay file.
+const FILE_MAGIC: &[u8; 8] = b"JHREPLAY";
+
+/// The replay file format this host writes and reads.
+const FILE_FORMAT: u32 = 1;
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct FileBody {
+    component: String,
+    report: StoredReport,
+    messages: Vec<StagedMessage>,
+    journal: Vec<u8>,
 }
 
 /// What a replay produced.

@@ -197,7 +197,7 @@ pub struct SourceAccess {
     early: Option<RowCursor>,
     rows: Arc<AtomicU64>,
     interrupt: SourceInterrupt,
-    replay: Option<Recorded>,
+    replay: Option<Option<Recorded>>,
 }
 
 /// A recorded run's source, served again by a replay: the answer to `open`,
@@ -206,8 +206,9 @@ pub struct SourceAccess {
 /// more rows (a divergence, not a crash).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recorded {
-    /// What `open` answered.
-    pub open: std::result::Result<(), SourceError>,
+    /// What `open` answered; `None` when the recorded run never opened its
+    /// source.
+    pub open: Option<std::result::Result<(), SourceError>>,
     /// The columns.
     pub columns: Vec<ColumnInfo>,
     /// The batch answers, in order.
@@ -222,7 +223,7 @@ impl SourceAccess {
     /// Access that serves `recorded` instead of querying anything.
     pub fn replaying(recorded: Recorded) -> Self {
         let mut access = SourceAccess::new(None, Timestamp::UNIX_EPOCH, Timestamp::UNIX_EPOCH, 1);
-        access.replay = Some(recorded);
+        access.replay = Some(Some(recorded));
         access
     }
 
@@ -293,21 +294,20 @@ impl SourceAccess {
     ///
     /// `NotConfigured`, `InvalidState` if a cursor is open, `QueryFailed`.
     pub fn open(&mut self) -> std::result::Result<RowCursor, SourceError> {
-        if let Some(recorded) = self.replay.as_mut() {
-            if recorded.replies.is_empty() && recorded.columns.is_empty() {
+        if let Some(slot) = self.replay.as_mut() {
+            let Some(recorded) = slot.take() else {
                 return Err(SourceError::InvalidState(format!(
                     "{DIVERGENCE}the guest opened its source again; the recorded run read it once"
                 )));
+            };
+            match &recorded.open {
+                None => {
+                    return Err(SourceError::InvalidState(format!(
+                        "{DIVERGENCE}the guest opened its source; the recorded run never did"
+                    )));
+                }
+                Some(answer) => answer.clone()?,
             }
-            let recorded = std::mem::replace(
-                recorded,
-                Recorded {
-                    open: Ok(()),
-                    columns: Vec::new(),
-                    replies: Vec::new(),
-                },
-            );
-            recorded.open.clone()?;
             self.open = true;
             return Ok(RowCursor::replayed(recorded, self.rows.clone()));
         }

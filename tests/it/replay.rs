@@ -120,3 +120,101 @@ fn clock_and_random_readings_replay_identically() {
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("identical"), "{}", r.stdout);
 }
+
+/// The committed fixtures: real runs exported with `jobhost export`.
+fn fixture(name: &str) -> std::path::PathBuf {
+    root().join("tests").join("fixtures").join(name)
+}
+
+#[test]
+fn committed_fixtures_replay_with_no_store_and_no_source() {
+    // The reference report over 2026-11-08, and the probe reporting the
+    // clock and random numbers it saw: both must come out the same.
+    for (file, component) in [
+        ("daily-report-2026-11-08.jobhost-replay", &guests().report),
+        ("clock-2026-11-08.jobhost-replay", &guests().probe),
+    ] {
+        let r = jobhost(&[
+            "replay",
+            "--file",
+            s(&fixture(file)),
+            "--component",
+            s(component),
+        ]);
+        assert_eq!(r.code, 0, "{file}: {}{}", r.stdout, r.stderr);
+        assert!(r.stdout.contains("identical"), "{file}: {}", r.stdout);
+    }
+}
+
+#[test]
+fn an_exported_run_replays_from_its_file_alone() {
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 1500);
+    let store = dir.path().join("s.db");
+    assert_eq!(run_job(&cfg, &store, NOW).event(), "ran");
+    let file = dir.path().join("run.jobhost-replay");
+    let e = jobhost(&["export", KEY, "-o", s(&file), "--store", s(&store)]);
+    assert_eq!(e.code, 0, "{}", e.stderr);
+    std::fs::remove_file(&store).unwrap();
+    std::fs::remove_file(dir.path().join("sales.db")).unwrap();
+    let r = jobhost(&["replay", "--file", s(&file)]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("identical"), "{}", r.stdout);
+}
+
+#[test]
+fn damaged_truncated_and_newer_replay_files_are_refused_clearly() {
+    let good = std::fs::read(fixture("daily-report-2026-11-08.jobhost-replay")).unwrap();
+    let dir = scratch();
+    let mut newer = good.clone();
+    newer[8..12].copy_from_slice(&99u32.to_le_bytes());
+    let mut flipped = good.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x5a;
+    for (name, bytes, want) in [
+        (
+            "truncated",
+            good[..good.len() / 3].to_vec(),
+            "damaged or truncated",
+        ),
+        ("header only", good[..10].to_vec(), "truncated"),
+        ("flipped", flipped, "damaged"),
+        ("newer", newer, "newer than this jobhost reads"),
+        (
+            "not a replay",
+            b"{\"hello\":1}".to_vec(),
+            "not a jobhost replay file",
+        ),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let r = jobhost(&[
+            "replay",
+            "--file",
+            s(&path),
+            "--component",
+            s(&guests().report),
+        ]);
+        assert_eq!(r.code, 2, "{name}: {}{}", r.stdout, r.stderr);
+        assert!(r.stderr.contains(want), "{name}: {}", r.stderr);
+        assert!(!r.stderr.contains("panicked"), "{name}: {}", r.stderr);
+    }
+}
+
+#[test]
+fn a_guest_asking_for_what_the_journal_lacks_is_a_divergence_not_a_crash() {
+    // The clock probe never opened its source; the reference report does.
+    let r = jobhost(&[
+        "replay",
+        "--file",
+        s(&fixture("clock-2026-11-08.jobhost-replay")),
+        "--component",
+        s(&guests().report),
+    ]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("diverged") && r.stdout.contains("the recorded run never did"),
+        "{}",
+        r.stdout
+    );
+}

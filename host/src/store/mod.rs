@@ -210,7 +210,7 @@ pub struct PendingMessage {
 }
 
 /// One staged message, as the guest produced it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StagedMessage {
     /// Position in the run, from 1.
     pub seq: u32,
@@ -225,7 +225,7 @@ pub struct StagedMessage {
 }
 
 /// A committed report.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StoredReport {
     /// The report text.
     pub summary: String,
