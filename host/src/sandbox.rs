@@ -19,7 +19,7 @@ use jiff::Timestamp;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Linker, ResourceTable};
+use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
@@ -88,6 +88,38 @@ pub struct LoadedComponent {
     pub digest: String,
     /// Whether the compiled code came from the cache.
     pub cache: CacheOutcome,
+}
+
+/// What this host's world needs of a component that `component` lacks, in
+/// words: an import of another version of `jobhost:report`, or no `run`
+/// export. `None` when the reason is something else (wasmtime's own
+/// message then names it).
+fn world_mismatch(engine: &Engine, component: &Component) -> Option<String> {
+    let ty = component.component_type();
+    let ours = WORLD.rsplit_once('@').map_or("", |(_, v)| v);
+    for (name, _) in ty.imports(engine) {
+        if let Some(rest) = name.strip_prefix("jobhost:report/")
+            && let Some((_, version)) = rest.split_once('@')
+            && version != ours
+        {
+            return Some(format!(
+                "it was built for jobhost:report@{version} (it imports `{name}`), and this host \
+                 speaks jobhost:report@{ours}"
+            ));
+        }
+    }
+    let exports: Vec<String> = ty.exports(engine).map(|(n, _)| format!("`{n}`")).collect();
+    if !exports.iter().any(|e| e == "`run`") {
+        return Some(format!(
+            "it does not export `run` (it exports {})",
+            if exports.is_empty() {
+                "nothing".to_string()
+            } else {
+                exports.join(", ")
+            }
+        ));
+    }
+    None
 }
 
 /// Resource limits for one run.
@@ -383,9 +415,11 @@ impl Sandbox {
             .instantiate_pre(&component)
             .and_then(ReportWorldPre::new)
             .map_err(|e| {
+                let why =
+                    world_mismatch(&self.engine, &component).unwrap_or_else(|| format!("{e:#}"));
                 Error::input(format!(
                     "component `{shown}` does not fit the `{WORLD}` world this host provides: \
-                     {e:#}; build it against this host's wit/ folder"
+                     {why}; build it against this host's wit/ folder"
                 ))
             })?;
         Ok(LoadedComponent {

@@ -112,6 +112,26 @@ fn a_component_for_another_world_is_refused_naming_the_world() {
         err.contains("jobhost:report/reporter@0.1.0") && err.contains("other_world.wasm"),
         "{err}"
     );
+    assert!(
+        err.contains("does not export `run` (it exports `greet`)"),
+        "names what is missing: {err}"
+    );
+}
+
+#[test]
+fn a_component_for_another_version_of_the_world_is_refused_naming_both_versions() {
+    let dir = scratch();
+    let future = guests().future_world.clone();
+    let err = refused(
+        &["--component", s(&future), "--now", "2026-11-09T00:05:00Z"],
+        &dir.path().join("s.db"),
+        2,
+    );
+    assert!(
+        err.contains("built for jobhost:report@0.2.0")
+            && err.contains("this host speaks jobhost:report@0.1.0"),
+        "{err}"
+    );
 }
 
 #[test]

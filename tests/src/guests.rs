@@ -16,6 +16,8 @@ pub struct Guests {
     pub other_world: PathBuf,
     /// A second report for the same world: top products by revenue.
     pub top_products: PathBuf,
+    /// A component for a later major version of the report world.
+    pub future_world: PathBuf,
 }
 
 /// The workspace root.
@@ -45,6 +47,8 @@ pub fn build(target_dir: &Path) -> Result<Guests, String> {
             "other-world",
             "-p",
             "guest-top-products",
+            "-p",
+            "future-world",
         ])
         .arg("--target-dir")
         .arg(target_dir)
@@ -62,5 +66,6 @@ pub fn build(target_dir: &Path) -> Result<Guests, String> {
         probe: dir.join("sandbox_probe.wasm"),
         other_world: dir.join("other_world.wasm"),
         top_products: dir.join("guest_top_products.wasm"),
+        future_world: dir.join("future_world.wasm"),
     })
 }
