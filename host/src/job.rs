@@ -298,6 +298,7 @@ fn run_inner(
         destinations,
         log: GuestLog::new(config.job.as_str(), config.log_bytes),
         limits: config.limits,
+        seed: None,
     };
     let success = match sandbox.run(&component, input) {
         Ok(s) => s,

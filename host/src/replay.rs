@@ -212,6 +212,7 @@ pub fn replay(
         destinations: c.destinations.clone(),
         log: GuestLog::new(&format!("{} (replay)", c.job), 64 << 10),
         limits,
+        seed: Some(c.seed),
     };
     Ok(match sandbox.run(component, input) {
         Ok(success) => {

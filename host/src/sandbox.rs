@@ -157,6 +157,9 @@ pub struct RunInput {
     pub log: GuestLog,
     /// Limits.
     pub limits: GuestLimits,
+    /// The seed of the guest's random numbers; `None`: derived from the
+    /// window key. A replay passes the recorded one.
+    pub seed: Option<[u8; 32]>,
 }
 
 /// A successful run: the report, its messages and some counts.
@@ -467,7 +470,9 @@ impl Sandbox {
         let stdout = CappedOutput::new(input.limits.output_bytes);
         let stderr = CappedOutput::new(input.limits.output_bytes);
         let key = input.window.key();
-        let seed: [u8; 32] = Sha256::digest(key.as_str().as_bytes()).into();
+        let seed: [u8; 32] = input
+            .seed
+            .unwrap_or_else(|| Sha256::digest(key.as_str().as_bytes()).into());
         let monotonic = Arc::new(AtomicU64::new(0));
         let since_epoch = Duration::new(
             u64::try_from(input.now.as_second()).unwrap_or(0),
