@@ -122,6 +122,10 @@ impl CompileCache {
     /// this cache holds it for `engine` (a replay of a recorded run whose
     /// `.wasm` file is no longer at hand).
     pub fn find(&self, engine: &Engine, digest: &str) -> Option<Component> {
+        // The digest may come from a replay file: never let it name a path.
+        if !is_sha256_hex(digest) {
+            return None;
+        }
         let dir = self.dir.as_ref()?;
         ensure_private_dir(dir).ok()?;
         let path = dir.join(format!("{digest}-{}.cwasm", compat_hash(engine)));
@@ -130,6 +134,13 @@ impl CompileCache {
         // this user can write, named with the engine's compatibility hash.
         unsafe { Component::deserialize_file(engine, &path) }.ok()
     }
+}
+
+/// Exactly 64 lowercase hex digits.
+pub fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn warn(msg: &str) {

@@ -56,14 +56,10 @@ struct ReplayArgs {
     #[arg(value_name = "KEY", required_unless_present = "file")]
     key: Option<String>,
     /// The claim store [default: $JOBHOST_STORE, else ./state/jobhost.db].
-    #[arg(
-        long,
-        value_name = "PATH",
-        env = "JOBHOST_STORE",
-        conflicts_with = "file"
-    )]
+    #[arg(long, value_name = "PATH", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
-    /// Replay a file written by `jobhost export` instead; no store needed.
+    /// Replay a file written by `jobhost export` instead; no store needed
+    /// (`--store` is then ignored).
     #[arg(long, value_name = "FILE", conflicts_with = "key")]
     file: Option<PathBuf>,
     /// Replay with this component instead of the recorded one.
@@ -161,11 +157,13 @@ pub fn main_with(runtime: &Runtime) -> i32 {
                 e.exit_code()
             }
         },
+        // 0 identical, 1 different, 2 bad input, 3 no comparable result
+        // (the guest failed or diverged, or the host could not run it).
         Command::Replay(args) => match replay(args) {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("jobhost: error: {e}");
-                e.exit_code()
+                if e.exit_code() == 2 { 2 } else { 3 }
             }
         },
     }
@@ -288,13 +286,7 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
         "replaying {key} (recorded with {}) with {}",
         recording.component, component.digest
     );
-    let limits = crate::sandbox::GuestLimits {
-        memory_bytes: 256 << 20,
-        timeout: std::time::Duration::from_secs(30),
-        output_bytes: 64 << 10,
-        report_bytes: 1 << 20,
-    };
-    match replay::replay(&sandbox, &component, &recording, limits)? {
+    match replay::replay(&sandbox, &component, &recording)? {
         Replayed::Report { report, messages } => {
             let diffs = replay::differences(&recording, &report, &messages);
             if diffs.is_empty() {
@@ -316,7 +308,7 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
         Replayed::Failed { reason, divergence } => {
             let what = if divergence { "diverged" } else { "failed" };
             let _ = writeln!(out, "{what}: {reason}");
-            Ok(1)
+            Ok(3)
         }
     }
 }

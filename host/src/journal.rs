@@ -23,9 +23,32 @@ use crate::source::{Batch, ColumnInfo, SourceError};
 /// The journal format this host writes and reads.
 pub const FORMAT: u32 = 1;
 
-/// The largest record a reader accepts (a batch of a million wide rows is
-/// far below it); a larger length is damage, not data.
-const MAX_RECORD: usize = 1 << 30;
+/// The largest record either side accepts (a batch of a million wide rows
+/// is far below it); a larger length is damage, not data.
+const MAX_RECORD: usize = 256 << 20;
+
+/// The most a journal may decompress to: a bound on the memory a damaged or
+/// hostile journal can take (a million-row journal is about 30 MiB).
+const MAX_PLAIN: u64 = 1 << 30;
+
+/// Decompresses a zstd stream of at most `limit` bytes.
+///
+/// # Errors
+///
+/// The decoder's error, or a stream that would exceed `limit`.
+pub fn inflate(stream: &[u8], limit: u64) -> std::io::Result<Vec<u8>> {
+    let mut plain = Vec::new();
+    zstd::stream::Decoder::new(stream)?
+        .take(limit + 1)
+        .read_to_end(&mut plain)?;
+    if plain.len() as u64 > limit {
+        return Err(std::io::Error::other(format!(
+            "it would decompress to more than {} MiB",
+            limit >> 20
+        )));
+    }
+    Ok(plain)
+}
 
 /// What the guest was given to start with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,6 +81,9 @@ pub struct Context {
     pub seed: [u8; 32],
     /// Staging limits: messages, bytes per message, bytes in all.
     pub outbox_limits: (u32, u64, u64),
+    /// Guest limits: memory bytes, time in milliseconds, output bytes,
+    /// report bytes.
+    pub limits: (u64, u64, u64, u64),
 }
 
 /// One answer the host gave, in the order given.
@@ -171,6 +197,9 @@ impl Recorder {
         let framed = postcard::to_stdvec(record)
             .map_err(|e| e.to_string())
             .and_then(|bytes| {
+                if bytes.len() > MAX_RECORD {
+                    return Err(format!("a record of {} bytes is too large", bytes.len()));
+                }
                 let len = u32::try_from(bytes.len()).map_err(|_| "record too large".to_string())?;
                 let mut framed = Vec::with_capacity(bytes.len() + 4);
                 framed.extend_from_slice(&len.to_le_bytes());
@@ -288,13 +317,21 @@ impl Journal {
         if format == 0 {
             return Err("the journal is damaged (format 0)".to_string());
         }
-        let mut plain = Vec::new();
-        zstd::stream::Decoder::new(stream)
-            .and_then(|mut d| d.read_to_end(&mut plain))
+        let plain = inflate(stream, MAX_PLAIN)
             .map_err(|e| format!("the journal is damaged or truncated: {e}"))?;
         let mut records = Records { rest: &plain };
         let context: Context = records.next().ok_or("the journal holds no context")??;
         let entries = records.collect::<Result<Vec<Entry>, String>>()?;
+        for e in &entries {
+            if let Entry::Batch {
+                answer: Ok(Some(b)),
+                ..
+            } = e
+            {
+                b.validate()
+                    .map_err(|why| format!("the journal is damaged: {why}"))?;
+            }
+        }
         Ok(Journal { context, entries })
     }
 }
@@ -354,6 +391,7 @@ mod tests {
             params: vec![("top".into(), "5".into())],
             seed: [7; 32],
             outbox_limits: (100, 1 << 22, 1 << 24),
+            limits: (256 << 20, 30_000, 65_536, 1 << 20),
         }
     }
 
@@ -408,6 +446,24 @@ mod tests {
                 bytes: 0,
                 answer: Err(StageError::UnknownDestination("nope".into()))
             }
+        );
+    }
+
+    #[test]
+    fn a_malformed_batch_is_damage_not_data() {
+        let mut r = Recorder::new(&context());
+        let bad = Batch {
+            rows: 100_000,
+            columns: vec![Column {
+                nulls: None,
+                data: ColumnData::Integer(vec![1, 2, 3]),
+            }],
+        };
+        r.batch(4096, &Ok(Some(bad)));
+        let err = Journal::decode(&r.finish().unwrap()).unwrap_err();
+        assert!(
+            err.contains("damaged") && err.contains("malformed"),
+            "{err}"
         );
     }
 

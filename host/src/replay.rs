@@ -8,13 +8,14 @@
 //! such.
 
 use jiff::Timestamp;
+use sha2::{Digest as _, Sha256};
 
 use crate::error::{Error, Result};
 use crate::guest_log::GuestLog;
 use crate::journal::{Context, Entry, Journal};
 use crate::outbox::Staging;
 use crate::sandbox::{GuestLimits, LoadedComponent, RunInput, Sandbox};
-use crate::source::{DIVERGENCE, Recorded, SourceAccess};
+use crate::source::{Recorded, SourceAccess};
 use crate::store::{ClaimStore, StagedMessage, StoredReport};
 use crate::window::{JobName, Window, WindowKey, Zone};
 
@@ -47,10 +48,15 @@ impl Recording {
                 "no run `{key}` in the store; `jobhost history` lists the keys"
             ))
         })?;
-        let (Some(report), Some(stored)) = (run.report, store.journal(key)?) else {
+        let Some(report) = run.report else {
             return Err(Error::input(format!(
-                "run `{key}` has no committed report and journal to replay (it is {})",
+                "run `{key}` has no committed report to replay (it is {})",
                 run.state
+            )));
+        };
+        let Some(stored) = store.journal(key)? else {
+            return Err(Error::input(format!(
+                "run `{key}` has no journal: it ran before this jobhost recorded journals"
             )));
         };
         let journal = Journal::decode(&stored)
@@ -81,6 +87,9 @@ impl Recording {
             .map_err(|e| Error::Host(format!("cannot encode the replay file: {e}")))?;
         let mut out = FILE_MAGIC.to_vec();
         out.extend_from_slice(&FILE_FORMAT.to_le_bytes());
+        // A checksum of the whole content: a damaged file must never pass
+        // for a run that says something else.
+        out.extend_from_slice(&Sha256::digest(&plain));
         let packed = zstd::stream::encode_all(&plain[..], 3)
             .map_err(|e| Error::Host(format!("cannot compress the replay file: {e}")))?;
         out.extend_from_slice(&packed);
@@ -109,8 +118,18 @@ impl Recording {
         let damaged = |e: &dyn std::fmt::Display| {
             Error::input(format!("the replay file is damaged or truncated: {e}"))
         };
-        let plain = zstd::stream::decode_all(packed).map_err(|e| damaged(&e))?;
+        let (sum, packed) = packed
+            .split_first_chunk::<32>()
+            .ok_or_else(|| Error::input("the replay file is truncated"))?;
+        let plain = crate::journal::inflate(packed, MAX_FILE_PLAIN).map_err(|e| damaged(&e))?;
+        if Sha256::digest(&plain).as_slice() != sum {
+            return Err(damaged(&"its checksum does not match"));
+        }
         let body: FileBody = postcard::from_bytes(&plain).map_err(|e| damaged(&e))?;
+        let digest = body.component.strip_prefix("sha256:").unwrap_or("");
+        if !crate::cache::is_sha256_hex(digest) {
+            return Err(damaged(&"its component digest is not a sha256"));
+        }
         let journal = Journal::decode(&body.journal)
             .map_err(|e| Error::input(format!("the replay file's journal: {e}")))?;
         Ok(Recording {
@@ -122,27 +141,23 @@ impl Recording {
         })
     }
 
-    /// The source as the recorded run's guest saw it.
-    fn source(&self) -> Recorded {
-        let mut recorded = Recorded {
-            open: None,
-            columns: Vec::new(),
-            replies: Vec::new(),
-        };
-        let mut opened = false;
+    /// The source as the recorded run's guest saw it: one recorded cursor
+    /// per `open`, in order.
+    fn source(&self) -> Vec<Recorded> {
+        let mut sessions: Vec<Recorded> = Vec::new();
         for entry in &self.journal.entries {
-            match entry {
-                Entry::Open(answer) if !opened => {
-                    opened = true;
-                    recorded.open = Some(answer.clone());
-                }
-                Entry::Open(_) | Entry::CloseCursor if opened => break,
-                Entry::Columns(c) => recorded.columns = c.clone(),
-                Entry::Batch { answer, .. } => recorded.replies.push(answer.clone()),
+            match (entry, sessions.last_mut()) {
+                (Entry::Open(answer), _) => sessions.push(Recorded {
+                    open: answer.clone(),
+                    columns: None,
+                    replies: Vec::new(),
+                }),
+                (Entry::Columns(c), Some(s)) => s.columns = Some(c.clone()),
+                (Entry::Batch { answer, .. }, Some(s)) => s.replies.push(answer.clone()),
                 _ => {}
             }
         }
-        recorded
+        sessions
     }
 }
 
@@ -151,6 +166,9 @@ const FILE_MAGIC: &[u8; 8] = b"JHREPLAY";
 
 /// The replay file format this host writes and reads.
 const FILE_FORMAT: u32 = 1;
+
+/// The most a replay file may decompress to.
+const MAX_FILE_PLAIN: u64 = 1 << 30;
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct FileBody {
@@ -189,9 +207,15 @@ pub fn replay(
     sandbox: &Sandbox,
     component: &LoadedComponent,
     recording: &Recording,
-    limits: GuestLimits,
 ) -> Result<Replayed> {
     let c = &recording.journal.context;
+    let (memory, timeout_ms, output, report) = c.limits;
+    let limits = GuestLimits {
+        memory_bytes: usize::try_from(memory).unwrap_or(usize::MAX),
+        timeout: std::time::Duration::from_millis(timeout_ms),
+        output_bytes: usize::try_from(output).unwrap_or(usize::MAX),
+        report_bytes: usize::try_from(report).unwrap_or(usize::MAX),
+    };
     let window = window(c)?;
     let now = instant(c.now)?;
     let (max_messages, max_bytes, max_total) = c.outbox_limits;
@@ -215,47 +239,26 @@ pub fn replay(
         seed: Some(c.seed),
     };
     Ok(match sandbox.run(component, input) {
-        Ok(success) => {
-            let diverged = Journal::decode(&success.journal)
-                .ok()
-                .and_then(|j| first_divergence(&j.entries));
-            match diverged {
-                Some(reason) => Replayed::Failed {
-                    reason,
-                    divergence: true,
-                },
-                None => Replayed::Report {
-                    report: success.report,
-                    messages: success.messages,
-                },
-            }
-        }
+        Ok(success) => Replayed::Report {
+            report: success.report,
+            messages: success.messages,
+        },
         Err(failure) => Replayed::Failed {
-            divergence: failure.message.contains(DIVERGENCE),
+            divergence: failure.kind == "replay-divergence",
             reason: failure.message,
         },
     })
 }
 
-/// The first answer a replay invented because the journal lacked it.
-fn first_divergence(entries: &[Entry]) -> Option<String> {
-    entries.iter().find_map(|e| {
-        let error = match e {
-            Entry::Open(Err(e)) | Entry::Batch { answer: Err(e), .. } => e,
-            _ => return None,
-        };
-        let text = format!("{error:?}");
-        text.find(DIVERGENCE).map(|i| {
-            text[i + DIVERGENCE.len()..]
-                .trim_end_matches(['"', ')'])
-                .to_string()
-        })
-    })
-}
-
 fn instant((s, ns): (i64, u32)) -> Result<Timestamp> {
-    Timestamp::new(s, i32::try_from(ns).unwrap_or(0))
-        .map_err(|e| Error::input(format!("the journal holds an invalid instant: {e}")))
+    i32::try_from(ns)
+        .ok()
+        .and_then(|ns| Timestamp::new(s, ns).ok())
+        .ok_or_else(|| {
+            Error::input(format!(
+                "the journal holds an invalid instant ({s} s, {ns} ns)"
+            ))
+        })
 }
 
 fn window(c: &Context) -> Result<Window> {

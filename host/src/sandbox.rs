@@ -517,6 +517,12 @@ impl Sandbox {
             params: ctx.params.clone(),
             seed,
             outbox_limits: input.outbox.limits(),
+            limits: (
+                input.limits.memory_bytes as u64,
+                u64::try_from(input.limits.timeout.as_millis()).unwrap_or(u64::MAX),
+                input.limits.output_bytes as u64,
+                input.limits.report_bytes as u64,
+            ),
         });
         let state = HostState {
             wasi,
@@ -573,6 +579,15 @@ impl Sandbox {
             journal_bytes: 0,
         };
         let last_stderr_line = panic_message(&String::from_utf8_lossy(&err));
+        // In a replay, an answer the journal did not hold makes every
+        // outcome a divergence, whatever the guest made of that answer.
+        if let Some(what) = state.source.divergence() {
+            return Err(GuestFailure {
+                kind: "replay-divergence",
+                message: what,
+                retryable: false,
+            });
+        }
         // Past the deadline every outcome is the timeout: an interrupted
         // source query may have surfaced as an ordinary error first.
         if timed_out.load(Ordering::Relaxed) && !matches!(result, Ok(Ok(_))) {

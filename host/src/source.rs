@@ -197,7 +197,41 @@ pub struct SourceAccess {
     early: Option<RowCursor>,
     rows: Arc<AtomicU64>,
     interrupt: SourceInterrupt,
-    replay: Option<Option<Recorded>>,
+    replay: Option<Replay>,
+}
+
+/// A replay's recorded cursors, served in order, and the first answer it
+/// had to invent because the journal lacked it.
+#[derive(Debug, Default)]
+struct Replay {
+    sessions: std::collections::VecDeque<Recorded>,
+    served: usize,
+    divergence: Divergence,
+}
+
+/// Where a replay notes the first thing the guest asked that the journal
+/// does not hold.
+#[derive(Debug, Clone, Default)]
+pub struct Divergence(Arc<std::sync::Mutex<Option<String>>>);
+
+impl Divergence {
+    fn note(&self, what: &str) {
+        let mut slot = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(what.to_string());
+        }
+    }
+
+    /// The first divergence noted, if any.
+    pub fn get(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
 }
 
 /// A recorded run's source, served again by a replay: the answer to `open`,
@@ -206,11 +240,10 @@ pub struct SourceAccess {
 /// more rows (a divergence, not a crash).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recorded {
-    /// What `open` answered; `None` when the recorded run never opened its
-    /// source.
-    pub open: Option<std::result::Result<(), SourceError>>,
-    /// The columns.
-    pub columns: Vec<ColumnInfo>,
+    /// What `open` answered.
+    pub open: std::result::Result<(), SourceError>,
+    /// The columns, when the recorded guest asked for them.
+    pub columns: Option<Vec<ColumnInfo>>,
     /// The batch answers, in order.
     pub replies: Vec<std::result::Result<Option<Batch>, SourceError>>,
 }
@@ -220,11 +253,21 @@ pub struct Recorded {
 pub const DIVERGENCE: &str = "replay divergence: ";
 
 impl SourceAccess {
-    /// Access that serves `recorded` instead of querying anything.
-    pub fn replaying(recorded: Recorded) -> Self {
+    /// Access that serves a recorded run's cursors, one per `open`, in
+    /// order, instead of querying anything.
+    pub fn replaying(sessions: Vec<Recorded>) -> Self {
         let mut access = SourceAccess::new(None, Timestamp::UNIX_EPOCH, Timestamp::UNIX_EPOCH, 1);
-        access.replay = Some(Some(recorded));
+        access.replay = Some(Replay {
+            sessions: sessions.into(),
+            ..Replay::default()
+        });
         access
+    }
+
+    /// In a replay, the first thing the guest asked that the journal does
+    /// not hold.
+    pub fn divergence(&self) -> Option<String> {
+        self.replay.as_ref().and_then(|r| r.divergence.get())
     }
 
     /// Access for one run over `[start, end)`.
@@ -294,22 +337,28 @@ impl SourceAccess {
     ///
     /// `NotConfigured`, `InvalidState` if a cursor is open, `QueryFailed`.
     pub fn open(&mut self) -> std::result::Result<RowCursor, SourceError> {
-        if let Some(slot) = self.replay.as_mut() {
-            let Some(recorded) = slot.take() else {
-                return Err(SourceError::InvalidState(format!(
-                    "{DIVERGENCE}the guest opened its source again; the recorded run read it once"
-                )));
+        if let Some(replay) = self.replay.as_mut() {
+            let Some(recorded) = replay.sessions.pop_front() else {
+                let what = if replay.served == 0 {
+                    "the guest opened its source; the recorded run never did".to_string()
+                } else {
+                    format!(
+                        "the guest opened its source {} times; the recorded run did {} time(s)",
+                        replay.served + 1,
+                        replay.served
+                    )
+                };
+                replay.divergence.note(&what);
+                return Err(SourceError::InvalidState(format!("{DIVERGENCE}{what}")));
             };
-            match &recorded.open {
-                None => {
-                    return Err(SourceError::InvalidState(format!(
-                        "{DIVERGENCE}the guest opened its source; the recorded run never did"
-                    )));
-                }
-                Some(answer) => answer.clone()?,
-            }
+            replay.served += 1;
+            recorded.open.clone()?;
             self.open = true;
-            return Ok(RowCursor::replayed(recorded, self.rows.clone()));
+            return Ok(RowCursor::replayed(
+                recorded,
+                self.rows.clone(),
+                replay.divergence.clone(),
+            ));
         }
         let spec = self.spec.clone().ok_or(SourceError::NotConfigured)?;
         if self.open {
@@ -401,6 +450,10 @@ pub struct RowCursor {
     thread: Option<JoinHandle<()>>,
     finished: bool,
     rows: Arc<AtomicU64>,
+    /// In a replay: where answers the journal lacked are noted.
+    divergence: Option<Divergence>,
+    /// In a replay: the recorded guest never asked for the columns.
+    columns_unrecorded: bool,
 }
 
 impl RowCursor {
@@ -432,6 +485,8 @@ impl RowCursor {
             thread: Some(thread),
             finished: false,
             rows,
+            divergence: None,
+            columns_unrecorded: false,
         };
         // Wait only until the query is known to be valid; its first step
         // (which may be slow) goes on in the background.
@@ -449,7 +504,7 @@ impl RowCursor {
 
     /// A cursor that serves a recorded run's answers, re-cut to whatever
     /// batch size the guest asks for.
-    fn replayed(recorded: Recorded, rows: Arc<AtomicU64>) -> RowCursor {
+    fn replayed(recorded: Recorded, rows: Arc<AtomicU64>, divergence: Divergence) -> RowCursor {
         let (tx, chunks) = std::sync::mpsc::channel::<Reply>();
         let ends = matches!(recorded.replies.last(), Some(Ok(None) | Err(_)));
         for reply in recorded.replies {
@@ -463,7 +518,9 @@ impl RowCursor {
         }
         let (_, info) = std::sync::mpsc::channel();
         RowCursor {
-            columns: Some(recorded.columns),
+            columns_unrecorded: recorded.columns.is_none(),
+            columns: Some(recorded.columns.unwrap_or_default()),
+            divergence: Some(divergence),
             info,
             chunks: Some(chunks),
             current: None,
@@ -499,6 +556,9 @@ impl RowCursor {
 
     /// The result's columns (empty until [`RowCursor::ready`] succeeded).
     pub fn columns(&self) -> &[ColumnInfo] {
+        if let (true, Some(d)) = (self.columns_unrecorded, &self.divergence) {
+            d.note("the guest asked for its columns; the recorded run never did");
+        }
         self.columns.as_deref().unwrap_or_default()
     }
 
@@ -522,6 +582,12 @@ impl RowCursor {
                     Some(Ok(Ok(Some(chunk)))) => chunk,
                     Some(Ok(other)) => {
                         self.finished = true;
+                        if let (Some(d), Err(SourceError::InvalidState(m))) =
+                            (&self.divergence, &other)
+                            && let Some(what) = m.strip_prefix(DIVERGENCE)
+                        {
+                            d.note(what);
+                        }
                         return other;
                     }
                     Some(Err(_)) | None => {
@@ -557,6 +623,44 @@ impl Drop for RowCursor {
 }
 
 impl Batch {
+    /// Checks that the batch is well formed: every column holds `rows`
+    /// values, text offsets rise within their data, dictionary indices
+    /// point into the dictionary, NULL bitmaps cover every row. A batch
+    /// read back from a journal or a replay file is checked before use.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong, in a few words.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        let rows = self.rows as usize;
+        let text_ok = |t: &TextData, n: usize| {
+            t.offsets.len() == n + 1
+                && t.offsets.first() == Some(&0)
+                && t.offsets.windows(2).all(|w| w[0] <= w[1])
+                && t.offsets
+                    .last()
+                    .is_some_and(|&e| e as usize == t.data.len())
+        };
+        for (i, c) in self.columns.iter().enumerate() {
+            let ok = match &c.data {
+                ColumnData::Integer(v) => v.len() == rows,
+                ColumnData::Real(v) => v.len() == rows,
+                ColumnData::Text(t) | ColumnData::Blob(t) => text_ok(t, rows),
+                ColumnData::TextDict { values, indices } => {
+                    let n = values.offsets.len().saturating_sub(1);
+                    text_ok(values, n)
+                        && indices.len() == rows
+                        && indices.iter().all(|&x| (x as usize) < n)
+                }
+            };
+            let nulls_ok = c.nulls.as_ref().is_none_or(|b| b.len() >= rows.div_ceil(8));
+            if !ok || !nulls_ok {
+                return Err(format!("column {i} of a {rows}-row batch is malformed"));
+            }
+        }
+        Ok(())
+    }
+
     /// Splits off the first `n` rows; the rest is `None` when nothing remains.
     fn split_front(self, n: u32) -> (Batch, Option<Batch>) {
         if n >= self.rows {

@@ -168,24 +168,28 @@ fn damaged_truncated_and_newer_replay_files_are_refused_clearly() {
     let dir = scratch();
     let mut newer = good.clone();
     newer[8..12].copy_from_slice(&99u32.to_le_bytes());
-    let mut flipped = good.clone();
-    let mid = flipped.len() / 2;
-    flipped[mid] ^= 0x5a;
-    for (name, bytes, want) in [
+    let mut cases = vec![
         (
-            "truncated",
+            "truncated".to_string(),
             good[..good.len() / 3].to_vec(),
             "damaged or truncated",
         ),
-        ("header only", good[..10].to_vec(), "truncated"),
-        ("flipped", flipped, "damaged"),
-        ("newer", newer, "newer than this jobhost reads"),
+        ("header only".to_string(), good[..10].to_vec(), "truncated"),
+        ("newer".to_string(), newer, "newer than this jobhost reads"),
         (
-            "not a replay",
+            "not a replay".to_string(),
             b"{\"hello\":1}".to_vec(),
             "not a jobhost replay file",
         ),
-    ] {
+    ];
+    // One flipped byte anywhere after the header: never a plausible run.
+    for at in (12..good.len()).step_by(good.len() / 16) {
+        let mut flipped = good.clone();
+        flipped[at] ^= 0x5a;
+        cases.push((format!("flipped at {at}"), flipped, "damaged"));
+    }
+    for (name, bytes, want) in cases {
+        let name = name.as_str();
         let path = dir.path().join(name);
         std::fs::write(&path, bytes).unwrap();
         let r = jobhost(&[
@@ -211,10 +215,29 @@ fn a_guest_asking_for_what_the_journal_lacks_is_a_divergence_not_a_crash() {
         "--component",
         s(&guests().report),
     ]);
-    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
     assert!(
         r.stdout.contains("diverged") && r.stdout.contains("the recorded run never did"),
         "{}",
         r.stdout
     );
+}
+
+#[test]
+fn a_replay_file_ignores_a_store_named_in_the_environment() {
+    let r = command(
+        &root(),
+        &[
+            "replay",
+            "--file",
+            s(&fixture("clock-2026-11-08.jobhost-replay")),
+            "--component",
+            s(&guests().probe),
+        ],
+    )
+    .env("JOBHOST_STORE", "/nonexistent/jobhost.db")
+    .output()
+    .unwrap();
+    let r = to_run(r);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
 }
