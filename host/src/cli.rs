@@ -205,7 +205,7 @@ fn run(args: RunArgs, runtime: &Runtime) -> i32 {
 }
 
 fn history(args: HistoryArgs) -> anyhow::Result<()> {
-    let path = args.store.unwrap_or_else(|| PathBuf::from(DEFAULT_STORE));
+    let path = store_path(args.store);
     let mut store = SqliteStore::open_read_only(&path)?;
     let runs = store
         .history(args.job.as_deref())
@@ -221,9 +221,14 @@ fn history(args: HistoryArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--store`, or `$JOBHOST_STORE`, or the default.
+fn store_path(flag: Option<PathBuf>) -> PathBuf {
+    flag.unwrap_or_else(|| PathBuf::from(DEFAULT_STORE))
+}
+
 /// Writes a run's replay file.
 fn export(args: ExportArgs) -> Result<(), Error> {
-    let path = args.store.unwrap_or_else(|| PathBuf::from(DEFAULT_STORE));
+    let path = store_path(args.store);
     let mut store = SqliteStore::open_read_only(&path)?;
     let key = crate::window::WindowKey::from_stored(args.key);
     let recording = crate::replay::Recording::from_store(&mut store, &key)?;
@@ -255,7 +260,7 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
             (recording.journal.context.key.clone(), recording)
         }
         (None, key) => {
-            let path = args.store.unwrap_or_else(|| PathBuf::from(DEFAULT_STORE));
+            let path = store_path(args.store);
             let mut store = SqliteStore::open_read_only(&path)?;
             let key = key.unwrap_or_default();
             let recording = Recording::from_store(

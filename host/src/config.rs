@@ -25,6 +25,12 @@ pub const DEFAULT_STORE: &str = "state/jobhost.db";
 /// Where `${VAR}` values come from: the process environment, or a test's map.
 pub type Env<'a> = dyn Fn(&str) -> Option<std::ffi::OsString> + 'a;
 
+/// The most guest memory a config may ask for, MiB.
+pub const MAX_MEMORY_MIB: u64 = 4096;
+
+/// The longest guest time limit a config may ask for, seconds.
+pub const MAX_TIMEOUT_SECONDS: u64 = 86_400;
+
 /// The longest lease a config may ask for.
 const MAX_LEASE_SECONDS: u64 = 7 * 86_400;
 
@@ -308,15 +314,15 @@ impl Config {
         }
         let l = file.limits;
         let timeout_s = l.timeout_seconds.unwrap_or(30.0);
-        if !(timeout_s.is_finite() && timeout_s > 0.0 && timeout_s <= 86_400.0) {
+        if !(timeout_s.is_finite() && timeout_s > 0.0 && timeout_s <= MAX_TIMEOUT_SECONDS as f64) {
             return Err(Error::input(format!(
-                "invalid `limits.timeout_seconds = {timeout_s}`: use a number of seconds above 0 and at most 86400"
+                "invalid `limits.timeout_seconds = {timeout_s}`: use a number of seconds above 0 and at most {MAX_TIMEOUT_SECONDS}"
             )));
         }
         let memory_mib = l.memory_mib.unwrap_or(256);
-        if !(1..=4096).contains(&memory_mib) {
+        if !(1..=MAX_MEMORY_MIB).contains(&memory_mib) {
             return Err(Error::input(format!(
-                "invalid `limits.memory_mib = {memory_mib}`: use 1 to 4096"
+                "invalid `limits.memory_mib = {memory_mib}`: use 1 to {MAX_MEMORY_MIB}"
             )));
         }
         let timeout = Duration::from_secs_f64(timeout_s);

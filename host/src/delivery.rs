@@ -848,13 +848,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.jsonl");
         let key = WindowKey::from_stored("j:2026-11-08".into());
-        let m = StagedMessage {
-            seq: 1,
-            destination: "d".into(),
-            idempotency_key: "j:2026-11-08#1".into(),
-            content_type: "text/plain".into(),
-            body: b"hello".to_vec(),
-        };
+        let m = message(1);
         assert!(matches!(
             append("d", &path, &key, &m, true, &mut ours).unwrap(),
             Sent::Delivered { .. }
@@ -884,20 +878,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.jsonl");
         let key = WindowKey::from_stored("j:2026-11-08".into());
-        let m = StagedMessage {
-            seq: 1,
-            destination: "d".into(),
-            idempotency_key: "j:2026-11-08#1".into(),
-            content_type: "text/plain".into(),
-            body: b"hello".to_vec(),
-        };
+        let m = message(1);
         let whole = file_line(&key, &m);
         std::fs::write(&path, format!("{whole}{}", &whole[..20])).unwrap();
-        let second = StagedMessage {
-            seq: 2,
-            idempotency_key: "j:2026-11-08#2".into(),
-            ..m
-        };
+        let second = message(2);
         assert!(matches!(
             append("d", &path, &key, &second, true, &mut ours).unwrap(),
             Sent::Delivered { .. }

@@ -104,8 +104,7 @@ fn run_inner(
         check_same_window(run, &window)?;
         if run.state == RunState::Done {
             skip_done(receipt, &key);
-            receipt.attempt = Some(run.attempt);
-            receipt.fence = Some(run.fence.0);
+            note_claim(receipt, run.attempt, run.fence.0);
             return Ok(());
         }
     }
@@ -157,8 +156,7 @@ fn run_inner(
     let lease = match claim {
         Claim::Done { attempt, fence } => {
             skip_done(receipt, &key);
-            receipt.attempt = Some(attempt);
-            receipt.fence = Some(fence.0);
+            note_claim(receipt, attempt, fence.0);
             return Ok(());
         }
         Claim::Busy {
@@ -167,8 +165,7 @@ fn run_inner(
             attempt,
             fence,
         } => {
-            receipt.attempt = Some(attempt);
-            receipt.fence = Some(fence.0);
+            note_claim(receipt, attempt, fence.0);
             skipped(
                 receipt,
                 "busy",
@@ -185,7 +182,7 @@ fn run_inner(
             attempts,
             error,
         } => {
-            receipt.fence = Some(fence.0);
+            note_claim(receipt, attempts, fence.0);
             skipped(
                 receipt,
                 "retry-later",
@@ -195,7 +192,6 @@ fn run_inner(
                     last_error(error.as_deref())
                 ),
             );
-            receipt.attempt = Some(attempts);
             return Ok(());
         }
         Claim::GaveUp {
@@ -204,10 +200,8 @@ fn run_inner(
             error,
             abandoned_now,
         } => {
-            receipt.attempt = Some(attempts);
-            receipt.fence = Some(fence.0);
+            note_claim(receipt, attempts, fence.0);
             if abandoned_now {
-                receipt.event = Event::Abandoned;
                 receipt.fail_as(
                     Event::Abandoned,
                     "abandoned",
@@ -430,8 +424,12 @@ fn skipped(receipt: &mut Receipt, reason: &str, detail: String) {
 }
 
 fn note_lease(receipt: &mut Receipt, lease: &Lease) {
-    receipt.attempt = Some(lease.attempt);
-    receipt.fence = Some(lease.fence.0);
+    note_claim(receipt, lease.attempt, lease.fence.0);
+}
+
+fn note_claim(receipt: &mut Receipt, attempt: u32, fence: i64) {
+    receipt.attempt = Some(attempt);
+    receipt.fence = Some(fence);
 }
 
 /// `<host>:<pid>:<start nanos>`: unique per process, readable in `history`.

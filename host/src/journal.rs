@@ -194,16 +194,17 @@ impl Recorder {
 
     fn write(&mut self, record: &impl Serialize) {
         let Some(tx) = self.tx.as_ref() else { return };
-        let framed = postcard::to_stdvec(record)
+        // Encoded once, straight after a length placeholder that is filled
+        // in afterwards: a batch is not copied a second time to frame it.
+        let framed = postcard::to_extend(record, vec![0u8; 4])
             .map_err(|e| e.to_string())
-            .and_then(|bytes| {
-                if bytes.len() > MAX_RECORD {
-                    return Err(format!("a record of {} bytes is too large", bytes.len()));
+            .and_then(|mut framed| {
+                let len = framed.len() - 4;
+                if len > MAX_RECORD {
+                    return Err(format!("a record of {len} bytes is too large"));
                 }
-                let len = u32::try_from(bytes.len()).map_err(|_| "record too large".to_string())?;
-                let mut framed = Vec::with_capacity(bytes.len() + 4);
-                framed.extend_from_slice(&len.to_le_bytes());
-                framed.extend_from_slice(&bytes);
+                let len = u32::try_from(len).map_err(|_| "record too large".to_string())?;
+                framed[..4].copy_from_slice(&len.to_le_bytes());
                 Ok(framed)
             });
         let sent = framed.and_then(|f| {

@@ -209,10 +209,15 @@ pub fn replay(
     recording: &Recording,
 ) -> Result<Replayed> {
     let c = &recording.journal.context;
+    // The recorded run's limits, but never beyond what a job config may
+    // ask for: a replay file is input, and its numbers are not trusted.
     let (memory, timeout_ms, output, report) = c.limits;
     let limits = GuestLimits {
-        memory_bytes: usize::try_from(memory).unwrap_or(usize::MAX),
-        timeout: std::time::Duration::from_millis(timeout_ms),
+        memory_bytes: usize::try_from(memory.min(crate::config::MAX_MEMORY_MIB << 20))
+            .unwrap_or(usize::MAX),
+        timeout: std::time::Duration::from_millis(
+            timeout_ms.min(crate::config::MAX_TIMEOUT_SECONDS * 1000),
+        ),
         output_bytes: usize::try_from(output).unwrap_or(usize::MAX),
         report_bytes: usize::try_from(report).unwrap_or(usize::MAX),
     };

@@ -83,7 +83,7 @@ fn replaying_with_another_component_shows_what_it_would_have_said() {
 }
 
 #[test]
-fn replay_explains_a_missing_key_and_a_run_without_a_journal() {
+fn replay_explains_a_missing_key_and_a_missing_store() {
     let dir = scratch();
     let cfg = report_config(dir.path(), 100);
     let store = dir.path().join("s.db");

@@ -413,9 +413,10 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
         error: r.get(13)?,
         created_at: stored_instant(r, 14)?,
         updated_at: stored_instant(r, 15)?,
-        retry_at: r
-            .get::<_, Option<i64>>(16)?
-            .map(|s| Timestamp::from_second(s).unwrap_or(Timestamp::MAX)),
+        retry_at: match r.get::<_, Option<i64>>(16)? {
+            Some(_) => Some(stored_instant(r, 16)?),
+            None => None,
+        },
         journal_bytes: r.get::<_, Option<i64>>(17)?.map(|n| n.unsigned_abs()),
         messages: r.get(18)?,
         delivered: r.get(19)?,
@@ -797,14 +798,7 @@ impl ClaimStore for SqliteStore {
 
     fn not_sent(&mut self, lease: &Lease, seq: u32, status: &str, now: Timestamp) -> Result<()> {
         let tx = self.immediate()?;
-        let owned = tx
-            .execute(
-                "UPDATE runs SET updated_at = ?3
-                 WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'",
-                params![lease.key.as_str(), lease.fence.0, secs(now)],
-            )
-            .map_err(|e| Error::store("cannot record a send", e))?;
-        fenced(owned, lease)?;
+        still_delivering(&tx, lease, now)?;
         tx.execute(
             "UPDATE outbox SET in_flight = 0, last_status = ?3, updated_at = ?4
              WHERE key = ?1 AND seq = ?2 AND state = 'PENDING'",
@@ -962,6 +956,22 @@ impl ClaimStore for SqliteStore {
     }
 }
 
+/// Inside a write transaction: confirms the run is still ours and
+/// delivering (PREPARED under our fence), and stamps it.
+///
+/// # Errors
+///
+/// `Error::LeaseLost` when it is not; `Error::Store`.
+fn still_delivering(tx: &rusqlite::Transaction<'_>, lease: &Lease, now: Timestamp) -> Result<()> {
+    let owned = tx
+        .execute(
+            "UPDATE runs SET updated_at = ?3 WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'",
+            params![lease.key.as_str(), lease.fence.0, secs(now)],
+        )
+        .map_err(|e| Error::store("cannot check the claim", e))?;
+    fenced(owned, lease)
+}
+
 /// Marks a message delivered, inside a transaction that still holds the
 /// claim (fenced on the run row).
 fn record_delivery(
@@ -970,13 +980,7 @@ fn record_delivery(
     done: &Attempted<'_>,
     now: Timestamp,
 ) -> Result<()> {
-    let owned = tx
-        .execute(
-            "UPDATE runs SET updated_at = ?3 WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'",
-            params![lease.key.as_str(), lease.fence.0, secs(now)],
-        )
-        .map_err(|e| Error::store("cannot record a delivery", e))?;
-    fenced(owned, lease)?;
+    still_delivering(tx, lease, now)?;
     tx.execute(
         "UPDATE outbox SET state = 'DELIVERED', in_flight = 0, attempts = attempts + ?3,
             last_status = ?4, updated_at = ?5
