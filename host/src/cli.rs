@@ -13,7 +13,7 @@ use crate::config::{Config, DEFAULT_STORE, RunFlags};
 use crate::error::Error;
 use crate::job::Runtime;
 use crate::receipt::{Event, Receipt};
-use crate::store::{ClaimStore, RunRecord, SqliteStore};
+use crate::store::{self, RunRecord, StoreLocation};
 
 /// Run a report job exactly once per time window, as a sandboxed
 /// WebAssembly component.
@@ -45,8 +45,8 @@ struct ExportArgs {
     /// The replay file to write.
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
-    /// The claim store [default: $JOBHOST_STORE, else ./state/jobhost.db].
-    #[arg(long, value_name = "PATH", env = "JOBHOST_STORE")]
+    /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else ./state/jobhost.db].
+    #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
 }
 
@@ -55,8 +55,8 @@ struct ReplayArgs {
     /// The run's window key, as `history` shows it.
     #[arg(value_name = "KEY", required_unless_present = "file")]
     key: Option<String>,
-    /// The claim store [default: $JOBHOST_STORE, else ./state/jobhost.db].
-    #[arg(long, value_name = "PATH", env = "JOBHOST_STORE")]
+    /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else ./state/jobhost.db].
+    #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
     /// Replay a file written by `jobhost export` instead; no store needed
     /// (`--store` is then ignored).
@@ -87,9 +87,13 @@ struct RunArgs {
     /// IANA time zone whose calendar defines the windows [default: UTC].
     #[arg(long, value_name = "IANA_ZONE")]
     tz: Option<String>,
-    /// The claim store [default: $JOBHOST_STORE, else ./state/jobhost.db].
-    #[arg(long, value_name = "PATH", env = "JOBHOST_STORE")]
+    /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else ./state/jobhost.db].
+    #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
+    /// Refuse a SQLite store on a filesystem that dies with its machine or
+    /// container (tmpfs, ramfs, overlayfs) instead of warning.
+    #[arg(long)]
+    require_durable_store: bool,
     /// Run as if it were this instant: RFC 3339 with an offset or Z, or RFC 9557 with a [Zone].
     #[arg(long, value_name = "TIME")]
     now: Option<String>,
@@ -100,8 +104,8 @@ struct RunArgs {
 
 #[derive(Debug, clap::Args)]
 struct HistoryArgs {
-    /// The claim store [default: $JOBHOST_STORE, else ./state/jobhost.db].
-    #[arg(long, value_name = "PATH", env = "JOBHOST_STORE")]
+    /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else ./state/jobhost.db].
+    #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
     /// Only this job's runs.
     #[arg(long, value_name = "NAME")]
@@ -177,6 +181,7 @@ fn run(args: RunArgs, runtime: &Runtime) -> i32 {
         window: args.window,
         tz: args.tz,
         store: args.store,
+        require_durable_store: args.require_durable_store,
         now: args.now,
         cache_dir: args.cache_dir,
     };
@@ -205,11 +210,11 @@ fn run(args: RunArgs, runtime: &Runtime) -> i32 {
 }
 
 fn history(args: HistoryArgs) -> anyhow::Result<()> {
-    let path = store_path(args.store);
-    let mut store = SqliteStore::open_read_only(&path)?;
+    let location = store_location(args.store)?;
+    let mut store = store::open_read_only(&location)?;
     let runs = store
         .history(args.job.as_deref())
-        .with_context(|| format!("cannot list store `{}`", path.display()))?;
+        .with_context(|| format!("cannot list store `{location}`"))?;
     let mut out = std::io::stdout().lock();
     if args.json {
         for r in &runs {
@@ -221,17 +226,21 @@ fn history(args: HistoryArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--store`, or `$JOBHOST_STORE`, or the default.
-fn store_path(flag: Option<PathBuf>) -> PathBuf {
-    flag.unwrap_or_else(|| PathBuf::from(DEFAULT_STORE))
+/// `--store`, or `$JOBHOST_STORE`, or the default; `${VAR}` in a URL is
+/// filled in from the environment, as in a job config.
+fn store_location(flag: Option<PathBuf>) -> Result<StoreLocation, Error> {
+    let flags = RunFlags {
+        store: Some(flag.unwrap_or_else(|| PathBuf::from(DEFAULT_STORE))),
+        ..RunFlags::default()
+    };
+    Config::store_only(&flags)
 }
 
 /// Writes a run's replay file.
 fn export(args: ExportArgs) -> Result<(), Error> {
-    let path = store_path(args.store);
-    let mut store = SqliteStore::open_read_only(&path)?;
+    let mut store = store::open_read_only(&store_location(args.store)?)?;
     let key = crate::window::WindowKey::from_stored(args.key);
-    let recording = crate::replay::Recording::from_store(&mut store, &key)?;
+    let recording = crate::replay::Recording::from_store(store.as_mut(), &key)?;
     let bytes = recording.to_file()?;
     let out = &args.output;
     let tmp = out.with_extension("partial");
@@ -260,11 +269,10 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
             (recording.journal.context.key.clone(), recording)
         }
         (None, key) => {
-            let path = store_path(args.store);
-            let mut store = SqliteStore::open_read_only(&path)?;
+            let mut store = store::open_read_only(&store_location(args.store)?)?;
             let key = key.unwrap_or_default();
             let recording = Recording::from_store(
-                &mut store,
+                store.as_mut(),
                 &crate::window::WindowKey::from_stored(key.clone()),
             )?;
             (key, recording)

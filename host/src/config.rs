@@ -17,6 +17,8 @@ use crate::error::{Error, Result};
 use crate::outbox::{DeliveryMode, Destination, HttpTarget, Redactor, RetryPolicy, Target};
 use crate::sandbox::GuestLimits;
 use crate::source::SourceSpec;
+use crate::store::location::is_postgres_url;
+use crate::store::{PostgresUrl, StoreLocation};
 use crate::window::{JobName, WindowKind, Zone};
 
 /// The store used when neither `--store`, the config nor `$JOBHOST_STORE` names one.
@@ -47,8 +49,12 @@ pub struct ConfigFile {
     /// IANA zone whose calendar defines the windows.
     #[serde(alias = "tz")]
     pub timezone: Option<String>,
-    /// The claim store.
-    pub store: Option<PathBuf>,
+    /// The claim store: a SQLite file path, or a `postgres://` URL (which
+    /// may take its password from `${VAR}`).
+    pub store: Option<String>,
+    /// Refuse to run with a SQLite store on a filesystem that dies with its
+    /// machine or container (tmpfs, ramfs, overlayfs), instead of warning.
+    pub require_durable_store: Option<bool>,
     /// A fixed clock reading (mostly for tests and demos).
     pub now: Option<String>,
     /// Attempts before a failing window is given up.
@@ -158,6 +164,8 @@ pub struct RunFlags {
     pub tz: Option<String>,
     /// `--store`, or `$JOBHOST_STORE`.
     pub store: Option<PathBuf>,
+    /// `--require-durable-store`.
+    pub require_durable_store: bool,
     /// `--now`.
     pub now: Option<String>,
     /// `--cache-dir`, or `$JOBHOST_CACHE_DIR`.
@@ -175,8 +183,10 @@ pub struct Config {
     pub window: WindowKind,
     /// Time zone.
     pub zone: Zone,
-    /// The store file.
-    pub store: PathBuf,
+    /// The claim store.
+    pub store: StoreLocation,
+    /// Refuse an ephemeral SQLite store instead of warning about it.
+    pub require_durable_store: bool,
     /// A fixed `now`, if given.
     pub now: Option<Timestamp>,
     /// Attempts before giving up on a window.
@@ -222,6 +232,29 @@ impl Config {
         Config::resolve_with_env(flags, &|name| std::env::var_os(name))
     }
 
+    /// The store named by `flags` alone, for commands that need nothing
+    /// else (`history`, `export`, `replay`).
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` when a `${VAR}` in a store URL cannot be filled in.
+    pub fn store_only(flags: &RunFlags) -> Result<StoreLocation> {
+        let env = |name: &str| std::env::var_os(name);
+        match &flags.store {
+            Some(p) => match p.to_str() {
+                Some(text) => store_location(
+                    "--store",
+                    text,
+                    Path::new(""),
+                    &env,
+                    &mut Redactor::default(),
+                ),
+                None => Ok(StoreLocation::Sqlite(p.clone())),
+            },
+            None => Ok(StoreLocation::Sqlite(PathBuf::from(DEFAULT_STORE))),
+        }
+    }
+
     /// [`Config::resolve`], taking `${VAR}` values from `env` instead of the
     /// process environment.
     ///
@@ -264,11 +297,19 @@ impl Config {
                 .or(file.timezone.as_deref())
                 .unwrap_or("UTC"),
         )?;
+        let mut redactor = Redactor::default();
         let store = match (&flags.store, &file.store) {
-            (Some(p), _) => p.clone(),
-            (None, Some(p)) => from_file(p),
-            (None, None) => PathBuf::from(DEFAULT_STORE),
+            (Some(p), _) => match p.to_str() {
+                Some(text) => store_location("--store", text, Path::new(""), env, &mut redactor)?,
+                None => StoreLocation::Sqlite(p.clone()),
+            },
+            (None, Some(text)) => {
+                store_location("`store` in the job config", text, &base, env, &mut redactor)?
+            }
+            (None, None) => StoreLocation::Sqlite(PathBuf::from(DEFAULT_STORE)),
         };
+        let require_durable_store =
+            flags.require_durable_store || file.require_durable_store.unwrap_or(false);
         let now = match (&flags.now, &file.now) {
             (Some(t), _) => Some(clock::parse_instant("--now", t)?),
             (None, Some(t)) => Some(clock::parse_instant("`now` in the job config", t)?),
@@ -288,7 +329,6 @@ impl Config {
             query: s.query,
         });
         let mut destinations = BTreeMap::new();
-        let mut redactor = Redactor::default();
         for (name, d) in file.destinations {
             if name.is_empty()
                 || name.len() > 64
@@ -375,6 +415,7 @@ impl Config {
             window,
             zone,
             store,
+            require_durable_store,
             now,
             max_attempts,
             cache_dir,
@@ -549,6 +590,35 @@ pub fn expand(
     Ok(out)
 }
 
+/// A store named by a flag or the config: a `postgres://` URL, whose
+/// `${VAR}` references are filled in (and their values scrubbed from every
+/// message), or a SQLite path relative to `base`.
+fn store_location(
+    what: &str,
+    text: &str,
+    base: &Path,
+    env: &Env<'_>,
+    redactor: &mut Redactor,
+) -> Result<StoreLocation> {
+    if !is_postgres_url(text) {
+        return Ok(StoreLocation::parse(text, base));
+    }
+    let url = expand(what, text, env, redactor)?;
+    // A password written into the URL itself is scrubbed from messages too.
+    if let Some(password) = url
+        .parse::<postgres::Config>()
+        .ok()
+        .and_then(|c| {
+            c.get_password()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+        })
+        .filter(|p| !p.is_empty())
+    {
+        redactor.add(password);
+    }
+    Ok(StoreLocation::Postgres(PostgresUrl::new(url)))
+}
+
 fn config_dir(path: &Path) -> PathBuf {
     path.parent().map(Path::to_path_buf).unwrap_or_default()
 }
@@ -616,7 +686,7 @@ mod tests {
         );
         assert_eq!(c.destinations["digest"].mode, DeliveryMode::AtLeastOnce);
         assert_eq!(c.params, vec![("top".to_string(), "5".to_string())]);
-        assert_eq!(c.store, PathBuf::from(DEFAULT_STORE));
+        assert_eq!(c.store, StoreLocation::Sqlite(PathBuf::from(DEFAULT_STORE)));
     }
 
     #[test]

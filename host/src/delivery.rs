@@ -516,7 +516,7 @@ pub fn after(now: Timestamp, d: Duration) -> Timestamp {
 
 /// How a failed attempt of a window ends: retried after a backoff that
 /// doubles with each attempt, or abandoned when it was the last attempt.
-pub fn retry_or_abandon(config: &Config, lease: &Lease, now: Timestamp) -> Failure {
+pub fn retry_or_abandon(config: &Config, lease: &Lease) -> Failure {
     if lease.attempt >= config.max_attempts {
         return Failure::Abandon;
     }
@@ -525,9 +525,7 @@ pub fn retry_or_abandon(config: &Config, lease: &Lease, now: Timestamp) -> Failu
         .retry_delay
         .saturating_mul(1u32 << exp)
         .min(config.max_retry_delay);
-    Failure::Retry {
-        at: after(now, delay),
-    }
+    Failure::Retry { after: delay }
 }
 
 /// Delivers `pending` in order and, when all are delivered, marks the run
@@ -587,7 +585,7 @@ pub fn deliver(
                 m.idempotency_key, m.destination
             );
             let now = clock.lease_now();
-            let how = retry_or_abandon(config, lease, now);
+            let how = retry_or_abandon(config, lease);
             store.fail(lease, &why, how, None, now)?;
             info.detail = Some(why.clone());
             let end = ended(how, why, info);
@@ -621,30 +619,30 @@ pub fn deliver(
         loop {
             reach(Boundary::BeforeSend);
             let now = clock.lease_now();
-            let until = after(now, config.lease);
             if at_most_once {
                 // Counted and marked in flight before the send: a crash
                 // from here on leaves the outcome unknown, and it is treated
                 // that way.
-                store.renew(lease, until, Some(m.seq), now)?;
+                store.renew(lease, config.lease, Some(m.seq), now)?;
             } else {
                 uncounted += 1;
                 // Renewed when half spent, or when what is left might not
                 // cover this send and the wait before the next one: the
                 // lease must never run out while this process works.
-                let expires = store.check_lease(lease)?;
-                let left = now.duration_until(expires);
+                // Measured on the store's clock: the database's, for
+                // PostgreSQL.
+                let left = store.check_lease(lease, now)?;
                 // Slack of a tenth of the lease (at least 5 s) for the
                 // store's own writes and clock differences.
                 let slack = (config.lease / 10).max(Duration::from_secs(5));
                 let needed =
                     (config.lease / 2).max(dest.timeout() + dest.retry.max_backoff + slack);
                 if left <= SignedDuration::try_from(needed).unwrap_or(SignedDuration::MAX) {
-                    store.renew(lease, until, None, now)?;
+                    store.renew(lease, config.lease, None, now)?;
                 }
             }
             info.attempts += 1;
-            let mut still_ours = || store.check_lease(lease).map(drop);
+            let mut still_ours = || store.check_lease(lease, clock.lease_now()).map(drop);
             let sent = sender.send(
                 &m.destination,
                 dest,
@@ -682,7 +680,7 @@ pub fn deliver(
                         Uncertainty::Refused => Some(Failure::Permanent),
                         Uncertainty::Unknown if at_most_once => Some(Failure::Abandon),
                         _ if info.attempts >= dest.retry.tries => {
-                            Some(retry_or_abandon(config, lease, now))
+                            Some(retry_or_abandon(config, lease))
                         }
                         _ => None,
                     };

@@ -11,7 +11,7 @@ use jiff::Timestamp;
 use crate::cache::CompileCache;
 use crate::clock::{Clock, FixedClock, SystemClock, VirtualClock, rfc3339};
 use crate::config::Config;
-use crate::delivery::{self, Delivery, Ended, after, retry_or_abandon};
+use crate::delivery::{self, Delivery, Ended, retry_or_abandon};
 use crate::error::Result;
 use crate::failpoint::{Boundary, Failpoints};
 use crate::guest_log::GuestLog;
@@ -19,9 +19,10 @@ use crate::outbox::Staging;
 use crate::receipt::{Event, MessageInfo, Receipt, ReportInfo};
 use crate::sandbox::{ComponentFile, RunInput, Sandbox};
 use crate::source::SourceAccess;
+use crate::store::durable::ephemeral_filesystem;
 use crate::store::{
     Claim, ClaimRequest, ClaimStore, Failure, Lease, PendingMessage, RunRecord, RunState,
-    SqliteStore,
+    StoreLocation,
 };
 use crate::window::{Window, WindowKey};
 
@@ -94,9 +95,12 @@ fn run_inner(
     if let Ok(f) = &file {
         receipt.component = Some(f.digest());
     }
-    receipt.store = Some(config.store.display().to_string());
+    receipt.store = Some(config.store.to_string());
+    // Before the store is created: a refusal must leave nothing behind.
+    check_durable(config, receipt)?;
 
-    let mut store = SqliteStore::open(&config.store)?;
+    let mut store = crate::store::open(&config.store)?;
+    let store = store.as_mut();
     // The common case for a scheduled job is a window that is already done:
     // answer it without compiling anything.
     let peeked = store.peek(&key)?;
@@ -150,7 +154,7 @@ fn run_inner(
             .as_ref()
             .map_or_else(String::new, ComponentFile::digest),
         now: claim_now,
-        lease_until: after(claim_now, config.lease),
+        lease: config.lease,
         max_attempts: config.max_attempts,
     })?;
     let lease = match claim {
@@ -238,7 +242,7 @@ fn run_inner(
             }
             let pending = store.pending_messages(&key)?;
             return deliver(
-                config, &mut store, &lease, clock, runtime, &key, &pending, true, receipt,
+                config, store, &lease, clock, runtime, &key, &pending, true, receipt,
             );
         }
         Claim::Run { lease, .. } => lease,
@@ -263,7 +267,7 @@ fn run_inner(
                 store.fail(
                     &lease,
                     &e.to_string(),
-                    retry_or_abandon(config, &lease, now),
+                    retry_or_abandon(config, &lease),
                     None,
                     now,
                 )?;
@@ -299,7 +303,7 @@ fn run_inner(
         Err(failure) => {
             let now = clock.lease_now();
             let how = if failure.retryable {
-                retry_or_abandon(config, &lease, now)
+                retry_or_abandon(config, &lease)
             } else {
                 Failure::Permanent
             };
@@ -346,7 +350,7 @@ fn run_inner(
         })
         .collect();
     deliver(
-        config, &mut store, &lease, clock, runtime, &key, &pending, false, receipt,
+        config, store, &lease, clock, runtime, &key, &pending, false, receipt,
     )
 }
 
@@ -354,7 +358,7 @@ fn run_inner(
 #[allow(clippy::too_many_arguments)]
 fn deliver(
     config: &Config,
-    store: &mut SqliteStore,
+    store: &mut dyn ClaimStore,
     lease: &Lease,
     clock: &dyn Clock,
     runtime: &Runtime,
@@ -385,6 +389,45 @@ fn deliver(
         Ended::Permanent(why) => receipt.fail("delivery", why, Some(false)),
         Ended::Abandoned(why) => receipt.fail_as(Event::Abandoned, "delivery", why),
     }
+    Ok(())
+}
+
+/// A SQLite store on a filesystem that dies with its machine or container
+/// loses every claim with it, and the next host runs every window again:
+/// warn in the receipt and on stderr, or refuse when the job requires a
+/// durable store.
+///
+/// # Errors
+///
+/// `Error::Input` when the store is ephemeral and a durable one is required.
+fn check_durable(config: &Config, receipt: &mut Receipt) -> Result<()> {
+    let StoreLocation::Sqlite(path) = &config.store else {
+        return Ok(());
+    };
+    let Some(fs) = ephemeral_filesystem(path) else {
+        return Ok(());
+    };
+    let problem = format!(
+        "store `{}` is on {}: {}, and with it every claim, so a later host would run \
+         every window again",
+        path.display(),
+        fs.name(),
+        fs.dies_with()
+    );
+    let fix = "put the store on a persistent volume, or use a PostgreSQL store \
+               (--store postgres://...)";
+    if config.require_durable_store {
+        return Err(crate::Error::input(format!(
+            "{problem}; {fix} (refused because a durable store is required)"
+        )));
+    }
+    eprintln!(
+        "jobhost: warning: {problem}; {fix}, or pass --require-durable-store to refuse such a store"
+    );
+    receipt.warnings.push(crate::receipt::Warning {
+        kind: "ephemeral-store",
+        message: format!("{problem}; {fix}"),
+    });
     Ok(())
 }
 

@@ -57,6 +57,15 @@ pub struct ErrorInfo {
     pub retryable: Option<bool>,
 }
 
+/// Something that did not stop the run but needs a person's attention.
+#[derive(Debug, Clone, Serialize)]
+pub struct Warning {
+    /// A stable kind: `ephemeral-store`.
+    pub kind: &'static str,
+    /// One line for a person: what is wrong and what to do.
+    pub message: String,
+}
+
 /// One staged message's fate in this invocation.
 #[derive(Debug, Clone, Serialize)]
 pub struct MessageInfo {
@@ -145,9 +154,12 @@ pub struct Receipt {
     /// `sha256:<hex>` of the component file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub component: Option<String>,
-    /// The store file.
+    /// The claim store: its file, or its URL with the password hidden.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<String>,
+    /// Things that did not stop the run but need a person's attention.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Warning>,
     /// Why nothing ran: `done`, `busy`, `gave-up`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -191,6 +203,7 @@ impl Receipt {
             now: None,
             component: None,
             store: None,
+            warnings: Vec::new(),
             reason: None,
             detail: None,
             attempt: None,

@@ -2,7 +2,15 @@
 //! by whom, under which fence, and how far each run got. Everything that must
 //! survive the process (the claim, the staged messages, the job's cursor)
 //! lives here and nowhere else. [`ClaimStore`] is the contract; `sqlite` is
-//! the default backend.
+//! the default backend (one machine, one file) and `postgres` the one for
+//! fleets (many hosts, one database). [`StoreLocation`] names one of them
+//! and [`open`] opens it; the claim decision itself ([`decide`]) is shared,
+//! so the two backends cannot answer the same row differently.
+//!
+//! Each backend measures leases and retry times on one clock of its own:
+//! SQLite on the host's lease clock (the reading passed in as `now`), which
+//! every process on the one machine shares; PostgreSQL on the database's
+//! `now()`, so hosts whose clocks disagree still agree on who holds a lease.
 //!
 //! A run moves `CLAIMED -> PREPARED -> DONE`; it may instead end `FAILED`
 //! (retryable failures are claimed again after a backoff, up to the job's
@@ -11,16 +19,48 @@
 //! claimed with; a write that matches no row means another process took the
 //! run over, and the writer must stop without writing or delivering.
 
+pub mod durable;
+pub mod location;
+pub mod postgres;
 pub mod sqlite;
 
 use std::fmt;
+use std::time::Duration;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 
 use crate::error::{Error, Result};
 use crate::window::{JobName, Window, WindowKey};
 
+pub use location::{PostgresUrl, StoreLocation};
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
+
+/// Opens (creating and migrating when needed) the store at `location`.
+///
+/// # Errors
+///
+/// `Error::Input` for a path or URL that cannot be a jobhost store;
+/// `Error::Store` when the store cannot be reached or read.
+pub fn open(location: &StoreLocation) -> Result<Box<dyn ClaimStore>> {
+    Ok(match location {
+        StoreLocation::Sqlite(path) => Box::new(SqliteStore::open(path)?),
+        StoreLocation::Postgres(url) => Box::new(PostgresStore::open(url)?),
+    })
+}
+
+/// Opens an existing store for reading: nothing is created or migrated.
+///
+/// # Errors
+///
+/// `Error::Input` when there is no jobhost store there; `Error::Store` when
+/// it cannot be reached.
+pub fn open_read_only(location: &StoreLocation) -> Result<Box<dyn ClaimStore>> {
+    Ok(match location {
+        StoreLocation::Sqlite(path) => Box::new(SqliteStore::open_read_only(path)?),
+        StoreLocation::Postgres(url) => Box::new(PostgresStore::open_read_only(url)?),
+    })
+}
 
 /// The fence number of a claim: incremented by every takeover, so a stale
 /// owner's writes match nothing.
@@ -101,10 +141,11 @@ pub struct ClaimRequest<'a> {
     pub owner: &'a str,
     /// `sha256:<hex>` of the component that will run.
     pub component: &'a str,
-    /// The run's clock reading.
+    /// The host's lease clock reading. SQLite measures the lease on it;
+    /// PostgreSQL ignores it and uses the database's clock.
     pub now: Timestamp,
-    /// When the lease runs out if not renewed.
-    pub lease_until: Timestamp,
+    /// How long the lease lasts if not renewed.
+    pub lease: Duration,
     /// Attempts after which a failed window is no longer retried.
     pub max_attempts: u32,
 }
@@ -172,12 +213,13 @@ pub enum Claim {
 /// How a failed attempt ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {
-    /// Try again, not before `at`. A CLAIMED run becomes FAILED (retryable);
-    /// a PREPARED run keeps its committed report and messages and lets its
-    /// claim go, so that the next attempt delivers them.
+    /// Try again once `after` has passed on the store's clock. A CLAIMED
+    /// run becomes FAILED (retryable); a PREPARED run keeps its committed
+    /// report and messages and lets its claim go, so that the next attempt
+    /// delivers them.
     Retry {
-        /// The earliest next attempt.
-        at: Timestamp,
+        /// The wait before the next attempt.
+        after: Duration,
     },
     /// Never try again: FAILED, not retryable.
     Permanent,
@@ -347,16 +389,18 @@ pub trait ClaimStore {
     fn report(&mut self, key: &WindowKey) -> Result<Option<StoredReport>>;
 
     /// Confirms, just before a send, that the claim is still ours, and
-    /// returns when the lease runs out. Reads only.
+    /// returns how much of the lease is left on the store's clock (negative
+    /// once it ran out). Reads only.
     ///
     /// # Errors
     ///
     /// `Error::LeaseLost` when the fence no longer matches; `Error::Store`.
-    fn check_lease(&mut self, lease: &Lease) -> Result<Timestamp>;
+    fn check_lease(&mut self, lease: &Lease, now: Timestamp) -> Result<SignedDuration>;
 
-    /// Extends the lease of a PREPARED run to `until`, fenced. With
-    /// `in_flight`, also records in the same transaction that a send of that
-    /// message begins (counting it), for at-most-once destinations.
+    /// Extends the lease of a PREPARED run to `lease` from now on the
+    /// store's clock (never shortening it), fenced. With `in_flight`, also
+    /// records in the same transaction that a send of that message begins
+    /// (counting it), for at-most-once destinations.
     ///
     /// # Errors
     ///
@@ -364,7 +408,7 @@ pub trait ClaimStore {
     fn renew(
         &mut self,
         lease: &Lease,
-        until: Timestamp,
+        for_: Duration,
         in_flight: Option<u32>,
         now: Timestamp,
     ) -> Result<()>;
@@ -430,4 +474,204 @@ pub trait ClaimStore {
     ///
     /// `Error::Store`.
     fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>>;
+}
+
+/// What a claim found in an existing row, read under the row's write lock,
+/// with the lease and the retry time already judged on the store's clock.
+#[derive(Debug, Clone)]
+pub struct Existing {
+    /// The row's state.
+    pub state: RunState,
+    /// Its fence.
+    pub fence: i64,
+    /// Attempts so far.
+    pub attempt: u32,
+    /// The current or last owner.
+    pub owner: String,
+    /// When its lease runs out.
+    pub lease_until: Timestamp,
+    /// Whether that is still ahead on the store's clock.
+    pub lease_live: bool,
+    /// The last error.
+    pub error: Option<String>,
+    /// Whether its failure may be retried.
+    pub retryable: bool,
+    /// The retry time, when it is still ahead on the store's clock.
+    pub retry_pending: Option<Timestamp>,
+    /// The window the row was claimed for: start, end, zone.
+    pub bounds: (Timestamp, Timestamp, String),
+}
+
+/// What a claim must do with an existing row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Answer without writing.
+    Answer(Claim),
+    /// Write ABANDONED with this error, then answer `GaveUp`.
+    Abandon(String),
+    /// Take the row over with fence + 1 and attempt + 1: `resume` delivers
+    /// the committed messages, otherwise the guest runs again.
+    TakeOver {
+        /// The report is committed: deliver it, never re-render.
+        resume: bool,
+    },
+}
+
+/// The claim decision for an existing row, shared by every backend.
+///
+/// # Errors
+///
+/// `Error::Input` when the row was claimed for another window under the
+/// same key.
+pub fn decide(existing: &Existing, req: &ClaimRequest<'_>) -> Result<Decision> {
+    let key = req.window.key();
+    let (start, end, zone) = &existing.bounds;
+    if (*start, *end, zone.as_str()) != (req.window.start, req.window.end, req.window.zone.name()) {
+        return Err(window_mismatch(&key, *start, *end, zone));
+    }
+    let fence = Fence(existing.fence);
+    let attempts = existing.attempt;
+    let error = existing.error.clone();
+    let gave_up = || {
+        Decision::Answer(Claim::GaveUp {
+            fence,
+            attempts,
+            error: error.clone(),
+            abandoned_now: false,
+        })
+    };
+    Ok(match existing.state {
+        RunState::Done => Decision::Answer(Claim::Done {
+            attempt: attempts,
+            fence,
+        }),
+        RunState::Claimed | RunState::Prepared if existing.lease_live => {
+            Decision::Answer(Claim::Busy {
+                owner: existing.owner.clone(),
+                attempt: attempts,
+                fence,
+                lease_until: existing.lease_until,
+            })
+        }
+        RunState::Abandoned => gave_up(),
+        RunState::Failed if !existing.retryable => gave_up(),
+        _ if existing.retry_pending.is_some() => Decision::Answer(Claim::Wait {
+            until: existing.retry_pending.unwrap_or(Timestamp::MAX),
+            fence,
+            attempts,
+            error,
+        }),
+        // Out of attempts (each one failed, or died holding the claim):
+        // give up loudly rather than leave the window looking as if it
+        // might still finish.
+        _ if attempts >= req.max_attempts => Decision::Abandon(format!(
+            "abandoned after {attempts} attempt(s); last error: {}",
+            error.as_deref().unwrap_or(
+                "none recorded (the process died holding the claim; look at the host's logs)"
+            )
+        )),
+        RunState::Prepared => Decision::TakeOver { resume: true },
+        RunState::Claimed | RunState::Failed => Decision::TakeOver { resume: false },
+    })
+}
+
+/// The answer to a claim once `decision` has been written.
+pub fn decided(decision: Decision, req: &ClaimRequest<'_>, existing: &Existing) -> Claim {
+    let lease = |resume| {
+        Lease {
+            key: req.window.key(),
+            fence: Fence(existing.fence + 1),
+            owner: req.owner.to_string(),
+            attempt: existing.attempt + 1,
+        }
+        .into_claim(resume)
+    };
+    match decision {
+        Decision::Answer(claim) => claim,
+        Decision::Abandon(why) => Claim::GaveUp {
+            fence: Fence(existing.fence),
+            attempts: existing.attempt,
+            error: Some(why),
+            abandoned_now: true,
+        },
+        Decision::TakeOver { resume } => lease(resume),
+    }
+}
+
+impl Lease {
+    fn into_claim(self, resume: bool) -> Claim {
+        if resume {
+            Claim::Resume { lease: self }
+        } else {
+            Claim::Run {
+                lease: self,
+                takeover: true,
+            }
+        }
+    }
+}
+
+/// The error for a fenced write that matched no row.
+pub fn lease_lost(lease: &Lease) -> Error {
+    Error::LeaseLost(format!(
+        "lost the claim on `{}` (fence {}): another process took it over after the lease ran out; \
+         stopping without writing or sending",
+        lease.key, lease.fence
+    ))
+}
+
+/// Fails with `LeaseLost` unless a fenced write changed exactly one row.
+///
+/// # Errors
+///
+/// `Error::LeaseLost`.
+pub fn fenced(changed: u64, lease: &Lease) -> Result<()> {
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(lease_lost(lease))
+    }
+}
+
+/// The error for finishing a run whose messages are not all delivered.
+pub fn undelivered(lease: &Lease) -> Error {
+    Error::Delivery(format!(
+        "cannot mark `{}` done: some of its messages are not delivered yet",
+        lease.key
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::{WindowKind, Zone};
+
+    #[test]
+    fn a_row_for_another_window_under_the_same_key_is_refused() {
+        let job = JobName::new("j").unwrap();
+        let now: Timestamp = "2026-11-09T00:05:00Z".parse().unwrap();
+        let w = Window::last_closed(&job, WindowKind::Day, &Zone::utc(), now).unwrap();
+        let existing = Existing {
+            state: RunState::Done,
+            fence: 1,
+            attempt: 1,
+            owner: "a".into(),
+            lease_until: now,
+            lease_live: false,
+            error: None,
+            retryable: false,
+            retry_pending: None,
+            bounds: (w.start, w.end, "Asia/Tokyo".into()),
+        };
+        let req = ClaimRequest {
+            window: &w,
+            owner: "b",
+            component: "sha256:00",
+            now,
+            lease: Duration::from_secs(60),
+            max_attempts: 3,
+        };
+        let err = decide(&existing, &req).unwrap_err();
+        assert!(err.to_string().contains("give the job a new name"), "{err}");
+    }
 }

@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use super::{
-    Attempted, Claim, ClaimRequest, ClaimStore, Failure, Fence, Lease, PendingMessage, RunRecord,
-    RunState, StagedMessage, StoredReport,
+    Attempted, Claim, ClaimRequest, ClaimStore, Decision, Existing, Failure, Fence, Lease,
+    PendingMessage, RunRecord, RunState, StagedMessage, StoredReport, decide, decided,
 };
 use crate::error::{Error, Result};
 use crate::window::{JobName, WindowKey};
@@ -423,34 +423,14 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
     })
 }
 
-/// The parts of an existing run row a claim decides on.
-struct Existing {
-    state: RunState,
-    fence: i64,
-    attempt: u32,
-    owner: String,
-    expires: i64,
-    error: Option<String>,
-    retryable: bool,
-    retry_at: Option<i64>,
-    bounds: (i64, i64, String),
-}
-
 /// Fails with `LeaseLost` when a fenced write touched no row.
 fn fenced(changed: usize, lease: &Lease) -> Result<()> {
-    if changed == 1 {
-        Ok(())
-    } else {
-        Err(lost(lease))
-    }
+    super::fenced(changed as u64, lease)
 }
 
-fn lost(lease: &Lease) -> Error {
-    Error::LeaseLost(format!(
-        "lost the claim on `{}` (fence {}): another process took it over after the lease ran out; \
-         stopping without writing or sending",
-        lease.key, lease.fence
-    ))
+/// `now + d` on the host's lease clock, in the store's whole seconds.
+fn secs_after(now: Timestamp, d: Duration) -> i64 {
+    secs(crate::delivery::after(now, d))
 }
 
 impl ClaimStore for SqliteStore {
@@ -465,7 +445,7 @@ impl ClaimStore for SqliteStore {
     fn claim(&mut self, req: &ClaimRequest<'_>) -> Result<Claim> {
         let key = req.window.key();
         let now = secs(req.now);
-        let until = secs(req.lease_until);
+        let until = secs_after(req.now, req.lease);
         let tx = self.immediate()?;
         let existing = tx
             .query_row(
@@ -474,27 +454,27 @@ impl ClaimStore for SqliteStore {
                  FROM runs WHERE key = ?1",
                 [key.as_str()],
                 |r| {
+                    let expires: i64 = r.get(4)?;
+                    let retry_at: Option<i64> = r.get(10)?;
                     Ok(Existing {
                         state: stored_state(r, 0)?,
                         fence: r.get(1)?,
                         attempt: r.get(2)?,
                         owner: r.get(3)?,
-                        expires: r.get(4)?,
+                        lease_until: stored_instant(r, 4)?,
+                        lease_live: expires > now,
                         error: r.get(5)?,
                         retryable: r.get(6)?,
-                        bounds: (r.get(7)?, r.get(8)?, r.get(9)?),
-                        retry_at: r.get(10)?,
+                        retry_pending: match retry_at {
+                            Some(at) if at > now => Some(stored_instant(r, 10)?),
+                            _ => None,
+                        },
+                        bounds: (stored_instant(r, 7)?, stored_instant(r, 8)?, r.get(9)?),
                     })
                 },
             )
             .optional()
             .map_err(|e| Error::store("cannot read the claim", e))?;
-        let lease = |fence: i64, attempt: u32| Lease {
-            key: key.clone(),
-            fence: Fence(fence),
-            owner: req.owner.to_string(),
-            attempt,
-        };
         let claim = match existing {
             None => {
                 tx.execute(
@@ -515,108 +495,32 @@ impl ClaimStore for SqliteStore {
                 )
                 .map_err(|e| Error::store("cannot insert the claim", e))?;
                 Claim::Run {
-                    lease: lease(1, 1),
+                    lease: Lease {
+                        key: key.clone(),
+                        fence: Fence(1),
+                        owner: req.owner.to_string(),
+                        attempt: 1,
+                    },
                     takeover: false,
                 }
             }
-            Some(Existing {
-                bounds: (start, end, ref zone),
-                ..
-            }) if (start, end, zone.as_str())
-                != (
-                    secs(req.window.start),
-                    secs(req.window.end),
-                    req.window.zone.name(),
-                ) =>
-            {
-                return Err(super::window_mismatch(
-                    &key,
-                    Timestamp::from_second(start).unwrap_or(Timestamp::MIN),
-                    Timestamp::from_second(end).unwrap_or(Timestamp::MIN),
-                    zone,
-                ));
-            }
-            Some(Existing {
-                state,
-                fence,
-                attempt,
-                owner,
-                expires,
-                error,
-                retryable,
-                retry_at,
-                ..
-            }) => {
-                let live = expires > now;
-                match state {
-                    RunState::Done => Claim::Done {
-                        attempt,
-                        fence: Fence(fence),
-                    },
-                    RunState::Claimed | RunState::Prepared if live => Claim::Busy {
-                        owner,
-                        attempt,
-                        fence: Fence(fence),
-                        lease_until: Timestamp::from_second(expires).unwrap_or(Timestamp::MAX),
-                    },
-                    RunState::Abandoned => Claim::GaveUp {
-                        fence: Fence(fence),
-                        attempts: attempt,
-                        error,
-                        abandoned_now: false,
-                    },
-                    RunState::Failed if !retryable => Claim::GaveUp {
-                        fence: Fence(fence),
-                        attempts: attempt,
-                        error,
-                        abandoned_now: false,
-                    },
-                    _ if retry_at.is_some_and(|at| at > now) => Claim::Wait {
-                        until: Timestamp::from_second(retry_at.unwrap_or(now))
-                            .unwrap_or(Timestamp::MAX),
-                        fence: Fence(fence),
-                        attempts: attempt,
-                        error,
-                    },
-                    _ if attempt >= req.max_attempts => {
-                        // Out of attempts (each one failed, or died holding
-                        // the claim): give up loudly rather than leave the
-                        // window looking as if it might still finish.
-                        let why = format!(
-                            "abandoned after {attempt} attempt(s); last error: {}",
-                            error.as_deref().unwrap_or(
-                                "none recorded (the process died holding the claim; \
-                                 look at the host's logs)"
-                            )
-                        );
+            Some(existing) => {
+                let decision = decide(&existing, req)?;
+                match &decision {
+                    Decision::Answer(_) => {}
+                    Decision::Abandon(why) => {
                         tx.execute(
                             "UPDATE runs SET state = 'ABANDONED', error = ?3, updated_at = ?4
                              WHERE key = ?1 AND fence = ?2",
-                            params![key.as_str(), fence, why, now],
+                            params![key.as_str(), existing.fence, why, now],
                         )
                         .map_err(|e| Error::store("cannot abandon the claim", e))?;
-                        Claim::GaveUp {
-                            fence: Fence(fence),
-                            attempts: attempt,
-                            error: Some(why),
-                            abandoned_now: true,
-                        }
                     }
-                    RunState::Prepared => {
-                        // The report is committed: deliver it, never re-render.
-                        take_over(&tx, &key, req, fence, attempt + 1)?;
-                        Claim::Resume {
-                            lease: lease(fence + 1, attempt + 1),
-                        }
-                    }
-                    RunState::Claimed | RunState::Failed => {
-                        take_over(&tx, &key, req, fence, attempt + 1)?;
-                        Claim::Run {
-                            lease: lease(fence + 1, attempt + 1),
-                            takeover: true,
-                        }
+                    Decision::TakeOver { .. } => {
+                        take_over(&tx, &key, req, existing.fence, existing.attempt + 1)?;
                     }
                 }
+                decided(decision, req, &existing)
             }
         };
         tx.commit()
@@ -751,7 +655,7 @@ impl ClaimStore for SqliteStore {
             .map_err(|e| self.err("read the report", e))
     }
 
-    fn check_lease(&mut self, lease: &Lease) -> Result<Timestamp> {
+    fn check_lease(&mut self, lease: &Lease, now: Timestamp) -> Result<SignedDuration> {
         let expires: Option<i64> = self
             .conn
             .query_row(
@@ -763,24 +667,25 @@ impl ClaimStore for SqliteStore {
             .optional()
             .map_err(|e| self.err("check the claim", e))?;
         match expires {
-            Some(s) => Ok(Timestamp::from_second(s).unwrap_or(Timestamp::MIN)),
-            None => Err(lost(lease)),
+            Some(s) => Ok(SignedDuration::from_secs(s.saturating_sub(secs(now)))),
+            None => Err(super::lease_lost(lease)),
         }
     }
 
     fn renew(
         &mut self,
         lease: &Lease,
-        until: Timestamp,
+        for_: Duration,
         in_flight: Option<u32>,
         now: Timestamp,
     ) -> Result<()> {
+        let until = secs_after(now, for_);
         let tx = self.immediate()?;
         let changed = tx
             .execute(
                 "UPDATE runs SET lease_expires_at = max(lease_expires_at, ?3), updated_at = ?4
                  WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'",
-                params![lease.key.as_str(), lease.fence.0, secs(until), secs(now)],
+                params![lease.key.as_str(), lease.fence.0, until, secs(now)],
             )
             .map_err(|e| Error::store("cannot renew the claim", e))?;
         fenced(changed, lease)?;
@@ -850,10 +755,7 @@ impl ClaimStore for SqliteStore {
                 .optional()
                 .map_err(|e| Error::store("cannot mark the run done", e))?;
             if still_ours.is_some() {
-                return Err(Error::Delivery(format!(
-                    "cannot mark `{}` done: some of its messages are not delivered yet",
-                    lease.key
-                )));
+                return Err(super::undelivered(lease));
             }
         }
         fenced(changed, lease)?;
@@ -885,7 +787,7 @@ impl ClaimStore for SqliteStore {
         // A PREPARED run that will be retried keeps its state (its report
         // and messages are committed) and only lets its lease go.
         let (retry_at, run_state, message_state) = match how {
-            Failure::Retry { at } => (Some(secs(at)), None, "PENDING"),
+            Failure::Retry { after } => (Some(secs_after(now, after)), None, "PENDING"),
             Failure::Permanent => (None, Some("FAILED"), "FAILED"),
             Failure::Abandon => (None, Some("ABANDONED"), "ABANDONED"),
         };
@@ -1015,7 +917,7 @@ fn take_over(
             fence,
             fence + 1,
             req.owner,
-            secs(req.lease_until),
+            secs_after(req.now, req.lease),
             attempt,
             req.component,
             secs(req.now)
@@ -1028,30 +930,6 @@ fn take_over(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::window::{Window, WindowKind, Zone};
-
-    fn window(label_day: &str) -> Window {
-        let now: Timestamp = format!("{label_day}T12:00:00Z").parse().unwrap();
-        Window::containing(
-            &JobName::new("daily-report").unwrap(),
-            WindowKind::Day,
-            &Zone::utc(),
-            now,
-        )
-        .unwrap()
-    }
-
-    fn req<'a>(w: &'a Window, now: &str, owner: &'a str) -> ClaimRequest<'a> {
-        let now: Timestamp = now.parse().unwrap();
-        ClaimRequest {
-            window: w,
-            owner,
-            component: "sha256:00",
-            now,
-            lease_until: now + jiff::SignedDuration::from_secs(60),
-            max_attempts: 3,
-        }
-    }
 
     #[test]
     fn migrate_twice_is_a_no_op() {
@@ -1061,235 +939,6 @@ mod tests {
         let mut s = SqliteStore::open(&path).unwrap();
         assert_eq!(s.user_version().unwrap(), MIGRATIONS.len() as i64);
         s.migrate().unwrap();
-    }
-
-    #[test]
-    fn a_live_claim_is_busy_and_an_expired_one_is_taken_over_with_a_new_fence() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = SqliteStore::open(&dir.path().join("s.db")).unwrap();
-        let w = window("2026-11-08");
-        let Claim::Run { lease, takeover } =
-            s.claim(&req(&w, "2026-11-09T00:00:00Z", "a")).unwrap()
-        else {
-            panic!("first claim must run")
-        };
-        assert!(!takeover);
-        assert!(matches!(
-            s.claim(&req(&w, "2026-11-09T00:00:30Z", "b")).unwrap(),
-            Claim::Busy { .. }
-        ));
-        let Claim::Run { lease: b, takeover } =
-            s.claim(&req(&w, "2026-11-09T00:05:00Z", "b")).unwrap()
-        else {
-            panic!("expired claim must be taken over")
-        };
-        assert!(takeover);
-        assert_eq!(b.fence, Fence(lease.fence.0 + 1));
-        let now = "2026-11-09T00:06:00Z".parse().unwrap();
-        let report = StoredReport {
-            summary: "x".into(),
-            cursor: None,
-        };
-        assert!(matches!(
-            s.prepare(&lease, &report, &[], b"j", now),
-            Err(Error::LeaseLost(_))
-        ));
-        s.prepare(&b, &report, &[], b"j", now).unwrap();
-        s.finish(&b, None, now).unwrap();
-        assert_eq!(
-            s.claim(&req(&w, "2026-11-10T00:00:00Z", "c")).unwrap(),
-            Claim::Done {
-                attempt: 2,
-                fence: Fence(2)
-            }
-        );
-    }
-
-    #[test]
-    fn a_claim_whose_every_attempt_died_is_abandoned_not_left_claimed() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = SqliteStore::open(&dir.path().join("s.db")).unwrap();
-        let w = window("2026-11-08");
-        let mut r = req(&w, "2026-11-09T00:00:00Z", "a");
-        r.max_attempts = 2;
-        assert!(matches!(s.claim(&r).unwrap(), Claim::Run { .. }));
-        // The owner dies; the lease expires; a second attempt dies too.
-        let mut later = req(&w, "2026-11-09T00:05:00Z", "b");
-        later.max_attempts = 2;
-        assert!(matches!(
-            s.claim(&later).unwrap(),
-            Claim::Run { takeover: true, .. }
-        ));
-        let mut last = req(&w, "2026-11-09T00:10:00Z", "c");
-        last.max_attempts = 2;
-        let Claim::GaveUp {
-            attempts,
-            error,
-            abandoned_now: true,
-            ..
-        } = s.claim(&last).unwrap()
-        else {
-            panic!("out of attempts")
-        };
-        assert_eq!(attempts, 2);
-        assert!(error.unwrap().contains("abandoned"));
-        assert_eq!(
-            s.peek(&w.key()).unwrap().unwrap().state,
-            RunState::Abandoned
-        );
-    }
-
-    #[test]
-    fn the_cursor_moves_only_when_the_run_is_done() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = SqliteStore::open(&dir.path().join("s.db")).unwrap();
-        let w = window("2026-11-08");
-        let job = JobName::new("daily-report").unwrap();
-        let Claim::Run { lease, .. } = s.claim(&req(&w, "2026-11-09T00:00:00Z", "a")).unwrap()
-        else {
-            panic!()
-        };
-        let now = "2026-11-09T00:00:01Z".parse().unwrap();
-        let msg = StagedMessage {
-            seq: 1,
-            destination: "d".into(),
-            idempotency_key: format!("{}#1", w.key()),
-            content_type: "text/plain".into(),
-            body: b"hi".to_vec(),
-        };
-        let report = StoredReport {
-            summary: "x".into(),
-            cursor: Some("c1".into()),
-        };
-        s.prepare(&lease, &report, std::slice::from_ref(&msg), b"j", now)
-            .unwrap();
-        assert_eq!(s.cursor(&job).unwrap(), None);
-        assert!(
-            matches!(s.finish(&lease, None, now), Err(Error::Delivery(_))),
-            "undelivered messages block DONE"
-        );
-        let pending = s.pending_messages(&w.key()).unwrap();
-        assert_eq!(pending.len(), 1);
-        assert_eq!(pending[0].message, msg);
-        let done = Attempted {
-            seq: 1,
-            tries: 1,
-            status: "appended",
-        };
-        s.finish(&lease, Some(&done), now).unwrap();
-        assert_eq!(s.cursor(&job).unwrap().as_deref(), Some("c1"));
-    }
-
-    fn prepared_with_one_message(s: &mut SqliteStore, w: &Window, max_attempts: u32) -> Lease {
-        let mut r = req(w, "2026-11-09T00:00:00Z", "a");
-        r.max_attempts = max_attempts;
-        let Claim::Run { lease, .. } = s.claim(&r).unwrap() else {
-            panic!("fresh claim")
-        };
-        let msg = StagedMessage {
-            seq: 1,
-            destination: "d".into(),
-            idempotency_key: format!("{}#1", w.key()),
-            content_type: "text/plain".into(),
-            body: b"hi".to_vec(),
-        };
-        let report = StoredReport {
-            summary: "x".into(),
-            cursor: None,
-        };
-        s.prepare(&lease, &report, &[msg], b"j", r.now).unwrap();
-        lease
-    }
-
-    #[test]
-    fn a_failed_delivery_keeps_the_report_and_waits_out_its_backoff() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = SqliteStore::open(&dir.path().join("s.db")).unwrap();
-        let w = window("2026-11-08");
-        let lease = prepared_with_one_message(&mut s, &w, 3);
-        let now: Timestamp = "2026-11-09T00:00:10Z".parse().unwrap();
-        let at: Timestamp = "2026-11-09T00:01:10Z".parse().unwrap();
-        let tried = Attempted {
-            seq: 1,
-            tries: 5,
-            status: "http 503",
-        };
-        s.fail(&lease, "503", Failure::Retry { at }, Some(&tried), now)
-            .unwrap();
-        let row = s.peek(&w.key()).unwrap().unwrap();
-        assert_eq!(row.state, RunState::Prepared, "the report is kept");
-        assert_eq!(row.retry_at, Some(at));
-        let Claim::Wait { until, .. } = s.claim(&req(&w, "2026-11-09T00:00:30Z", "b")).unwrap()
-        else {
-            panic!("the backoff has not passed")
-        };
-        assert_eq!(until, at);
-        let Claim::Resume { lease: b } = s.claim(&req(&w, "2026-11-09T00:01:10Z", "b")).unwrap()
-        else {
-            panic!("after the backoff the stored messages are resumed")
-        };
-        assert_eq!(
-            (b.fence, b.attempt),
-            (Fence(2), 2),
-            "a resume is an attempt"
-        );
-        let pending = s.pending_messages(&w.key()).unwrap();
-        assert_eq!(
-            pending[0].attempts, 5,
-            "sends are counted across invocations"
-        );
-        assert!(matches!(s.check_lease(&lease), Err(Error::LeaseLost(_))));
-        assert!(s.check_lease(&b).is_ok());
-    }
-
-    #[test]
-    fn a_prepared_run_out_of_attempts_is_abandoned_not_resumed() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = SqliteStore::open(&dir.path().join("s.db")).unwrap();
-        let w = window("2026-11-08");
-        let _dead = prepared_with_one_message(&mut s, &w, 1);
-        // The owner died while delivering; its only attempt is spent.
-        let mut later = req(&w, "2026-11-09T00:05:00Z", "b");
-        later.max_attempts = 1;
-        assert!(matches!(
-            s.claim(&later).unwrap(),
-            Claim::GaveUp {
-                abandoned_now: true,
-                ..
-            }
-        ));
-        assert_eq!(
-            s.peek(&w.key()).unwrap().unwrap().state,
-            RunState::Abandoned
-        );
-    }
-
-    #[test]
-    fn an_at_most_once_send_in_flight_survives_the_process() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.db");
-        let mut s = SqliteStore::open(&path).unwrap();
-        let w = window("2026-11-08");
-        let lease = prepared_with_one_message(&mut s, &w, 3);
-        let now: Timestamp = "2026-11-09T00:00:01Z".parse().unwrap();
-        s.renew(
-            &lease,
-            now + jiff::SignedDuration::from_secs(60),
-            Some(1),
-            now,
-        )
-        .unwrap();
-        drop(s);
-        let mut s = SqliteStore::open(&path).unwrap();
-        let pending = s.pending_messages(&w.key()).unwrap();
-        assert!(pending[0].in_flight);
-        assert_eq!(pending[0].attempts, 1);
-        let row = s.peek(&w.key()).unwrap().unwrap();
-        assert_eq!(
-            row.lease_until,
-            "2026-11-09T00:01:01Z".parse::<Timestamp>().unwrap(),
-            "the send renewed the lease"
-        );
     }
 
     #[test]

@@ -1,0 +1,171 @@
+//! Where a claim store lives, as the user named it: a SQLite file path, or a
+//! `postgres://` URL. A URL may carry a password, so the URL itself is never
+//! displayed or debug-printed: everything shows a copy with the password
+//! replaced by `***`.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A claim store's location.
+#[derive(Clone, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// A SQLite file on this machine.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database shared by any number of hosts.
+    Postgres(PostgresUrl),
+}
+
+impl StoreLocation {
+    /// Reads a `--store` value or config field: a `postgres://` or
+    /// `postgresql://` URL names a PostgreSQL store, anything else a SQLite
+    /// file path, taken relative to `base` when relative.
+    pub fn parse(text: &str, base: &Path) -> StoreLocation {
+        if is_postgres_url(text) {
+            StoreLocation::Postgres(PostgresUrl::new(text.to_string()))
+        } else {
+            StoreLocation::Sqlite(base.join(text))
+        }
+    }
+
+    /// The SQLite file, for a SQLite store.
+    pub fn sqlite_path(&self) -> Option<&Path> {
+        match self {
+            StoreLocation::Sqlite(p) => Some(p),
+            StoreLocation::Postgres(_) => None,
+        }
+    }
+}
+
+/// True for a value that names a PostgreSQL store.
+pub fn is_postgres_url(text: &str) -> bool {
+    let lower = text.get(..13).unwrap_or(text).to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+}
+
+impl fmt::Display for StoreLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreLocation::Sqlite(p) => p.display().fmt(f),
+            StoreLocation::Postgres(u) => u.fmt(f),
+        }
+    }
+}
+
+impl fmt::Debug for StoreLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreLocation::Sqlite(p) => f.debug_tuple("Sqlite").field(p).finish(),
+            StoreLocation::Postgres(u) => f.debug_tuple("Postgres").field(&u.shown).finish(),
+        }
+    }
+}
+
+/// A PostgreSQL connection URL. `Display` and `Debug` show it with its
+/// password (in the user part or a `password=` parameter) as `***`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PostgresUrl {
+    url: String,
+    shown: String,
+}
+
+impl PostgresUrl {
+    /// Wraps a URL.
+    pub fn new(url: String) -> PostgresUrl {
+        let shown = redact(&url);
+        PostgresUrl { url, shown }
+    }
+
+    /// The URL with its password, for connecting and nothing else.
+    pub fn secret(&self) -> &str {
+        &self.url
+    }
+
+    /// The URL as it may be shown.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+}
+
+impl fmt::Display for PostgresUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl fmt::Debug for PostgresUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("PostgresUrl").field(&self.shown).finish()
+    }
+}
+
+/// `postgres://user:secret@host/db?password=x` ->
+/// `postgres://user:***@host/db?password=***`.
+fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let (scheme, rest) = url.split_at(scheme_end);
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rfind('@') {
+        Some(at) => {
+            let (userinfo, host) = authority.split_at(at);
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{user}:***{host}"),
+                None => authority.to_string(),
+            }
+        }
+        None => authority.to_string(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => pair.to_string(),
+                })
+                .collect();
+            format!("{path}?{}", query.join("&"))
+        }
+        None => tail.to_string(),
+    };
+    format!("{scheme}{authority}{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_is_never_shown() {
+        for (url, shown) in [
+            (
+                "postgres://jobs:s3cr%40t@db.internal:5432/jobs",
+                "postgres://jobs:***@db.internal:5432/jobs",
+            ),
+            (
+                "postgresql://jobs@db/jobs?password=s3cret&sslmode=require",
+                "postgresql://jobs@db/jobs?password=***&sslmode=require",
+            ),
+            ("postgres://db/jobs", "postgres://db/jobs"),
+            ("postgres://a:b@c:d@host", "postgres://a:***@host"),
+        ] {
+            let loc = StoreLocation::parse(url, Path::new(""));
+            assert_eq!(loc.to_string(), shown);
+            assert!(!format!("{loc:?}").contains("s3cr"), "{loc:?}");
+        }
+    }
+
+    #[test]
+    fn anything_but_a_postgres_url_is_a_sqlite_path_relative_to_the_config() {
+        assert_eq!(
+            StoreLocation::parse("state/jobhost.db", Path::new("jobs")),
+            StoreLocation::Sqlite(PathBuf::from("jobs/state/jobhost.db"))
+        );
+        assert!(matches!(
+            StoreLocation::parse("PostgreSQL://db/jobs", Path::new("jobs")),
+            StoreLocation::Postgres(_)
+        ));
+    }
+}

@@ -1,0 +1,888 @@
+//! The PostgreSQL claim store, for fleets: any number of hosts share one
+//! database, and the claim outlives every one of them. It keeps the same
+//! contract as the SQLite store, with two differences that are the point of
+//! it:
+//!
+//! - Leases and retry times are measured on the database's clock (`now()`),
+//!   never on a host's, so two hosts whose clocks disagree by minutes still
+//!   agree on whether a lease is live. The `now` arguments of the contract
+//!   are ignored here.
+//! - Claims are plain rows: `INSERT ... ON CONFLICT DO NOTHING`, then the
+//!   existing row read `FOR UPDATE` and every later write fenced by
+//!   `WHERE key = $1 AND fence = $2`. No session state is kept between
+//!   statements (no session advisory locks, no temporary tables), so a
+//!   transaction pooler in front of the database is safe.
+//!
+//! Tables are prefixed `jobhost_` and live in the connection's current
+//! schema (choose one with `options=-csearch_path%3Dname` in the URL). The
+//! schema is versioned in `jobhost_schema`; migrations run in one
+//! transaction under a transaction-scoped advisory lock, so hosts that start
+//! together apply each migration exactly once. The two rules of the SQLite
+//! store hold here too: never remove or edit a shipped migration, and never
+//! break a store an older host of the same major version can read.
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use postgres::error::SqlState;
+use postgres::{Client, NoTls, Row, Transaction};
+
+use super::{
+    Attempted, Claim, ClaimRequest, ClaimStore, Decision, Existing, Failure, Fence, Lease,
+    PendingMessage, PostgresUrl, RunRecord, RunState, StagedMessage, StoredReport, decide, decided,
+    fenced, lease_lost, undelivered,
+};
+use crate::error::{Error, Result};
+use crate::window::{JobName, WindowKey};
+
+/// Migrations, applied in order; `jobhost_schema` has a row for each.
+const MIGRATIONS: &[&str] = &[
+    // v1: runs, outbox and cursors, as SQLite's v1 and v2 together.
+    "CREATE TABLE jobhost_runs (
+        key              text PRIMARY KEY,
+        job              text NOT NULL,
+        window_start     timestamptz NOT NULL,
+        window_end       timestamptz NOT NULL,  -- exclusive
+        timezone         text NOT NULL,
+        state            text NOT NULL CHECK (state IN
+                             ('CLAIMED', 'PREPARED', 'DONE', 'FAILED', 'ABANDONED')),
+        fence            bigint NOT NULL,
+        owner            text NOT NULL,
+        lease_expires_at timestamptz NOT NULL,  -- on the database's clock
+        attempt          bigint NOT NULL,
+        component        text NOT NULL,         -- sha256:<hex> of the .wasm
+        report           text,
+        report_cursor    text,
+        journal          bytea,
+        error            text,
+        retryable        boolean NOT NULL DEFAULT false,
+        retry_at         timestamptz,           -- on the database's clock
+        created_at       timestamptz NOT NULL,
+        updated_at       timestamptz NOT NULL
+    );
+    CREATE INDEX jobhost_runs_by_job ON jobhost_runs (job, window_start);
+    CREATE TABLE jobhost_outbox (
+        key              text NOT NULL REFERENCES jobhost_runs (key),
+        seq              bigint NOT NULL,
+        destination      text NOT NULL,
+        idempotency_key  text NOT NULL UNIQUE,
+        content_type     text NOT NULL,
+        body             bytea NOT NULL,
+        state            text NOT NULL CHECK (state IN
+                             ('PENDING', 'DELIVERED', 'FAILED', 'ABANDONED')),
+        attempts         bigint NOT NULL DEFAULT 0,
+        in_flight        boolean NOT NULL DEFAULT false,
+        last_status      text,
+        updated_at       timestamptz NOT NULL,
+        PRIMARY KEY (key, seq)
+    );
+    CREATE TABLE jobhost_cursors (
+        job              text PRIMARY KEY,
+        cursor           text,
+        key              text NOT NULL,
+        window_end       timestamptz NOT NULL,
+        updated_at       timestamptz NOT NULL
+    );",
+];
+
+/// The transaction-scoped advisory lock that serialises migrations ("jobhost"
+/// in ASCII). Released at commit or rollback, so it holds nothing across a
+/// pooler's connection hand-offs.
+const MIGRATION_LOCK: i64 = 0x006a_6f62_686f_7374;
+
+/// How long connecting may take before it is a failure.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long sent data may go unacknowledged before the connection counts as
+/// dead (a database that vanished from the network fails a run in this
+/// time rather than hanging it).
+const TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Microseconds since the epoch of a `timestamptz` expression, exactly.
+macro_rules! us {
+    ($col:literal) => {
+        concat!("(extract(epoch FROM ", $col, ") * 1000000)::int8")
+    };
+}
+
+/// A claim store in a PostgreSQL database.
+pub struct PostgresStore {
+    client: Client,
+    url: PostgresUrl,
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` and migrates its jobhost tables.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` for a malformed URL or a database that holds tables of
+    /// a newer jobhost; `Error::Store` when the database cannot be reached,
+    /// refuses the login, or fails a statement.
+    pub fn open(url: &PostgresUrl) -> Result<PostgresStore> {
+        let mut store = PostgresStore::connect(url)?;
+        match store.schema_version()? {
+            Some(v) if v == latest() => {}
+            _ => store.migrate()?,
+        }
+        Ok(store)
+    }
+
+    /// Connects without creating or migrating anything.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` when the database holds no jobhost store of this
+    /// version; otherwise as [`PostgresStore::open`].
+    pub fn open_read_only(url: &PostgresUrl) -> Result<PostgresStore> {
+        let mut store = PostgresStore::connect(url)?;
+        match store.schema_version()? {
+            None => Err(Error::input(format!(
+                "no jobhost store in `{url}`; run a job with it first, or check the database \
+                 and search_path in the URL"
+            ))),
+            Some(v) if v == latest() => Ok(store),
+            Some(v) => {
+                check_version(url, v)?;
+                Err(Error::input(format!(
+                    "store `{url}` has schema version {v}; run `jobhost run` with it once to upgrade it"
+                )))
+            }
+        }
+    }
+
+    fn connect(url: &PostgresUrl) -> Result<PostgresStore> {
+        let mut config: postgres::Config = url.secret().parse().map_err(|e| {
+            Error::input(format!(
+                "invalid store URL `{url}`: {e}; use postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
+            ))
+        })?;
+        if config.get_application_name().is_none() {
+            config.application_name("jobhost");
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(TCP_USER_TIMEOUT);
+        }
+        config.keepalives(true);
+        if config.get_ssl_mode() == postgres::config::SslMode::Require {
+            return Err(Error::input(format!(
+                "store `{url}` asks for sslmode=require, and this jobhost connects to PostgreSQL \
+                 without TLS; reach the database over a trusted network or a TLS tunnel, and \
+                 drop sslmode=require"
+            )));
+        }
+        let client = config.connect(NoTls).map_err(|e| connect_error(url, &e))?;
+        Ok(PostgresStore {
+            client,
+            url: url.clone(),
+        })
+    }
+
+    /// The store's URL, as it may be shown.
+    pub fn url(&self) -> &PostgresUrl {
+        &self.url
+    }
+
+    /// The applied schema version, `None` when there are no jobhost tables.
+    fn schema_version(&mut self) -> Result<Option<i64>> {
+        let url = self.url.clone();
+        let exists: bool = self
+            .client
+            .query_one("SELECT to_regclass('jobhost_schema') IS NOT NULL", &[])
+            .map_err(|e| pg(&format!("cannot read store `{url}`"), &e))?
+            .get(0);
+        if !exists {
+            return Ok(None);
+        }
+        let v: i64 = self
+            .client
+            .query_one(
+                "SELECT coalesce(max(version), 0)::int8 FROM jobhost_schema",
+                &[],
+            )
+            .map_err(|e| pg(&format!("cannot read store `{url}`"), &e))?
+            .get(0);
+        check_version(&url, v)?;
+        Ok(Some(v))
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let url = self.url.clone();
+        let at = |what: &str| format!("cannot {what} store `{url}`");
+        let mut tx = self
+            .client
+            .transaction()
+            .map_err(|e| pg(&at("migrate"), &e))?;
+        // Several hosts starting together queue here; each then re-reads
+        // the version, so every migration is applied once.
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .map_err(|e| pg(&at("lock"), &e))?;
+        // Read from pg_class under this statement's snapshot, not through
+        // to_regclass: the name lookup caches may still say "no such table"
+        // from before the lock was granted (an advisory lock does not make
+        // the backend process catalog invalidations), so a host that waited
+        // for another's migration would think its tables foreign.
+        let foreign: bool = tx
+            .query_one(
+                "SELECT NOT EXISTS (SELECT 1 FROM pg_class
+                                    WHERE relname = 'jobhost_schema'
+                                      AND relnamespace = current_schema()::regnamespace)
+                        AND EXISTS (SELECT 1 FROM pg_class
+                                    WHERE relname = 'jobhost_runs'
+                                      AND relnamespace = current_schema()::regnamespace)",
+                &[],
+            )
+            .map_err(|e| pg(&at("read"), &e))?
+            .get(0);
+        if foreign {
+            return Err(Error::input(format!(
+                "`{url}` has a `jobhost_runs` table but no jobhost schema version; point the store \
+                 at a jobhost store or another schema"
+            )));
+        }
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS jobhost_schema (
+                version    bigint PRIMARY KEY,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )",
+        )
+        .map_err(|e| pg(&at("migrate"), &e))?;
+        let version: i64 = tx
+            .query_one(
+                "SELECT coalesce(max(version), 0)::int8 FROM jobhost_schema",
+                &[],
+            )
+            .map_err(|e| pg(&at("read"), &e))?
+            .get(0);
+        check_version(&url, version)?;
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let v = i as i64 + 1;
+            tx.batch_execute(sql)
+                .map_err(|e| pg(&format!("cannot migrate store `{url}` to version {v}"), &e))?;
+            tx.execute("INSERT INTO jobhost_schema (version) VALUES ($1)", &[&v])
+                .map_err(|e| pg(&at("migrate"), &e))?;
+        }
+        tx.commit().map_err(|e| pg(&at("migrate"), &e))
+    }
+
+    fn begin(&mut self, what: &str) -> Result<Transaction<'_>> {
+        self.client
+            .transaction()
+            .map_err(|e| pg(&format!("cannot {what}"), &e))
+    }
+}
+
+fn latest() -> i64 {
+    MIGRATIONS.len() as i64
+}
+
+/// Refuses a store written by a newer jobhost.
+fn check_version(url: &PostgresUrl, version: i64) -> Result<()> {
+    if version > latest() {
+        return Err(Error::input(format!(
+            "store `{url}` has schema version {version}, newer than this jobhost understands ({}); \
+             upgrade jobhost",
+            latest()
+        )));
+    }
+    Ok(())
+}
+
+/// One line for a PostgreSQL error: the server's message with its detail
+/// and hint, or the client's description of a connection problem.
+fn describe(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut s = format!("{} ({})", db.message(), db.code().code());
+        if let Some(d) = db.detail() {
+            s.push_str("; ");
+            s.push_str(d);
+        }
+        if let Some(h) = db.hint() {
+            s.push_str("; hint: ");
+            s.push_str(h);
+        }
+        return s.replace(['\n', '\r'], " ");
+    }
+    let mut s = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+        source = cause.source();
+    }
+    s.replace(['\n', '\r'], " ")
+}
+
+fn pg(context: &str, e: &postgres::Error) -> Error {
+    if e.is_closed() {
+        return Error::Store(format!(
+            "{context}: the connection to the database was lost ({}); nothing more is written or \
+             sent by this process, and the next invocation continues the window",
+            describe(e)
+        ));
+    }
+    Error::store(context, describe(e))
+}
+
+fn connect_error(url: &PostgresUrl, e: &postgres::Error) -> Error {
+    let why = describe(e);
+    let code = e.code();
+    if code == Some(&SqlState::INVALID_PASSWORD)
+        || code == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION)
+    {
+        Error::Store(format!(
+            "cannot log in to store `{url}`: {why}; check the user and password in the store URL"
+        ))
+    } else if code == Some(&SqlState::INVALID_CATALOG_NAME) {
+        Error::Store(format!(
+            "cannot open store `{url}`: {why}; create the database or fix its name in the store URL"
+        ))
+    } else if e.as_db_error().is_some() {
+        Error::Store(format!("cannot open store `{url}`: {why}"))
+    } else {
+        Error::Store(format!(
+            "cannot connect to store `{url}`: {why}; check that PostgreSQL is running there and \
+             that the URL's host and port are right"
+        ))
+    }
+}
+
+fn instant(us: i64) -> Result<Timestamp> {
+    Timestamp::from_microsecond(us).map_err(|e| {
+        Error::Store(format!(
+            "the store holds an impossible instant ({us} µs): {e}"
+        ))
+    })
+}
+
+fn count(v: i64, what: &str) -> Result<u32> {
+    u32::try_from(v)
+        .map_err(|_| Error::Store(format!("the store holds an impossible {what} ({v})")))
+}
+
+fn state(s: &str) -> Result<RunState> {
+    RunState::parse(s)
+        .ok_or_else(|| Error::Store(format!("the store holds an unknown run state `{s}`")))
+}
+
+fn seconds(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+fn unix_seconds(ts: Timestamp) -> f64 {
+    ts.as_second() as f64 + f64::from(ts.subsec_microsecond()) / 1e6
+}
+
+const RUN_COLUMNS: &str = concat!(
+    "r.key, r.job, ",
+    us!("r.window_start"),
+    ", ",
+    us!("r.window_end"),
+    ", r.timezone, r.state, r.fence, r.attempt, r.owner, ",
+    us!("r.lease_expires_at"),
+    ", r.component, r.report, r.report_cursor, r.error, ",
+    us!("r.created_at"),
+    ", ",
+    us!("r.updated_at"),
+    ", ",
+    us!("r.retry_at"),
+    ", octet_length(r.journal)::int8, ",
+    "(SELECT count(*) FROM jobhost_outbox o WHERE o.key = r.key), ",
+    "(SELECT count(*) FROM jobhost_outbox o WHERE o.key = r.key AND o.state = 'DELIVERED')"
+);
+
+fn run_record(r: &Row) -> Result<RunRecord> {
+    let report: Option<String> = r.get(11);
+    Ok(RunRecord {
+        key: WindowKey::from_stored(r.get(0)),
+        job: r.get(1),
+        window_start: instant(r.get(2))?,
+        window_end: instant(r.get(3))?,
+        timezone: r.get(4),
+        state: state(r.get(5))?,
+        fence: Fence(r.get(6)),
+        attempt: count(r.get(7), "attempt")?,
+        owner: r.get(8),
+        lease_until: instant(r.get(9))?,
+        component: r.get(10),
+        report: report.map(|summary| StoredReport {
+            summary,
+            cursor: r.get(12),
+        }),
+        error: r.get(13),
+        created_at: instant(r.get(14))?,
+        updated_at: instant(r.get(15))?,
+        retry_at: r.get::<_, Option<i64>>(16).map(instant).transpose()?,
+        journal_bytes: r.get::<_, Option<i64>>(17).map(i64::unsigned_abs),
+        messages: count(r.get(18), "message count")?,
+        delivered: count(r.get(19), "message count")?,
+    })
+}
+
+/// Inside a transaction: confirms the run is still ours and delivering.
+fn still_delivering(tx: &mut Transaction<'_>, lease: &Lease) -> Result<()> {
+    let owned = tx
+        .execute(
+            "UPDATE jobhost_runs SET updated_at = now()
+             WHERE key = $1 AND fence = $2 AND state = 'PREPARED'",
+            &[&lease.key.as_str(), &lease.fence.0],
+        )
+        .map_err(|e| pg("cannot check the claim", &e))?;
+    fenced(owned, lease)
+}
+
+fn record_delivery(tx: &mut Transaction<'_>, lease: &Lease, done: &Attempted<'_>) -> Result<()> {
+    still_delivering(tx, lease)?;
+    tx.execute(
+        "UPDATE jobhost_outbox SET state = 'DELIVERED', in_flight = false,
+            attempts = attempts + $3, last_status = $4, updated_at = now()
+         WHERE key = $1 AND seq = $2",
+        &[
+            &lease.key.as_str(),
+            &i64::from(done.seq),
+            &i64::from(done.tries),
+            &done.status,
+        ],
+    )
+    .map_err(|e| pg("cannot record a delivery", &e))?;
+    Ok(())
+}
+
+fn read_existing(tx: &mut Transaction<'_>, key: &WindowKey) -> Result<Option<Existing>> {
+    let row = tx
+        .query_opt(
+            concat!(
+                "SELECT state, fence, attempt, owner, ",
+                us!("lease_expires_at"),
+                ", lease_expires_at > now(), error, retryable, ",
+                us!("retry_at"),
+                ", coalesce(retry_at > now(), false), ",
+                us!("window_start"),
+                ", ",
+                us!("window_end"),
+                ", timezone FROM jobhost_runs WHERE key = $1 FOR UPDATE"
+            ),
+            &[&key.as_str()],
+        )
+        .map_err(|e| pg("cannot read the claim", &e))?;
+    let Some(r) = row else { return Ok(None) };
+    let retry_at: Option<i64> = r.get(8);
+    let waiting: bool = r.get(9);
+    Ok(Some(Existing {
+        state: state(r.get(0))?,
+        fence: r.get(1),
+        attempt: count(r.get(2), "attempt")?,
+        owner: r.get(3),
+        lease_until: instant(r.get(4))?,
+        lease_live: r.get(5),
+        error: r.get(6),
+        retryable: r.get(7),
+        retry_pending: match retry_at {
+            Some(us) if waiting => Some(instant(us)?),
+            _ => None,
+        },
+        bounds: (instant(r.get(10))?, instant(r.get(11))?, r.get(12)),
+    }))
+}
+
+fn staged(r: &Row) -> Result<StagedMessage> {
+    Ok(StagedMessage {
+        seq: count(r.get(0), "message number")?,
+        destination: r.get(1),
+        idempotency_key: r.get(2),
+        content_type: r.get(3),
+        body: r.get(4),
+    })
+}
+
+impl ClaimStore for PostgresStore {
+    fn peek(&mut self, key: &WindowKey) -> Result<Option<RunRecord>> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM jobhost_runs r WHERE r.key = $1");
+        let row = self
+            .client
+            .query_opt(&sql, &[&key.as_str()])
+            .map_err(|e| pg("cannot read a run", &e))?;
+        row.as_ref().map(run_record).transpose()
+    }
+
+    fn claim(&mut self, req: &ClaimRequest<'_>) -> Result<Claim> {
+        let key = req.window.key();
+        let lease_s = seconds(req.lease);
+        // The common case, a window nobody has claimed, is one statement.
+        let inserted = self
+            .client
+            .execute(
+                "INSERT INTO jobhost_runs (key, job, window_start, window_end, timezone, state,
+                    fence, owner, lease_expires_at, attempt, component, created_at, updated_at)
+                 VALUES ($1, $2, to_timestamp($3), to_timestamp($4), $5, 'CLAIMED', 1, $6,
+                    now() + make_interval(secs => $7), 1, $8, now(), now())
+                 ON CONFLICT (key) DO NOTHING",
+                &[
+                    &key.as_str(),
+                    &req.window.job.as_str(),
+                    &unix_seconds(req.window.start),
+                    &unix_seconds(req.window.end),
+                    &req.window.zone.name(),
+                    &req.owner,
+                    &lease_s,
+                    &req.component,
+                ],
+            )
+            .map_err(|e| pg("cannot insert the claim", &e))?;
+        if inserted == 1 {
+            return Ok(Claim::Run {
+                lease: Lease {
+                    key,
+                    fence: Fence(1),
+                    owner: req.owner.to_string(),
+                    attempt: 1,
+                },
+                takeover: false,
+            });
+        }
+        let mut tx = self.begin("claim")?;
+        let Some(existing) = read_existing(&mut tx, &key)? else {
+            // Deleted between the insert and the read (a person removed the
+            // row to run the window again): claim it afresh.
+            drop(tx);
+            return self.claim(req);
+        };
+        let decision = decide(&existing, req)?;
+        match &decision {
+            Decision::Answer(_) => {}
+            Decision::Abandon(why) => {
+                tx.execute(
+                    "UPDATE jobhost_runs SET state = 'ABANDONED', error = $3, updated_at = now()
+                     WHERE key = $1 AND fence = $2",
+                    &[&key.as_str(), &existing.fence, why],
+                )
+                .map_err(|e| pg("cannot abandon the claim", &e))?;
+            }
+            Decision::TakeOver { .. } => {
+                tx.execute(
+                    "UPDATE jobhost_runs SET
+                        state = CASE state WHEN 'PREPARED' THEN 'PREPARED' ELSE 'CLAIMED' END,
+                        fence = $3, owner = $4, lease_expires_at = now() + make_interval(secs => $5),
+                        attempt = $6,
+                        component = CASE state WHEN 'PREPARED' THEN component ELSE $7 END,
+                        retry_at = NULL, updated_at = now()
+                     WHERE key = $1 AND fence = $2",
+                    &[
+                        &key.as_str(),
+                        &existing.fence,
+                        &(existing.fence + 1),
+                        &req.owner,
+                        &lease_s,
+                        &i64::from(existing.attempt + 1),
+                        &req.component,
+                    ],
+                )
+                .map_err(|e| pg("cannot take over the claim", &e))?;
+            }
+        }
+        tx.commit().map_err(|e| pg("cannot commit the claim", &e))?;
+        Ok(decided(decision, req, &existing))
+    }
+
+    fn prepare(
+        &mut self,
+        lease: &Lease,
+        report: &StoredReport,
+        messages: &[StagedMessage],
+        journal: &[u8],
+        _now: Timestamp,
+    ) -> Result<()> {
+        let mut tx = self.begin("commit the report")?;
+        let changed = tx
+            .execute(
+                "UPDATE jobhost_runs SET state = 'PREPARED', report = $3, report_cursor = $4,
+                    journal = $5, error = NULL, updated_at = now()
+                 WHERE key = $1 AND fence = $2 AND state = 'CLAIMED'",
+                &[
+                    &lease.key.as_str(),
+                    &lease.fence.0,
+                    &report.summary,
+                    &report.cursor,
+                    &journal,
+                ],
+            )
+            .map_err(|e| pg("cannot commit the report", &e))?;
+        fenced(changed, lease)?;
+        if !messages.is_empty() {
+            let insert = tx
+                .prepare(
+                    "INSERT INTO jobhost_outbox (key, seq, destination, idempotency_key,
+                        content_type, body, state, updated_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, 'PENDING', now())",
+                )
+                .map_err(|e| pg("cannot stage messages", &e))?;
+            for m in messages {
+                tx.execute(
+                    &insert,
+                    &[
+                        &lease.key.as_str(),
+                        &i64::from(m.seq),
+                        &m.destination,
+                        &m.idempotency_key,
+                        &m.content_type,
+                        &m.body,
+                    ],
+                )
+                .map_err(|e| pg("cannot stage messages", &e))?;
+            }
+        }
+        tx.commit().map_err(|e| pg("cannot commit the report", &e))
+    }
+
+    fn journal(&mut self, key: &WindowKey) -> Result<Option<Vec<u8>>> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT journal FROM jobhost_runs WHERE key = $1",
+                &[&key.as_str()],
+            )
+            .map_err(|e| pg("cannot read the journal", &e))?;
+        Ok(row.and_then(|r| r.get(0)))
+    }
+
+    fn pending_messages(&mut self, key: &WindowKey) -> Result<Vec<PendingMessage>> {
+        let rows = self
+            .client
+            .query(
+                "SELECT seq, destination, idempotency_key, content_type, body, attempts, in_flight
+                 FROM jobhost_outbox WHERE key = $1 AND state = 'PENDING' ORDER BY seq",
+                &[&key.as_str()],
+            )
+            .map_err(|e| pg("cannot read staged messages", &e))?;
+        rows.iter()
+            .map(|r| {
+                Ok(PendingMessage {
+                    message: staged(r)?,
+                    attempts: count(r.get(5), "attempt count")?,
+                    in_flight: r.get(6),
+                })
+            })
+            .collect()
+    }
+
+    fn messages(&mut self, key: &WindowKey) -> Result<Vec<StagedMessage>> {
+        let rows = self
+            .client
+            .query(
+                "SELECT seq, destination, idempotency_key, content_type, body
+                 FROM jobhost_outbox WHERE key = $1 ORDER BY seq",
+                &[&key.as_str()],
+            )
+            .map_err(|e| pg("cannot read staged messages", &e))?;
+        rows.iter().map(staged).collect()
+    }
+
+    fn report(&mut self, key: &WindowKey) -> Result<Option<StoredReport>> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT report, report_cursor FROM jobhost_runs
+                 WHERE key = $1 AND report IS NOT NULL",
+                &[&key.as_str()],
+            )
+            .map_err(|e| pg("cannot read the report", &e))?;
+        Ok(row.map(|r| StoredReport {
+            summary: r.get(0),
+            cursor: r.get(1),
+        }))
+    }
+
+    fn check_lease(&mut self, lease: &Lease, _now: Timestamp) -> Result<SignedDuration> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT (extract(epoch FROM lease_expires_at - now()) * 1000000)::int8
+                 FROM jobhost_runs WHERE key = $1 AND fence = $2 AND state = 'PREPARED'",
+                &[&lease.key.as_str(), &lease.fence.0],
+            )
+            .map_err(|e| pg("cannot check the claim", &e))?;
+        match row {
+            Some(r) => Ok(SignedDuration::from_micros(r.get(0))),
+            None => Err(lease_lost(lease)),
+        }
+    }
+
+    fn renew(
+        &mut self,
+        lease: &Lease,
+        for_: Duration,
+        in_flight: Option<u32>,
+        _now: Timestamp,
+    ) -> Result<()> {
+        let mut tx = self.begin("renew the claim")?;
+        let changed = tx
+            .execute(
+                "UPDATE jobhost_runs SET updated_at = now(),
+                    lease_expires_at = greatest(lease_expires_at, now() + make_interval(secs => $3))
+                 WHERE key = $1 AND fence = $2 AND state = 'PREPARED'",
+                &[&lease.key.as_str(), &lease.fence.0, &seconds(for_)],
+            )
+            .map_err(|e| pg("cannot renew the claim", &e))?;
+        fenced(changed, lease)?;
+        if let Some(seq) = in_flight {
+            tx.execute(
+                "UPDATE jobhost_outbox SET in_flight = true, attempts = attempts + 1,
+                    updated_at = now()
+                 WHERE key = $1 AND seq = $2 AND state = 'PENDING'",
+                &[&lease.key.as_str(), &i64::from(seq)],
+            )
+            .map_err(|e| pg("cannot record a send", &e))?;
+        }
+        tx.commit().map_err(|e| pg("cannot renew the claim", &e))
+    }
+
+    fn not_sent(&mut self, lease: &Lease, seq: u32, status: &str, _now: Timestamp) -> Result<()> {
+        let mut tx = self.begin("record a send")?;
+        still_delivering(&mut tx, lease)?;
+        tx.execute(
+            "UPDATE jobhost_outbox SET in_flight = false, last_status = $3, updated_at = now()
+             WHERE key = $1 AND seq = $2 AND state = 'PENDING'",
+            &[&lease.key.as_str(), &i64::from(seq), &status],
+        )
+        .map_err(|e| pg("cannot record a send", &e))?;
+        tx.commit().map_err(|e| pg("cannot record a send", &e))
+    }
+
+    fn mark_delivered(
+        &mut self,
+        lease: &Lease,
+        done: &Attempted<'_>,
+        _now: Timestamp,
+    ) -> Result<()> {
+        let mut tx = self.begin("record a delivery")?;
+        record_delivery(&mut tx, lease, done)?;
+        tx.commit().map_err(|e| pg("cannot record a delivery", &e))
+    }
+
+    fn finish(
+        &mut self,
+        lease: &Lease,
+        last_delivery: Option<&Attempted<'_>>,
+        _now: Timestamp,
+    ) -> Result<()> {
+        let mut tx = self.begin("mark the run done")?;
+        if let Some(done) = last_delivery {
+            record_delivery(&mut tx, lease, done)?;
+        }
+        let changed = tx
+            .execute(
+                "UPDATE jobhost_runs SET state = 'DONE', error = NULL, retry_at = NULL,
+                    updated_at = now()
+                 WHERE key = $1 AND fence = $2 AND state = 'PREPARED'
+                   AND NOT EXISTS (SELECT 1 FROM jobhost_outbox o
+                                   WHERE o.key = $1 AND o.state <> 'DELIVERED')",
+                &[&lease.key.as_str(), &lease.fence.0],
+            )
+            .map_err(|e| pg("cannot mark the run done", &e))?;
+        if changed == 0 {
+            let still_ours = tx
+                .query_opt(
+                    "SELECT 1 FROM jobhost_runs WHERE key = $1 AND fence = $2 AND state = 'PREPARED'",
+                    &[&lease.key.as_str(), &lease.fence.0],
+                )
+                .map_err(|e| pg("cannot mark the run done", &e))?;
+            if still_ours.is_some() {
+                return Err(undelivered(lease));
+            }
+        }
+        fenced(changed, lease)?;
+        // The cursor moves only with DONE, and never backwards.
+        tx.execute(
+            "INSERT INTO jobhost_cursors (job, cursor, key, window_end, updated_at)
+             SELECT job, report_cursor, key, window_end, now() FROM jobhost_runs
+             WHERE key = $1 AND report_cursor IS NOT NULL
+             ON CONFLICT (job) DO UPDATE SET cursor = excluded.cursor, key = excluded.key,
+                window_end = excluded.window_end, updated_at = excluded.updated_at
+             WHERE excluded.window_end >= jobhost_cursors.window_end",
+            &[&lease.key.as_str()],
+        )
+        .map_err(|e| pg("cannot move the cursor", &e))?;
+        tx.commit().map_err(|e| pg("cannot mark the run done", &e))
+    }
+
+    fn fail(
+        &mut self,
+        lease: &Lease,
+        error: &str,
+        how: Failure,
+        message: Option<&Attempted<'_>>,
+        _now: Timestamp,
+    ) -> Result<()> {
+        let (retry_after, run_state, message_state): (Option<f64>, Option<&str>, &str) = match how {
+            Failure::Retry { after } => (Some(seconds(after)), None, "PENDING"),
+            Failure::Permanent => (None, Some("FAILED"), "FAILED"),
+            Failure::Abandon => (None, Some("ABANDONED"), "ABANDONED"),
+        };
+        let mut tx = self.begin("record the failure")?;
+        let changed = tx
+            .execute(
+                "UPDATE jobhost_runs SET
+                    state = coalesce($3, CASE state WHEN 'CLAIMED' THEN 'FAILED' ELSE state END),
+                    retryable = $4,
+                    retry_at = now() + make_interval(secs => $5),
+                    error = $6, updated_at = now(),
+                    lease_expires_at = least(lease_expires_at, now())
+                 WHERE key = $1 AND fence = $2 AND state IN ('CLAIMED', 'PREPARED')",
+                &[
+                    &lease.key.as_str(),
+                    &lease.fence.0,
+                    &run_state,
+                    &retry_after.is_some(),
+                    &retry_after,
+                    &error,
+                ],
+            )
+            .map_err(|e| pg("cannot record the failure", &e))?;
+        fenced(changed, lease)?;
+        if let Some(m) = message {
+            tx.execute(
+                "UPDATE jobhost_outbox SET state = $3, in_flight = false,
+                    attempts = attempts + $4, last_status = $5, updated_at = now()
+                 WHERE key = $1 AND seq = $2 AND state = 'PENDING'",
+                &[
+                    &lease.key.as_str(),
+                    &i64::from(m.seq),
+                    &message_state,
+                    &i64::from(m.tries),
+                    &m.status,
+                ],
+            )
+            .map_err(|e| pg("cannot record the failed delivery", &e))?;
+        }
+        tx.commit().map_err(|e| pg("cannot record the failure", &e))
+    }
+
+    fn cursor(&mut self, job: &JobName) -> Result<Option<String>> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT cursor FROM jobhost_cursors WHERE job = $1",
+                &[&job.as_str()],
+            )
+            .map_err(|e| pg("cannot read the cursor", &e))?;
+        Ok(row.and_then(|r| r.get(0)))
+    }
+
+    fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM jobhost_runs r WHERE $1::text IS NULL OR r.job = $1
+             ORDER BY r.window_start DESC, r.key"
+        );
+        let rows = self
+            .client
+            .query(&sql, &[&job])
+            .map_err(|e| pg("cannot read history", &e))?;
+        rows.iter().map(run_record).collect()
+    }
+}
