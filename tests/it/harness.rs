@@ -1,6 +1,7 @@
 //! Shared test plumbing: guests built once per test process into their own
 //! target dir, a temporary folder per test, and a runner for the binary.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -148,9 +149,14 @@ pub fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
 
-/// Run rows in the store, via `history --json`.
-pub fn history(store: &Path) -> Vec<Value> {
-    let run = jobhost(&["history", "--store", s(store), "--json"]);
+/// Run rows in the store (a path or a URL), via `history --json`.
+pub fn history(store: impl AsRef<OsStr>) -> Vec<Value> {
+    let out = command(&root(), &["history", "--json"])
+        .arg("--store")
+        .arg(store)
+        .output()
+        .expect("jobhost runs");
+    let run = to_run(out);
     assert_eq!(run.code, 0, "history failed: {}", run.stderr);
     run.stdout
         .lines()
@@ -158,19 +164,20 @@ pub fn history(store: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// `jobhost run --config CFG --store STORE --now NOW`, from the workspace root.
-pub fn run_job(cfg: &Path, store: &Path, now: &str) -> Run {
+/// `jobhost run --config CFG --store STORE --now NOW`, from the workspace
+/// root; the store is a path or a URL.
+pub fn run_job(cfg: &Path, store: impl AsRef<OsStr>, now: &str) -> Run {
     to_run(job_command(cfg, store, now).output().expect("jobhost runs"))
 }
 
 /// The command [`run_job`] runs, for tests that spawn it themselves. Its
-/// clock is virtual: it starts at `now`, leases are measured on it, and
-/// waits advance it without sleeping.
-pub fn job_command(cfg: &Path, store: &Path, now: &str) -> Command {
-    let mut cmd = command(
-        &root(),
-        &["run", "--config", s(cfg), "--store", s(store), "--now", now],
-    );
-    cmd.env("JOBHOST_TEST_VIRTUAL_TIME", "1");
+/// clock is virtual: it starts at `now`, waits advance it without sleeping,
+/// and a SQLite store measures leases on it (a PostgreSQL store measures
+/// them on the database's clock, whatever the host's says).
+pub fn job_command(cfg: &Path, store: impl AsRef<OsStr>, now: &str) -> Command {
+    let mut cmd = command(&root(), &["run", "--config", s(cfg), "--now", now]);
+    cmd.arg("--store")
+        .arg(store)
+        .env("JOBHOST_TEST_VIRTUAL_TIME", "1");
     cmd
 }

@@ -15,4 +15,5 @@ mod replay;
 mod resume;
 mod sandbox;
 mod seed_scenarios;
+mod store_contract;
 mod windows;

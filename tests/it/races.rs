@@ -10,7 +10,7 @@ fn many_processes_on_a_fresh_store_run_the_window_exactly_once() {
     // Warm the compile cache so the processes race on the store, not on Cranelift.
     let warm = scratch();
     let cfg = report_config(warm.path(), 100);
-    let warmed = run_job(&cfg, &warm.path().join("w.db"), "2026-11-09T00:05:00Z");
+    let warmed = run_job(&cfg, warm.path().join("w.db"), "2026-11-09T00:05:00Z");
     assert_eq!(warmed.event(), "ran", "{}", warmed.stderr);
 
     for trial in 0..10 {

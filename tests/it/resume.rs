@@ -2,7 +2,7 @@
 //! that dies after committing the report leaves work the next invocation
 //! finishes without running the guest again.
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use jobhost::store::{Claim, ClaimRequest, ClaimStore, SqliteStore, StagedMessage, StoredReport};
 use jobhost::window::{JobName, Window, WindowKind, Zone};
 
@@ -31,7 +31,7 @@ fn a_prepared_run_whose_owner_died_is_resumed_with_the_stored_bytes() {
             owner: "dead-host:1",
             component: "sha256:earlier",
             now: t0,
-            lease_until: t0 + SignedDuration::from_secs(60),
+            lease: std::time::Duration::from_secs(60),
             max_attempts: 3,
         })
         .unwrap()

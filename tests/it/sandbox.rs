@@ -87,7 +87,7 @@ fn a_guest_that_loops_forever_is_stopped_at_its_time_limit() {
             .contains("time limit of 1 s"),
         "{r}"
     );
-    let h = history(&dir.path().join("s.db"));
+    let h = history(dir.path().join("s.db"));
     assert_eq!(h[0]["state"], "FAILED");
 }
 

@@ -1,0 +1,605 @@
+//! The claim store contract, run against every backend: each test below is
+//! one function over a [`Fixture`], and the `contract!` list at the end runs
+//! it once on SQLite and once on PostgreSQL, so a behaviour cannot exist on
+//! one backend and not the other.
+//!
+//! Time: the SQLite store measures leases on the host's lease clock, which
+//! the fixture moves by hand; the PostgreSQL store measures them on the
+//! database's clock, which no test can move, so its fixture uses short
+//! leases and lets them run out for real. That difference is the point of
+//! the PostgreSQL store (hosts with skewed clocks agree on leases), not a
+//! gap in the suite.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use jobhost::Error;
+use jobhost::store::{
+    Attempted, Claim, ClaimRequest, ClaimStore, Failure, Fence, Lease, PostgresStore, PostgresUrl,
+    RunState, SqliteStore, StagedMessage, StoredReport,
+};
+use jobhost::window::{JobName, Window, WindowKind, Zone};
+use jobhost_tests::pg::Scratch;
+
+use crate::harness::scratch;
+
+/// One backend, a place for its store, and its clock.
+pub struct Fixture {
+    backend: Backend,
+    /// The host's lease clock (what SQLite measures leases on).
+    now: Timestamp,
+}
+
+enum Backend {
+    Sqlite {
+        _dir: tempfile::TempDir,
+        path: PathBuf,
+    },
+    Postgres(Scratch),
+}
+
+impl Fixture {
+    fn sqlite() -> Fixture {
+        let dir = scratch();
+        let path = dir.path().join("store.db");
+        Fixture {
+            backend: Backend::Sqlite { _dir: dir, path },
+            now: "2026-11-09T00:05:00Z".parse().unwrap(),
+        }
+    }
+
+    fn postgres(test: &str) -> Option<Fixture> {
+        Some(Fixture {
+            backend: Backend::Postgres(Scratch::new(test)?),
+            now: "2026-11-09T00:05:00Z".parse().unwrap(),
+        })
+    }
+
+    /// A new connection to the store (a new process, as far as the store
+    /// can tell).
+    fn open(&self) -> Box<dyn ClaimStore> {
+        match &self.backend {
+            Backend::Sqlite { path, .. } => Box::new(SqliteStore::open(path).unwrap()),
+            Backend::Postgres(s) => {
+                Box::new(PostgresStore::open(&PostgresUrl::new(s.url())).unwrap())
+            }
+        }
+    }
+
+    /// A lease long enough to hold across a few statements on a busy
+    /// machine.
+    fn lease(&self) -> Duration {
+        match self.backend {
+            Backend::Sqlite { .. } => Duration::from_secs(60),
+            Backend::Postgres(_) => Duration::from_secs(2),
+        }
+    }
+
+    /// Lets `d` pass on the store's clock.
+    fn pass(&mut self, d: Duration) {
+        match self.backend {
+            Backend::Sqlite { .. } => self.now += SignedDuration::try_from(d).unwrap(),
+            Backend::Postgres(_) => std::thread::sleep(d),
+        }
+    }
+
+    /// Lets the lease run out.
+    fn expire(&mut self) {
+        self.pass(self.lease() + Duration::from_millis(300));
+    }
+
+    fn req<'a>(&self, w: &'a Window, owner: &'a str, max_attempts: u32) -> ClaimRequest<'a> {
+        ClaimRequest {
+            window: w,
+            owner,
+            component: "sha256:00",
+            now: self.now,
+            lease: self.lease(),
+            max_attempts,
+        }
+    }
+
+    fn claim(&self, s: &mut dyn ClaimStore, w: &Window, owner: &str, max: u32) -> Claim {
+        s.claim(&self.req(w, owner, max)).unwrap()
+    }
+
+    fn run(&self, s: &mut dyn ClaimStore, w: &Window, owner: &str, max: u32) -> Lease {
+        match self.claim(s, w, owner, max) {
+            Claim::Run { lease, .. } => lease,
+            other => panic!("{owner} must get the run, got {other:?}"),
+        }
+    }
+}
+
+fn window(day: &str) -> Window {
+    let now: Timestamp = format!("{day}T12:00:00Z").parse().unwrap();
+    Window::containing(
+        &JobName::new("daily-report").unwrap(),
+        WindowKind::Day,
+        &Zone::utc(),
+        now,
+    )
+    .unwrap()
+}
+
+fn message(w: &Window, seq: u32, body: &[u8]) -> StagedMessage {
+    StagedMessage {
+        seq,
+        destination: "digest".into(),
+        idempotency_key: format!("{}#{seq}", w.key()),
+        content_type: "application/octet-stream".into(),
+        body: body.to_vec(),
+    }
+}
+
+fn report(cursor: Option<&str>) -> StoredReport {
+    StoredReport {
+        summary: "240 orders".into(),
+        cursor: cursor.map(str::to_string),
+    }
+}
+
+fn delivered(seq: u32) -> Attempted<'static> {
+    Attempted {
+        seq,
+        tries: 1,
+        status: "http 200",
+    }
+}
+
+fn is_lost<T: std::fmt::Debug>(r: jobhost::Result<T>) -> bool {
+    matches!(r, Err(Error::LeaseLost(_)))
+}
+
+fn a_live_claim_is_busy_and_an_expired_one_is_taken_over_with_a_new_fence(f: &mut Fixture) {
+    let mut s = f.open();
+    let w = window("2026-11-08");
+    let Claim::Run { lease, takeover } = f.claim(s.as_mut(), &w, "a", 3) else {
+        panic!("the first claim runs")
+    };
+    assert!(!takeover);
+    assert_eq!((lease.fence, lease.attempt), (Fence(1), 1));
+    let mut other = f.open();
+    assert!(
+        matches!(f.claim(other.as_mut(), &w, "b", 3), Claim::Busy { ref owner, .. } if owner == "a"),
+        "a live lease keeps others away"
+    );
+    f.expire();
+    let Claim::Run { lease: b, takeover } = f.claim(other.as_mut(), &w, "b", 3) else {
+        panic!("an expired claim is taken over")
+    };
+    assert!(takeover);
+    assert_eq!((b.fence, b.attempt), (Fence(2), 2));
+    s.prepare(&b, &report(None), &[], b"j", f.now).unwrap();
+    s.finish(&b, None, f.now).unwrap();
+    assert_eq!(
+        f.claim(s.as_mut(), &w, "c", 3),
+        Claim::Done {
+            attempt: 2,
+            fence: Fence(2)
+        }
+    );
+}
+
+fn a_stale_owner_can_write_nothing_after_a_takeover(f: &mut Fixture) {
+    let mut s = f.open();
+    let w = window("2026-11-08");
+    let old = f.run(s.as_mut(), &w, "a", 5);
+    s.prepare(&old, &report(None), &[message(&w, 1, b"x")], b"j", f.now)
+        .unwrap();
+    f.expire();
+    let Claim::Resume { lease: new } = f.claim(s.as_mut(), &w, "b", 5) else {
+        panic!("a PREPARED run is resumed")
+    };
+    let now = f.now;
+    let lease = f.lease();
+    assert!(is_lost(s.prepare(&old, &report(None), &[], b"", now)));
+    assert!(is_lost(s.check_lease(&old, now)));
+    assert!(is_lost(s.renew(&old, lease, None, now)));
+    assert!(is_lost(s.renew(&old, lease, Some(1), now)));
+    assert!(is_lost(s.not_sent(&old, 1, "refused", now)));
+    assert!(is_lost(s.mark_delivered(&old, &delivered(1), now)));
+    assert!(is_lost(s.finish(&old, Some(&delivered(1)), now)));
+    assert!(is_lost(s.fail(&old, "x", Failure::Permanent, None, now)));
+    let pending = s.pending_messages(&w.key()).unwrap();
+    assert_eq!(pending.len(), 1, "nothing the stale owner did counted");
+    assert_eq!((pending[0].attempts, pending[0].in_flight), (0, false));
+    s.finish(&new, Some(&delivered(1)), now).unwrap();
+    assert_eq!(s.peek(&w.key()).unwrap().unwrap().state, RunState::Done);
+}
+
+fn a_claim_whose_every_attempt_died_is_abandoned_not_left_claimed(f: &mut Fixture) {
+    let mut s = f.open();
+    let w = window("2026-11-08");
+    f.run(s.as_mut(), &w, "a", 2);
+    f.expire();
+    assert!(matches!(
+        f.claim(s.as_mut(), &w, "b", 2),
+        Claim::Run { takeover: true, .. }
+    ));
+    f.expire();
+    let Claim::GaveUp {
+        attempts,
+        error,
+        abandoned_now: true,
+        ..
+    } = f.claim(s.as_mut(), &w, "c", 2)
+    else {
+        panic!("out of attempts")
+    };
+    assert_eq!(attempts, 2);
+    assert!(error.unwrap().contains("abandoned after 2 attempt(s)"));
+    assert_eq!(
+        s.peek(&w.key()).unwrap().unwrap().state,
+        RunState::Abandoned
+    );
+    assert!(
+        matches!(
+            f.claim(s.as_mut(), &w, "d", 2),
+            Claim::GaveUp {
+                abandoned_now: false,
+                ..
+            }
+        ),
+        "abandoned once, reported as given up after that"
+    );
+}
+
+fn the_cursor_moves_only_when_the_run_is_done_and_never_backwards(f: &mut Fixture) {
+    let mut s = f.open();
+    let job = JobName::new("daily-report").unwrap();
+    let newer = window("2026-11-08");
+    let lease = f.run(s.as_mut(), &newer, "a", 3);
+    s.prepare(
+        &lease,
+        &report(Some("c8")),
+        &[message(&newer, 1, b"hi")],
+        b"j",
+        f.now,
+    )
+    .unwrap();
+    assert_eq!(s.cursor(&job).unwrap(), None, "PREPARED does not move it");
+    assert!(
+        matches!(s.finish(&lease, None, f.now), Err(Error::Delivery(_))),
+        "an undelivered message blocks DONE"
+    );
+    assert_eq!(
+        s.peek(&newer.key()).unwrap().unwrap().state,
+        RunState::Prepared
+    );
+    s.finish(&lease, Some(&delivered(1)), f.now).unwrap();
+    assert_eq!(s.cursor(&job).unwrap().as_deref(), Some("c8"));
+
+    // A late run of an older window finishes after the newer one.
+    let older = window("2026-11-07");
+    let lease = f.run(s.as_mut(), &older, "a", 3);
+    s.prepare(&lease, &report(Some("c7")), &[], b"j", f.now)
+        .unwrap();
+    s.finish(&lease, None, f.now).unwrap();
+    assert_eq!(
+        s.cursor(&job).unwrap().as_deref(),
+        Some("c8"),
+        "an older window never moves the cursor back"
+    );
+}
+
+fn a_failed_delivery_keeps_the_report_and_waits_out_its_backoff(f: &mut Fixture) {
+    let mut s = f.open();
+    let w = window("2026-11-08");
+    let lease = f.run(s.as_mut(), &w, "a", 3);
+    s.prepare(&lease, &report(None), &[message(&w, 1, b"hi")], b"j", f.now)
+        .unwrap();
+    let backoff = f.lease();
+    let tried = Attempted {
+        seq: 1,
+        tries: 5,
+        status: "http 503",
+    };
+    s.fail(
+        &lease,
+        "503",
+        Failure::Retry { after: backoff },
+        Some(&tried),
+        f.now,
+    )
+    .unwrap();
+    let row = s.peek(&w.key()).unwrap().unwrap();
+    assert_eq!(row.state, RunState::Prepared, "the report is kept");
+    assert!(row.retry_at.is_some());
+    let Claim::Wait {
+        attempts, error, ..
+    } = f.claim(s.as_mut(), &w, "b", 3)
+    else {
+        panic!("the backoff has not passed")
+    };
+    assert_eq!((attempts, error.as_deref()), (1, Some("503")));
+    f.pass(backoff + Duration::from_millis(300));
+    let Claim::Resume { lease: b } = f.claim(s.as_mut(), &w, "b", 3) else {
+        panic!("after the backoff the stored messages are resumed")
+    };
+    assert_eq!(
+        (b.fence, b.attempt),
+        (Fence(2), 2),
+        "a resume is an attempt"
+    );
+    let pending = s.pending_messages(&w.key()).unwrap();
+    assert_eq!(
+        pending[0].attempts, 5,
+        "sends are counted across invocations"
+    );
+    assert_eq!(pending[0].message.body, b"hi");
+    assert!(is_lost(s.check_lease(&lease, f.now)));
+    assert!(s.check_lease(&b, f.now).unwrap() > SignedDuration::ZERO);
+    assert_eq!(s.peek(&w.key()).unwrap().unwrap().retry_at, None);
+}
+
+fn a_retryable_guest_failure_is_claimed_again_after_its_backoff(f: &mut Fixture) {
+    let mut s = f.open();
+    let w = window("2026-11-08");
+    let lease = f.run(s.as_mut(), &w, "a", 3);
+    let backoff = f.lease();
+    s.fail(
+        &lease,
+        "guest trapped",
+        Failure::Retry { after: backoff },
+        None,
+        f.now,
+    )
+    .unwrap();
+    let row = s.peek(&w.key()).unwrap().unwrap();
+    assert_eq!(row.state, RunState::Failed);
+    assert_eq!(row.error.as_deref(), Some("guest trapped"));
+    assert!(matches!(
+        f.claim(s.as_mut(), &w, "b", 3),
+        Claim::Wait { .. }
+    ));
+    f.pass(backoff + Duration::from_millis(300));
+    let Claim::Run { lease: b, takeover } = f.claim(s.as_mut(), &w, "b", 3) else {
+        panic!("a retryable failure runs again")
+    };
+    assert!(takeover);
+    assert_eq!(b.attempt, 2);
+    assert_eq!(s.peek(&w.key()).unwrap().unwrap().state, RunState::Claimed);
+}
+
+fn a_permanent_failure_is_never_claimed_again(f: &mut Fixture) {
+    let mut s = f.open();
+    let w = window("2026-11-08");
+    let lease = f.run(s.as_mut(), &w, "a", 3);
+    s.fail(&lease, "invalid data", Failure::Permanent, None, f.now)
+        .unwrap();
+    f.expire();
+    let Claim::GaveUp {
+        attempts, error, ..
+    } = f.claim(s.as_mut(), &w, "b", 3)
+    else {
+        panic!("permanent means never")
+    };
+    assert_eq!((attempts, error.as_deref()), (1, Some("invalid data")));
+}
+
+fn a_prepared_run_out_of_attempts_is_abandoned_not_resumed(f: &mut Fixture) {
+    let mut s = f.open();
+    let w = window("2026-11-08");
+    let lease = f.run(s.as_mut(), &w, "a", 1);
+    s.prepare(&lease, &report(None), &[message(&w, 1, b"hi")], b"j", f.now)
+        .unwrap();
+    // The owner died while delivering; its only attempt is spent.
+    f.expire();
+    assert!(matches!(
+        f.claim(s.as_mut(), &w, "b", 1),
+        Claim::GaveUp {
+            abandoned_now: true,
+            ..
+        }
+    ));
+    assert_eq!(
+        s.peek(&w.key()).unwrap().unwrap().state,
+        RunState::Abandoned
+    );
+}
+
+fn an_at_most_once_send_in_flight_survives_the_process(f: &mut Fixture) {
+    let w = window("2026-11-08");
+    let lease = {
+        let mut s = f.open();
+        let lease = f.run(s.as_mut(), &w, "a", 3);
+        s.prepare(
+            &lease,
+            &report(None),
+            &[message(&w, 1, b"a"), message(&w, 2, b"b")],
+            b"j",
+            f.now,
+        )
+        .unwrap();
+        s.renew(&lease, f.lease(), Some(1), f.now).unwrap();
+        lease
+    };
+    let mut s = f.open();
+    let pending = s.pending_messages(&w.key()).unwrap();
+    assert!(pending[0].in_flight, "the mark was committed");
+    assert_eq!(pending[0].attempts, 1, "the send was counted when it began");
+    assert!(!pending[1].in_flight);
+    s.not_sent(&lease, 1, "http 429", f.now).unwrap();
+    let pending = s.pending_messages(&w.key()).unwrap();
+    assert!(
+        !pending[0].in_flight,
+        "a send known not to have arrived is cleared"
+    );
+    assert_eq!(pending[0].attempts, 1);
+}
+
+fn renewing_extends_the_lease_and_never_shortens_it(f: &mut Fixture) {
+    let mut s = f.open();
+    let w = window("2026-11-08");
+    let lease = f.run(s.as_mut(), &w, "a", 3);
+    s.prepare(&lease, &report(None), &[], b"j", f.now).unwrap();
+    let left = s.check_lease(&lease, f.now).unwrap();
+    assert!(left > SignedDuration::ZERO && left <= SignedDuration::try_from(f.lease()).unwrap());
+    s.renew(&lease, f.lease() * 10, None, f.now).unwrap();
+    let longer = s.check_lease(&lease, f.now).unwrap();
+    assert!(longer > left * 5, "{longer} after renewing, {left} before");
+    s.renew(&lease, Duration::from_secs(1), None, f.now)
+        .unwrap();
+    assert!(
+        s.check_lease(&lease, f.now).unwrap() > left * 5,
+        "a shorter renewal never cuts a lease"
+    );
+}
+
+fn a_key_recorded_for_another_window_is_refused(f: &mut Fixture) {
+    let mut s = f.open();
+    let w = window("2026-11-08");
+    f.run(s.as_mut(), &w, "a", 3);
+    // The same job and label, but the job moved to another zone.
+    let tokyo = Window::containing(
+        &JobName::new("daily-report").unwrap(),
+        WindowKind::Day,
+        &Zone::new("Asia/Tokyo").unwrap(),
+        "2026-11-08T12:00:00Z".parse().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(tokyo.key(), w.key());
+    let err = s.claim(&f.req(&tokyo, "b", 3)).unwrap_err();
+    assert!(matches!(err, Error::Input(_)), "{err}");
+    assert!(err.to_string().contains("give the job a new name"), "{err}");
+}
+
+fn what_was_committed_reads_back_byte_for_byte(f: &mut Fixture) {
+    let mut s = f.open();
+    let w = window("2026-11-08");
+    let lease = f.run(s.as_mut(), &w, "a", 3);
+    let body: Vec<u8> = (0..=255u8).chain([0, 0, 255]).collect();
+    let journal: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 256) as u8).collect();
+    let staged = [message(&w, 1, &body), message(&w, 2, b"{}")];
+    s.prepare(
+        &lease,
+        &report(Some("cursor \u{1F600}")),
+        &staged,
+        &journal,
+        f.now,
+    )
+    .unwrap();
+    let mut s = f.open();
+    assert_eq!(s.messages(&w.key()).unwrap(), staged);
+    assert_eq!(s.journal(&w.key()).unwrap().as_deref(), Some(&journal[..]));
+    assert_eq!(
+        s.report(&w.key()).unwrap(),
+        Some(report(Some("cursor \u{1F600}")))
+    );
+    s.mark_delivered(&lease, &delivered(1), f.now).unwrap();
+    let pending = s.pending_messages(&w.key()).unwrap();
+    assert_eq!(pending.len(), 1, "a delivered message is no longer pending");
+    assert_eq!(pending[0].message, staged[1]);
+    assert_eq!(s.messages(&w.key()).unwrap().len(), 2, "but it is kept");
+}
+
+fn history_lists_newest_windows_first_with_their_messages(f: &mut Fixture) {
+    let mut s = f.open();
+    let (a, b) = (window("2026-11-07"), window("2026-11-08"));
+    let la = f.run(s.as_mut(), &a, "a", 3);
+    s.prepare(
+        &la,
+        &report(None),
+        &[message(&a, 1, b"x"), message(&a, 2, b"y")],
+        &[1; 100],
+        f.now,
+    )
+    .unwrap();
+    s.mark_delivered(&la, &delivered(1), f.now).unwrap();
+    f.run(s.as_mut(), &b, "b", 3);
+    let other = Window::containing(
+        &JobName::new("other-job").unwrap(),
+        WindowKind::Day,
+        &Zone::utc(),
+        "2026-11-09T12:00:00Z".parse().unwrap(),
+    )
+    .unwrap();
+    f.run(s.as_mut(), &other, "c", 3);
+    let h = s.history(Some("daily-report")).unwrap();
+    let keys: Vec<String> = h.iter().map(|r| r.key.to_string()).collect();
+    assert_eq!(keys, ["daily-report:2026-11-08", "daily-report:2026-11-07"]);
+    let older = &h[1];
+    assert_eq!(older.state, RunState::Prepared);
+    assert_eq!((older.messages, older.delivered), (2, 1));
+    assert_eq!(older.journal_bytes, Some(100));
+    assert_eq!((older.window_start, older.window_end), (a.start, a.end));
+    assert_eq!(older.timezone, "UTC");
+    assert_eq!(older.owner, "a");
+    assert_eq!(h[0].journal_bytes, None);
+    assert_eq!(s.history(None).unwrap().len(), 3);
+}
+
+fn racing_claims_on_one_window_give_exactly_one_run(f: &mut Fixture) {
+    let w = window("2026-11-08");
+    let claims: Vec<Claim> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let (f, w) = (&*f, &w);
+                scope.spawn(move || {
+                    let mut s = f.open();
+                    f.claim(s.as_mut(), w, &format!("host-{i}"), 3)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let runs = claims
+        .iter()
+        .filter(|c| matches!(c, Claim::Run { .. }))
+        .count();
+    assert_eq!(runs, 1, "{claims:?}");
+    assert!(
+        claims
+            .iter()
+            .all(|c| matches!(c, Claim::Run { .. } | Claim::Busy { .. })),
+        "{claims:?}"
+    );
+}
+
+fn opening_a_migrated_store_again_changes_nothing(f: &mut Fixture) {
+    let w = window("2026-11-08");
+    {
+        let mut s = f.open();
+        f.run(s.as_mut(), &w, "a", 3);
+    }
+    for _ in 0..3 {
+        let mut s = f.open();
+        assert_eq!(s.history(None).unwrap().len(), 1);
+    }
+}
+
+/// Runs each listed contract test on every backend.
+macro_rules! contract {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test] fn $name() { super::$name(&mut super::Fixture::sqlite()); })*
+        }
+        mod postgres {
+            $(#[test] fn $name() {
+                if let Some(mut f) = super::Fixture::postgres(concat!("store_contract::postgres::", stringify!($name))) {
+                    super::$name(&mut f);
+                }
+            })*
+        }
+    };
+}
+
+contract!(
+    a_live_claim_is_busy_and_an_expired_one_is_taken_over_with_a_new_fence,
+    a_stale_owner_can_write_nothing_after_a_takeover,
+    a_claim_whose_every_attempt_died_is_abandoned_not_left_claimed,
+    the_cursor_moves_only_when_the_run_is_done_and_never_backwards,
+    a_failed_delivery_keeps_the_report_and_waits_out_its_backoff,
+    a_retryable_guest_failure_is_claimed_again_after_its_backoff,
+    a_permanent_failure_is_never_claimed_again,
+    a_prepared_run_out_of_attempts_is_abandoned_not_resumed,
+    an_at_most_once_send_in_flight_survives_the_process,
+    renewing_extends_the_lease_and_never_shortens_it,
+    a_key_recorded_for_another_window_is_refused,
+    what_was_committed_reads_back_byte_for_byte,
+    history_lists_newest_windows_first_with_their_messages,
+    racing_claims_on_one_window_give_exactly_one_run,
+    opening_a_migrated_store_again_changes_nothing,
+);
