@@ -5,10 +5,12 @@
 mod bad_input;
 mod compile_cache;
 mod crashes;
+mod durable_store;
 mod effects;
 mod harness;
 mod history;
 mod journal;
+mod postgres;
 mod races;
 mod reference_report;
 mod replay;

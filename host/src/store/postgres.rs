@@ -319,8 +319,23 @@ fn describe(e: &postgres::Error) -> String {
     s.replace(['\n', '\r'], " ")
 }
 
-fn pg(context: &str, e: &postgres::Error) -> Error {
+/// Whether `e` means the connection is gone (the server shut down or
+/// ended it, or the network failed), as opposed to a statement failing.
+fn connection_lost(e: &postgres::Error) -> bool {
     if e.is_closed() {
+        return true;
+    }
+    if let Some(code) = e.code() {
+        let c = code.code();
+        // 57P: the server is shutting down or ended the session; 08: a
+        // connection exception.
+        return c.starts_with("57P") || c.starts_with("08");
+    }
+    std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+}
+
+fn pg(context: &str, e: &postgres::Error) -> Error {
+    if connection_lost(e) {
         return Error::Store(format!(
             "{context}: the connection to the database was lost ({}); nothing more is written or \
              sent by this process, and the next invocation continues the window",

@@ -1,0 +1,473 @@
+//! A fleet on one PostgreSQL store: hosts racing the same windows, hosts
+//! whose clocks disagree, a database that vanishes mid-run, and the errors a
+//! user sees when the database cannot be reached or refuses the login. The
+//! crash-injection trials on PostgreSQL are in `crashes`; the store contract
+//! on both backends is in `store_contract`.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use jobhost_tests::pg::{self, Scratch};
+use jobhost_tests::sink::Sink;
+
+use crate::effects::{distinct_keys, http_config};
+use crate::harness::*;
+
+/// The reference report sending its digest to `sink`, with `limits`.
+fn job(dir: &Path, sink: &Sink, limits: &str) -> std::path::PathBuf {
+    http_config(
+        dir,
+        &format!("[limits]\n{limits}"),
+        &format!(
+            "[destinations.digest]\ntype = \"http\"\nurl = \"{}\"\ntimeout_seconds = 1\nmax_backoff_seconds = 0.5\n",
+            sink.url("/digest")
+        ),
+    )
+}
+
+fn warm_cache() {
+    let warm = scratch();
+    let cfg = report_config(warm.path(), 100);
+    let run = run_job(&cfg, warm.path().join("w.db"), "2026-11-09T00:05:00Z");
+    assert_eq!(run.event(), "ran", "{}", run.stderr);
+}
+
+/// The test server's URL with another user, database or port.
+fn variant(server: &str, user: &str, database: &str, port: Option<u16>) -> String {
+    let config: postgres::Config = server.parse().expect("JOBHOST_TEST_POSTGRES is a URL");
+    let host = match config.get_hosts().first() {
+        Some(postgres::config::Host::Tcp(h)) => h.clone(),
+        _ => "127.0.0.1".to_string(),
+    };
+    let port = port.unwrap_or_else(|| config.get_ports().first().copied().unwrap_or(5432));
+    format!("postgres://{user}@{host}:{port}/{database}")
+}
+
+/// A port on 127.0.0.1 with nothing listening.
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+fn stopped(child: &std::process::Child) -> bool {
+    std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
+        .unwrap_or_default()
+        .rsplit_once(") ")
+        .is_some_and(|(_, rest)| rest.starts_with('T'))
+}
+
+fn wait_until_stopped(child: &std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !stopped(child) {
+        assert!(
+            Instant::now() < deadline,
+            "the process never reached its failpoint"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn resume(child: std::process::Child) -> Run {
+    // SAFETY: signalling a child process we own.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGCONT);
+    }
+    to_run(child.wait_with_output().unwrap())
+}
+
+#[test]
+fn several_hosts_racing_the_same_windows_on_postgres_run_each_window_once() {
+    let Some(db) = Scratch::new("postgres::several_hosts_racing") else {
+        return;
+    };
+    warm_cache();
+    let sink = Sink::start();
+    let dir = scratch();
+    let cfg = job(dir.path(), &sink, "timeout_seconds = 30");
+    // Three windows, six hosts each, all started at once on a schema that
+    // has no tables yet: they race the migration too.
+    let days = ["2026-11-09", "2026-11-10", "2026-11-11"];
+    let children: Vec<_> = days
+        .iter()
+        .flat_map(|d| std::iter::repeat_n(*d, 6))
+        .map(|d| {
+            job_command(&cfg, db.url(), &format!("{d}T00:05:00Z"))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn")
+        })
+        .collect();
+    let runs: Vec<Run> = children
+        .into_iter()
+        .map(|c| to_run(c.wait_with_output().expect("wait")))
+        .collect();
+    for (i, day) in days.iter().enumerate() {
+        let of_day = &runs[i * 6..(i + 1) * 6];
+        let events: Vec<String> = of_day.iter().map(Run::event).collect();
+        assert_eq!(
+            events.iter().filter(|e| *e == "ran").count(),
+            1,
+            "{day}: one host runs the window: {events:?}; stderr: {:?}",
+            of_day.iter().map(|r| r.stderr.as_str()).collect::<Vec<_>>()
+        );
+        assert!(
+            events.iter().all(|e| e == "ran" || e == "skipped"),
+            "{events:?}"
+        );
+        assert!(of_day.iter().all(|r| r.code == 0));
+    }
+    assert_eq!(
+        distinct_keys(&sink).len(),
+        3,
+        "one message per window, each under its own key"
+    );
+    assert_eq!(sink.requests().len(), 3, "and each sent once");
+    let h = history(db.url());
+    assert_eq!(h.len(), 3);
+    assert!(
+        h.iter().all(|r| r["state"] == "DONE" && r["fence"] == 1),
+        "{h:?}"
+    );
+    let versions: i64 = db
+        .client()
+        .query_one("SELECT count(*) FROM jobhost_schema", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(versions, 1, "the migration was applied once");
+}
+
+#[test]
+fn hosts_whose_clocks_disagree_by_minutes_never_take_a_live_lease() {
+    let Some(db) = Scratch::new("postgres::hosts_whose_clocks_disagree") else {
+        return;
+    };
+    warm_cache();
+    let sink = Sink::start();
+    let dir = scratch();
+    // A 60 s lease: far shorter than the skew between the hosts below.
+    let cfg = job(
+        dir.path(),
+        &sink,
+        "timeout_seconds = 30\nlease_seconds = 60",
+    );
+    // Host A's clock reads 06:00; it claims the window and stalls.
+    let a = job_command(&cfg, db.url(), "2026-11-09T06:00:00Z")
+        .env("JOBHOST_TEST_FAILPOINT", "after-claim:stop")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until_stopped(&a);
+    let claimed_at = jiff::Timestamp::now();
+    // Hosts B and C read 20 minutes later and 20 minutes earlier: by B's
+    // clock, A's lease ran out 19 minutes ago. The database says otherwise.
+    for now in ["2026-11-09T06:20:00Z", "2026-11-09T05:40:00Z"] {
+        let other = run_job(&cfg, db.url(), now);
+        let r = other.receipt();
+        assert_eq!(
+            (r["event"].as_str(), r["reason"].as_str()),
+            (Some("skipped"), Some("busy")),
+            "a host at {now} must not take A's live lease: {r}"
+        );
+        assert_eq!(r["fence"], 1);
+    }
+    // The lease was set on the database's clock (now + 60 s), not on A's.
+    let row = &history(db.url())[0];
+    let until: jiff::Timestamp = row["lease_until"].as_str().unwrap().parse().unwrap();
+    let ahead = until.duration_since(claimed_at).as_secs_f64();
+    assert!(
+        (30.0..=90.0).contains(&ahead),
+        "the lease runs out {ahead} s after the claim, measured on the database's clock ({row})"
+    );
+    let done = resume(a);
+    assert_eq!(done.event(), "ran", "{}", done.stderr);
+    assert_eq!(sink.requests().len(), 1, "no duplicate");
+    assert_eq!(history(db.url())[0]["state"], "DONE");
+}
+
+#[test]
+fn a_database_that_goes_away_mid_run_fails_the_run_and_posts_nothing() {
+    warm_cache();
+    for boundary in ["after-claim", "after-prepare", "before-send"] {
+        let Some(db) = Scratch::new("postgres::a_database_that_goes_away") else {
+            return;
+        };
+        let sink = Sink::start();
+        let dir = scratch();
+        let cfg = job(dir.path(), &sink, "timeout_seconds = 2\nlease_seconds = 3");
+        let a = job_command(&cfg, db.url(), "2026-11-09T00:05:00Z")
+            .env("JOBHOST_TEST_FAILPOINT", format!("{boundary}:stop"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_until_stopped(&a);
+        assert!(
+            db.cut_connections() >= 1,
+            "{boundary}: a connection was cut"
+        );
+        let failed = resume(a);
+        let r = failed.receipt();
+        assert_eq!(
+            (
+                failed.code,
+                r["event"].as_str(),
+                r["error"]["kind"].as_str()
+            ),
+            (1, Some("failed"), Some("store")),
+            "{boundary}: {r}"
+        );
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("connection to the database was lost"),
+            "{boundary}: {message}"
+        );
+        assert_eq!(
+            failed
+                .stderr
+                .lines()
+                .filter(|l| l.starts_with("jobhost: error:"))
+                .count(),
+            1,
+            "{}",
+            failed.stderr
+        );
+        assert!(sink.requests().is_empty(), "{boundary}: nothing was posted");
+
+        // The window is finished by a later invocation, once.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let next = loop {
+            let next = run_job(&cfg, db.url(), "2026-11-09T00:06:00Z");
+            if next.receipt()["reason"] != "busy" {
+                break next;
+            }
+            assert!(Instant::now() < deadline, "the lease never ran out");
+            std::thread::sleep(Duration::from_millis(250));
+        };
+        assert!(
+            matches!(next.event().as_str(), "ran" | "resumed"),
+            "{boundary}: {}",
+            next.stdout
+        );
+        assert_eq!(sink.requests().len(), 1, "{boundary}: delivered once");
+    }
+}
+
+#[test]
+fn a_store_that_cannot_be_reached_is_one_line_exit_1_and_hides_the_password() {
+    let dir = scratch();
+    let sink = Sink::start();
+    let cfg = job(dir.path(), &sink, "timeout_seconds = 30");
+    let port = closed_port();
+    let url = format!("postgres://jobs:hunter2-secret@127.0.0.1:{port}/jobs");
+    let run = run_job(&cfg, &url, "2026-11-09T00:05:00Z");
+    let r = run.receipt();
+    assert_eq!(
+        (run.code, r["error"]["kind"].as_str()),
+        (1, Some("store")),
+        "{r}"
+    );
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "cannot connect to store `postgres://jobs:***@127.0.0.1:{port}/jobs`"
+        )),
+        "{message}"
+    );
+    assert!(
+        message.contains("check that PostgreSQL is running"),
+        "{message}"
+    );
+    assert_eq!(
+        r["store"],
+        format!("postgres://jobs:***@127.0.0.1:{port}/jobs")
+    );
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(!run.stdout.contains("hunter2") && !run.stderr.contains("hunter2"));
+    assert!(sink.requests().is_empty());
+
+    let history = jobhost(&["history", "--store", &url]);
+    assert_eq!(history.code, 1, "{}", history.stderr);
+    assert!(
+        history.stderr.contains("cannot connect to store"),
+        "{}",
+        history.stderr
+    );
+    assert!(!history.stderr.contains("hunter2"));
+}
+
+#[test]
+fn a_malformed_store_url_is_bad_input() {
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 10);
+    let run = run_job(
+        &cfg,
+        "postgres://jobs@127.0.0.1:notaport/jobs",
+        "2026-11-09T00:05:00Z",
+    );
+    let r = run.receipt();
+    assert_eq!(
+        (run.code, r["error"]["kind"].as_str()),
+        (2, Some("invalid-input")),
+        "{r}"
+    );
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid store URL `postgres://jobs@127.0.0.1:notaport/jobs`"),
+        "{r}"
+    );
+}
+
+#[test]
+fn a_refused_login_or_a_missing_database_names_the_fix() {
+    let Some(server) = pg::server("postgres::a_refused_login") else {
+        return;
+    };
+    let dir = scratch();
+    let sink = Sink::start();
+    let cfg = job(dir.path(), &sink, "timeout_seconds = 30");
+    for (url, says) in [
+        (
+            variant(&server, "no_such_jobhost_role", "test", None),
+            "check the user and password in the store URL",
+        ),
+        (
+            variant(&server, "postgres", "no_such_jobhost_database", None),
+            "create the database or fix its name in the store URL",
+        ),
+    ] {
+        let run = run_job(&cfg, &url, "2026-11-09T00:05:00Z");
+        let r = run.receipt();
+        assert_eq!(
+            (run.code, r["error"]["kind"].as_str()),
+            (1, Some("store")),
+            "{r}"
+        );
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{message}");
+        assert!(!message.contains('\n'));
+    }
+    assert!(sink.requests().is_empty());
+}
+
+#[test]
+fn history_export_and_replay_read_a_postgres_store() {
+    let Some(db) = Scratch::new("postgres::history_export_and_replay") else {
+        return;
+    };
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 500);
+    let run = run_job(&cfg, db.url(), "2026-11-09T00:05:00Z");
+    assert_eq!(run.event(), "ran", "{}", run.stderr);
+    assert!(
+        run.receipt().get("warnings").is_none(),
+        "a PostgreSQL store is durable"
+    );
+    let again = run_job(&cfg, db.url(), "2026-11-09T06:00:00Z");
+    assert_eq!(again.receipt()["reason"], "done");
+
+    let h = history(db.url());
+    assert_eq!(h.len(), 1);
+    assert_eq!(h[0]["key"], "daily-report:2026-11-08");
+    assert!(h[0]["journal_bytes"].as_u64().unwrap() > 0);
+    let table = jobhost(&["history", "--store", &db.url()]);
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    assert!(
+        table.stdout.contains("daily-report:2026-11-08"),
+        "{}",
+        table.stdout
+    );
+
+    let replay = jobhost(&[
+        "replay",
+        "daily-report:2026-11-08",
+        "--store",
+        &db.url(),
+        "--component",
+        s(&guests().report),
+    ]);
+    assert_eq!(replay.code, 0, "{}\n{}", replay.stdout, replay.stderr);
+    assert!(replay.stdout.contains("identical"), "{}", replay.stdout);
+
+    let file = dir.path().join("run.replay");
+    let export = jobhost(&[
+        "export",
+        "daily-report:2026-11-08",
+        "-o",
+        s(&file),
+        "--store",
+        &db.url(),
+    ]);
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    assert!(file.is_file());
+}
+
+#[test]
+fn history_of_a_database_without_a_store_says_so() {
+    let Some(db) = Scratch::new("postgres::history_without_a_store") else {
+        return;
+    };
+    let run = jobhost(&["history", "--store", &db.url()]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("no jobhost store in"), "{}", run.stderr);
+    let tables: i64 = db
+        .client()
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 0, "reading created nothing");
+}
+
+#[test]
+fn a_store_password_from_the_environment_reaches_the_database_and_nothing_else() {
+    let Some(db) = Scratch::new("postgres::a_store_password_from_the_environment") else {
+        return;
+    };
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 100);
+    // The test server trusts every login, so any password gets in; what is
+    // checked is where the password shows up.
+    let server = db.url();
+    let (scheme, rest) = server.split_once("://").unwrap();
+    let (userinfo, host) = rest
+        .split_once('@')
+        .expect("JOBHOST_TEST_POSTGRES names a user");
+    let user = userinfo.split(':').next().unwrap();
+    let url = format!("{scheme}://{user}:${{JOBHOST_TEST_PW}}@{host}");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("store = \"{url}\"\n{text}")).unwrap();
+    let out = command(
+        &root(),
+        &["run", "--config", s(&cfg), "--now", "2026-11-09T00:05:00Z"],
+    )
+    .env("JOBHOST_TEST_PW", "pw-0f-the-fleet")
+    .output()
+    .unwrap();
+    let run = to_run(out);
+    assert_eq!(run.event(), "ran", "{}", run.stderr);
+    assert!(
+        run.receipt()["store"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{user}:***@"))
+    );
+    assert!(!run.stdout.contains("pw-0f") && !run.stderr.contains("pw-0f"));
+    // Without the variable the config is refused before anything connects.
+    let out = command(
+        &root(),
+        &["run", "--config", s(&cfg), "--now", "2026-11-10T00:05:00Z"],
+    )
+    .env_remove("JOBHOST_TEST_PW")
+    .output()
+    .unwrap();
+    let run = to_run(out);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("${JOBHOST_TEST_PW}"), "{}", run.stderr);
+}
