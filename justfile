@@ -31,9 +31,13 @@ lint:
 bench:
     RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench run
 
-# The claim store's cost: claims per second, and a whole run's store work.
-bench-store:
-    cargo bench -p jobhost-tests --bench store
+# The claim store's cost, SQLite and PostgreSQL side by side: claims per
+# second, and a whole run's store work. PostgreSQL is measured when
+# JOBHOST_TEST_POSTGRES names a server (for example
+# postgres://postgres@127.0.0.1:5432/test), and skipped, saying so, when not.
+# `just bench-store --quick` for fewer rounds.
+bench-store *args:
+    RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench store -- {{args}}
 
 # Regenerate examples/sales.db (deterministic).
 sample-data:

@@ -1,15 +1,28 @@
-//! The claim store's cost with full durability (WAL, `synchronous=FULL`),
-//! in one process, side by side in one run:
+//! The claim store's cost with full durability, SQLite and PostgreSQL side
+//! by side in one process and one run:
 //!
-//! 1. claims alone: one transaction (one fsync) per window;
-//! 2. a whole run's store work: claim, PREPARED with one staged message,
-//!    DONE with the delivery recorded (three transactions);
+//! 1. claims alone: one transaction (one commit, one fsync) per window;
+//! 2. a whole run's store work: claim, PREPARED (the report, one staged
+//!    message and a 2 KiB journal), DONE with the delivery recorded (three
+//!    transactions);
 //! 3. the same with the lease checked before the send, as delivery does
 //!    (a read, no fsync).
 //!
-//! Each round claims `N` fresh windows; the medians of the rounds are
-//! reported with the ratio of (2) to (1). The store lives under `target/`,
-//! on the same disk as the project, not in a RAM-backed temp folder.
+//! SQLite runs in WAL mode with `synchronous=FULL`, its file under
+//! `target/bench-store`, on the same disk as the project, not in a
+//! RAM-backed temp folder. PostgreSQL is the server named by
+//! `JOBHOST_TEST_POSTGRES` (for example
+//! `postgres://postgres@127.0.0.1:5432/test`), reached over one connection
+//! exactly as a host reaches it; its durability is the server's own
+//! (`synchronous_commit`, printed with the results). Without the variable
+//! the bench measures SQLite alone and says that PostgreSQL was skipped.
+//!
+//! Each round claims `N` fresh windows per measurement and backend. The
+//! rounds interleave the backends measurement by measurement (and swap
+//! which goes first every round), so drift on a shared machine hits both
+//! alike. Reported: the medians of the rounds (with the fastest and slowest
+//! round), each backend's whole run against its own claim, and PostgreSQL
+//! against SQLite for each measurement.
 //!
 //! `cargo bench -p jobhost-tests --bench store` (add `-- --quick` for
 //! fewer rounds).
@@ -18,9 +31,34 @@ use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
 use jobhost::store::{
-    Attempted, Claim, ClaimRequest, ClaimStore, Lease, SqliteStore, StagedMessage, StoredReport,
+    Attempted, Claim, ClaimRequest, ClaimStore, Lease, PostgresStore, PostgresUrl, SqliteStore,
+    StagedMessage, StoredReport,
 };
 use jobhost::window::{JobName, Window, WindowKind, Zone};
+use jobhost_tests::pg::Scratch;
+
+/// What one timed pass over `N` windows does per window.
+#[derive(Clone, Copy)]
+enum Work {
+    /// A claim.
+    Claim,
+    /// Claim, PREPARED, DONE.
+    Whole,
+    /// Claim, PREPARED, lease check, DONE.
+    WholeChecked,
+}
+
+const WORK: [Work; 3] = [Work::Claim, Work::Whole, Work::WholeChecked];
+const SQLITE: usize = 0;
+const POSTGRES: usize = 1;
+const NAMES: [&str; 2] = ["SQLite", "PostgreSQL"];
+
+/// The store of one backend for one round. Fields drop in order: the
+/// connection closes before its scratch schema is dropped.
+struct Backend {
+    store: Box<dyn ClaimStore>,
+    _scratch: Option<Scratch>,
+}
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -30,6 +68,10 @@ fn main() {
         .join("bench-store");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("bench folder");
+    // `server` prints the SKIPPED line on stderr when the variable is unset.
+    let pg_server = jobhost_tests::pg::server("bench store (PostgreSQL half)");
+    let pg_settings = pg_server.as_deref().map(postgres_settings);
+
     let job = JobName::new("bench").unwrap();
     let start: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
     let mut next_hour = 0i64;
@@ -43,58 +85,144 @@ fn main() {
             .collect()
     };
 
-    let mut claim_only = Vec::new();
-    let mut whole = Vec::new();
-    let mut whole_checked = Vec::new();
+    // times[backend][work]: one per-window duration per round.
+    let mut times: [[Vec<Duration>; 3]; 2] = Default::default();
     for round in 0..rounds {
-        // Interleaved, so drift on a shared machine hits all three alike.
-        let mut store = SqliteStore::open(&dir.join(format!("r{round}.db"))).unwrap();
-        let ws = windows(n);
-        let t = Instant::now();
-        for w in &ws {
-            claim(&mut store, w);
+        // A fresh SQLite file and a fresh PostgreSQL schema every round:
+        // each round starts from empty tables on both backends, so the
+        // rounds are alike and the two backends always hold the same number
+        // of rows when they are compared. Opening (and migrating) is not
+        // timed.
+        let mut backends = vec![Backend {
+            store: Box::new(SqliteStore::open(&dir.join(format!("r{round}.db"))).unwrap()),
+            _scratch: None,
+        }];
+        if pg_server.is_some() {
+            let scratch = Scratch::new("bench store").expect("PostgreSQL scratch schema");
+            let store = PostgresStore::open(&PostgresUrl::new(scratch.url()))
+                .unwrap_or_else(|e| panic!("cannot open the PostgreSQL store: {e}"));
+            backends.push(Backend {
+                store: Box::new(store),
+                _scratch: Some(scratch),
+            });
         }
-        claim_only.push(t.elapsed() / n as u32);
-
-        let ws = windows(n);
-        let t = Instant::now();
-        for w in &ws {
-            let lease = claim(&mut store, w);
-            prepare_and_finish(&mut store, w, &lease, false);
+        // Swap who goes first every round, so neither always runs on a
+        // machine the other has just warmed (or dirtied).
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..backends.len()).collect()
+        } else {
+            (0..backends.len()).rev().collect()
+        };
+        for (i, work) in WORK.into_iter().enumerate() {
+            // The same windows for both backends: separate stores, so both
+            // claim fresh windows with identical keys.
+            let ws = windows(n);
+            for &b in &order {
+                times[b][i].push(measure(backends[b].store.as_mut(), &ws, work));
+            }
         }
-        whole.push(t.elapsed() / n as u32);
-
-        let ws = windows(n);
-        let t = Instant::now();
-        for w in &ws {
-            let lease = claim(&mut store, w);
-            prepare_and_finish(&mut store, w, &lease, true);
-        }
-        whole_checked.push(t.elapsed() / n as u32);
+        drop(backends);
     }
-    let (c, w, wc) = (median(&claim_only), median(&whole), median(&whole_checked));
-    println!("store: SQLite, WAL, synchronous=FULL; {rounds} rounds of {n} windows; medians");
+
+    let med: Vec<[Duration; 3]> = times
+        .iter()
+        .take(if pg_server.is_some() { 2 } else { 1 })
+        .map(|t| [median(&t[0]), median(&t[1]), median(&t[2])])
+        .collect();
     println!(
-        "  claim alone                                 {:>8.3} ms/run  {:>7.0} claims/s",
-        ms(c),
-        1.0 / c.as_secs_f64()
+        "store: {rounds} rounds of {n} fresh windows per measurement and backend, \
+         backends interleaved; medians (fastest..slowest round)"
     );
-    println!(
-        "  claim + PREPARED + DONE                     {:>8.3} ms/run  {:>7.0} runs/s  ({:.2}x the claim)",
-        ms(w),
-        1.0 / w.as_secs_f64(),
-        w.as_secs_f64() / c.as_secs_f64()
-    );
-    println!(
-        "  claim + PREPARED + lease check + DONE       {:>8.3} ms/run  {:>7.0} runs/s  ({:.2}x the claim)",
-        ms(wc),
-        1.0 / wc.as_secs_f64(),
-        wc.as_secs_f64() / c.as_secs_f64()
-    );
+    for (b, m) in med.iter().enumerate() {
+        let c = m[0];
+        match b {
+            SQLITE => println!("SQLite, WAL, synchronous=FULL, file under target/bench-store"),
+            _ => println!(
+                "PostgreSQL, one connection, {}",
+                pg_settings.as_deref().unwrap_or("")
+            ),
+        }
+        println!(
+            "  claim alone                              {:>8.3} ms/claim {:>7.0} claims/s  ({})",
+            ms(c),
+            per_s(c),
+            spread(&times[b][0])
+        );
+        println!(
+            "  claim + PREPARED + DONE                  {:>8.3} ms/run   {:>7.0} runs/s    ({}; {:.2}x its claim)",
+            ms(m[1]),
+            per_s(m[1]),
+            spread(&times[b][1]),
+            ratio(m[1], c)
+        );
+        println!(
+            "  claim + PREPARED + lease check + DONE    {:>8.3} ms/run   {:>7.0} runs/s    ({}; {:.2}x its claim)",
+            ms(m[2]),
+            per_s(m[2]),
+            spread(&times[b][2]),
+            ratio(m[2], c)
+        );
+    }
+    if med.len() == 2 {
+        let (s, p) = (med[SQLITE], med[POSTGRES]);
+        println!(
+            "{} vs {} (time per claim or run; above 1 means PostgreSQL is slower)",
+            NAMES[POSTGRES], NAMES[SQLITE]
+        );
+        println!(
+            "  claim alone                              {:>6.2}x",
+            ratio(p[0], s[0])
+        );
+        println!(
+            "  claim + PREPARED + DONE                  {:>6.2}x",
+            ratio(p[1], s[1])
+        );
+        println!(
+            "  claim + PREPARED + lease check + DONE    {:>6.2}x",
+            ratio(p[2], s[2])
+        );
+    } else {
+        println!(
+            "PostgreSQL: SKIPPED, {} is not set; set it to a PostgreSQL server \
+             (for example postgres://postgres@127.0.0.1:5432/test) to measure it beside SQLite",
+            jobhost_tests::pg::VAR
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn claim(store: &mut SqliteStore, w: &Window) -> Lease {
+/// The mean time per window of one pass of `work` over `ws`.
+fn measure(store: &mut dyn ClaimStore, ws: &[Window], work: Work) -> Duration {
+    let t = Instant::now();
+    for w in ws {
+        let lease = claim(store, w);
+        match work {
+            Work::Claim => {}
+            Work::Whole => prepare_and_finish(store, w, &lease, false),
+            Work::WholeChecked => prepare_and_finish(store, w, &lease, true),
+        }
+    }
+    t.elapsed() / ws.len() as u32
+}
+
+/// The server's version and the settings that decide what a commit costs.
+fn postgres_settings(server: &str) -> String {
+    let mut c = postgres::Client::connect(server, postgres::NoTls)
+        .unwrap_or_else(|e| panic!("cannot connect to the PostgreSQL server {server}: {e}"));
+    let mut show = |name: &str| -> String {
+        c.query_one(&format!("SHOW {name}"), &[])
+            .map(|r| r.get(0))
+            .unwrap_or_else(|e| format!("? ({e})"))
+    };
+    format!(
+        "server {}, synchronous_commit={}, fsync={}",
+        show("server_version"),
+        show("synchronous_commit"),
+        show("fsync")
+    )
+}
+
+fn claim(store: &mut dyn ClaimStore, w: &Window) -> Lease {
     let now = w.end;
     match store
         .claim(&ClaimRequest {
@@ -102,7 +230,7 @@ fn claim(store: &mut SqliteStore, w: &Window) -> Lease {
             owner: "bench",
             component: "sha256:bench",
             now,
-            lease_until: now + SignedDuration::from_mins(5),
+            lease: Duration::from_secs(300),
             max_attempts: 3,
         })
         .unwrap()
@@ -112,7 +240,7 @@ fn claim(store: &mut SqliteStore, w: &Window) -> Lease {
     }
 }
 
-fn prepare_and_finish(store: &mut SqliteStore, w: &Window, lease: &Lease, check: bool) {
+fn prepare_and_finish(store: &mut dyn ClaimStore, w: &Window, lease: &Lease, check: bool) {
     let message = StagedMessage {
         seq: 1,
         destination: "digest".into(),
@@ -128,7 +256,7 @@ fn prepare_and_finish(store: &mut SqliteStore, w: &Window, lease: &Lease, check:
         .prepare(lease, &report, &[message], &[0; 2048], w.end)
         .unwrap();
     if check {
-        store.check_lease(lease).unwrap();
+        store.check_lease(lease, w.end).unwrap();
     }
     let done = Attempted {
         seq: 1,
@@ -142,6 +270,20 @@ fn median(v: &[Duration]) -> Duration {
     let mut s = v.to_vec();
     s.sort();
     s[s.len() / 2]
+}
+
+fn spread(v: &[Duration]) -> String {
+    let lo = v.iter().min().copied().unwrap_or_default();
+    let hi = v.iter().max().copied().unwrap_or_default();
+    format!("{:.3}..{:.3}", ms(lo), ms(hi))
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64()
+}
+
+fn per_s(d: Duration) -> f64 {
+    1.0 / d.as_secs_f64()
 }
 
 fn ms(d: Duration) -> f64 {
