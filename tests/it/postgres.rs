@@ -471,3 +471,93 @@ fn a_store_password_from_the_environment_reaches_the_database_and_nothing_else()
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("${JOBHOST_TEST_PW}"), "{}", run.stderr);
 }
+
+/// The test server's certificate file, when it speaks TLS.
+fn server_certificate(db: &Scratch) -> Option<String> {
+    let mut c = db.client();
+    let ssl: String = c.query_one("SHOW ssl", &[]).unwrap().get(0);
+    if ssl != "on" {
+        use std::io::Write;
+        // Past the harness's capture, as for every skip.
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "SKIPPED postgres::tls_is_used_and_checked_as_sslmode_asks: the test server has ssl = off"
+        );
+        return None;
+    }
+    let path: String = c.query_one("SHOW ssl_cert_file", &[]).unwrap().get(0);
+    std::fs::metadata(&path).ok().map(|_| path)
+}
+
+#[test]
+fn tls_is_used_and_checked_as_sslmode_asks() {
+    let Some(db) = Scratch::new("postgres::tls_is_used_and_checked") else {
+        return;
+    };
+    let Some(cert) = server_certificate(&db) else {
+        return;
+    };
+    warm_cache();
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 100);
+    // Whether the connection of a run stalled after its claim is encrypted,
+    // as the server sees it.
+    let encrypted = |params: &str, day: &str| -> bool {
+        let url = format!("{}&{params}", db.url());
+        let child = job_command(&cfg, &url, &format!("{day}T00:05:00Z"))
+            .env("JOBHOST_TEST_FAILPOINT", "after-claim:stop")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_until_stopped(&child);
+        let ssl: bool = db
+            .client()
+            .query_one(
+                "SELECT bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+                 WHERE a.application_name = $1 AND a.pid <> pg_backend_pid()",
+                &[&db.schema],
+            )
+            .unwrap()
+            .get(0);
+        let run = resume(child);
+        assert_eq!(run.event(), "ran", "{params}: {}", run.stderr);
+        ssl
+    };
+    assert!(!encrypted("sslmode=disable", "2026-11-09"));
+    assert!(
+        encrypted("sslmode=prefer", "2026-11-10"),
+        "prefer encrypts when the server can"
+    );
+    assert!(encrypted("sslmode=require", "2026-11-11"));
+    let root = format!("sslrootcert={}", cert.replace('/', "%2F"));
+    assert!(encrypted(
+        &format!("sslmode=verify-ca&{root}"),
+        "2026-11-12"
+    ));
+
+    // verify-full checks the name: the server's certificate is not for the
+    // address 127.0.0.1.
+    for (params, says) in [
+        (format!("sslmode=verify-full&{root}"), "not valid for name"),
+        ("sslmode=verify-full".to_string(), "UnknownIssuer"),
+    ] {
+        // By address, whatever name the test server was given by.
+        let url = format!("{}&{params}", db.url()).replace("@localhost", "@127.0.0.1");
+        let run = run_job(&cfg, &url, "2026-11-13T00:05:00Z");
+        let r = run.receipt();
+        assert_eq!(
+            (run.code, r["error"]["kind"].as_str()),
+            (1, Some("store")),
+            "{r}"
+        );
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(message.contains("over TLS"), "{message}");
+        assert!(message.contains(says), "{message}");
+    }
+    assert_eq!(
+        history(db.url()).len(),
+        4,
+        "the refused runs claimed nothing"
+    );
+}

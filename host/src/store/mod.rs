@@ -21,6 +21,7 @@
 
 pub mod durable;
 pub mod location;
+mod pg_connect;
 pub mod postgres;
 pub mod sqlite;
 

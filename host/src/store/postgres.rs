@@ -24,8 +24,7 @@
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use postgres::error::SqlState;
-use postgres::{Client, NoTls, Row, Transaction};
+use postgres::{Client, Row, Transaction};
 
 use super::{
     Attempted, Claim, ClaimRequest, ClaimStore, Decision, Existing, Failure, Fence, Lease,
@@ -90,14 +89,6 @@ const MIGRATIONS: &[&str] = &[
 /// pooler's connection hand-offs.
 const MIGRATION_LOCK: i64 = 0x006a_6f62_686f_7374;
 
-/// How long connecting may take before it is a failure.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long sent data may go unacknowledged before the connection counts as
-/// dead (a database that vanished from the network fails a run in this
-/// time rather than hanging it).
-const TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// Microseconds since the epoch of a `timestamptz` expression, exactly.
 macro_rules! us {
     ($col:literal) => {
@@ -152,31 +143,8 @@ impl PostgresStore {
     }
 
     fn connect(url: &PostgresUrl) -> Result<PostgresStore> {
-        let mut config: postgres::Config = url.secret().parse().map_err(|e| {
-            Error::input(format!(
-                "invalid store URL `{url}`: {e}; use postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
-            ))
-        })?;
-        if config.get_application_name().is_none() {
-            config.application_name("jobhost");
-        }
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(CONNECT_TIMEOUT);
-        }
-        if config.get_tcp_user_timeout().is_none() {
-            config.tcp_user_timeout(TCP_USER_TIMEOUT);
-        }
-        config.keepalives(true);
-        if config.get_ssl_mode() == postgres::config::SslMode::Require {
-            return Err(Error::input(format!(
-                "store `{url}` asks for sslmode=require, and this jobhost connects to PostgreSQL \
-                 without TLS; reach the database over a trusted network or a TLS tunnel, and \
-                 drop sslmode=require"
-            )));
-        }
-        let client = config.connect(NoTls).map_err(|e| connect_error(url, &e))?;
         Ok(PostgresStore {
-            client,
+            client: super::pg_connect::connect(url)?,
             url: url.clone(),
         })
     }
@@ -293,7 +261,7 @@ fn check_version(url: &PostgresUrl, version: i64) -> Result<()> {
 
 /// One line for a PostgreSQL error: the server's message with its detail
 /// and hint, or the client's description of a connection problem.
-fn describe(e: &postgres::Error) -> String {
+pub(super) fn describe(e: &postgres::Error) -> String {
     if let Some(db) = e.as_db_error() {
         let mut s = format!("{} ({})", db.message(), db.code().code());
         if let Some(d) = db.detail() {
@@ -343,29 +311,6 @@ fn pg(context: &str, e: &postgres::Error) -> Error {
         ));
     }
     Error::store(context, describe(e))
-}
-
-fn connect_error(url: &PostgresUrl, e: &postgres::Error) -> Error {
-    let why = describe(e);
-    let code = e.code();
-    if code == Some(&SqlState::INVALID_PASSWORD)
-        || code == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION)
-    {
-        Error::Store(format!(
-            "cannot log in to store `{url}`: {why}; check the user and password in the store URL"
-        ))
-    } else if code == Some(&SqlState::INVALID_CATALOG_NAME) {
-        Error::Store(format!(
-            "cannot open store `{url}`: {why}; create the database or fix its name in the store URL"
-        ))
-    } else if e.as_db_error().is_some() {
-        Error::Store(format!("cannot open store `{url}`: {why}"))
-    } else {
-        Error::Store(format!(
-            "cannot connect to store `{url}`: {why}; check that PostgreSQL is running there and \
-             that the URL's host and port are right"
-        ))
-    }
 }
 
 fn instant(us: i64) -> Result<Timestamp> {

@@ -1,0 +1,376 @@
+//! Turning a PostgreSQL store URL into a connection: libpq's TLS parameters
+//! (`sslmode`, `sslrootcert`) read the way libpq reads them, the host's
+//! timeouts, and errors that name the store (password hidden) and the fix.
+//!
+//! | `sslmode` | TLS | certificate checked |
+//! |---|---|---|
+//! | `disable` | never | - |
+//! | `prefer` (default) | when the server offers it | no |
+//! | `require` | always | no |
+//! | `verify-ca` | always | chain to a trusted root |
+//! | `verify-full` | always | chain, and the name matches the URL's host |
+//!
+//! Trusted roots are the PEM file `sslrootcert` names, or else the Mozilla
+//! roots built into the binary. Client certificates are not supported.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use postgres::config::SslMode;
+use postgres::error::SqlState;
+use postgres::{Client, NoTls};
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
+
+use super::PostgresUrl;
+use super::postgres::describe;
+use crate::error::{Error, Result};
+
+/// How long connecting may take before it is a failure.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long sent data may go unacknowledged before the connection counts as
+/// dead (a database that vanished from the network fails a run in this
+/// time rather than hanging it).
+const TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the URL asks of TLS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tls {
+    Disable,
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
+/// Connects to the database at `url`.
+///
+/// # Errors
+///
+/// `Error::Input` for a malformed URL or TLS parameters; `Error::Store`
+/// when the database cannot be reached or refuses the login.
+pub fn connect(url: &PostgresUrl) -> Result<Client> {
+    let (rest, tls, root_cert) = split_tls_params(url)?;
+    let mut config: postgres::Config = rest.parse().map_err(|e| {
+        Error::input(format!(
+            "invalid store URL `{url}`: {e}; use postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
+        ))
+    })?;
+    if config.get_application_name().is_none() {
+        config.application_name("jobhost");
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(TCP_USER_TIMEOUT);
+    }
+    config.keepalives(true);
+    let connected = match tls {
+        Tls::Disable => {
+            config.ssl_mode(SslMode::Disable);
+            config.connect(NoTls)
+        }
+        _ => {
+            config.ssl_mode(if tls == Tls::Prefer {
+                SslMode::Prefer
+            } else {
+                SslMode::Require
+            });
+            let connector = tokio_postgres_rustls::MakeRustlsConnect::new(client_config(
+                url,
+                tls,
+                root_cert.as_deref(),
+            )?);
+            config.connect(connector)
+        }
+    };
+    connected.map_err(|e| connect_error(url, &e))
+}
+
+/// Takes libpq's TLS parameters out of the URL (the client library knows
+/// only some of them), returning the rest of the URL.
+fn split_tls_params(url: &PostgresUrl) -> Result<(String, Tls, Option<String>)> {
+    let full = url.secret();
+    let Some((base, query)) = full.split_once('?') else {
+        return Ok((full.to_string(), Tls::Prefer, None));
+    };
+    let mut tls = Tls::Prefer;
+    let mut root_cert = None;
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = percent_encoding::percent_decode_str(value)
+            .decode_utf8()
+            .map_err(|_| {
+                Error::input(format!("invalid store URL `{url}`: `{key}` is not UTF-8"))
+            })?;
+        match key {
+            "sslmode" => {
+                tls = match &*value {
+                    "disable" => Tls::Disable,
+                    "prefer" => Tls::Prefer,
+                    "require" => Tls::Require,
+                    "verify-ca" => Tls::VerifyCa,
+                    "verify-full" => Tls::VerifyFull,
+                    other => {
+                        return Err(Error::input(format!(
+                            "invalid store URL `{url}`: sslmode `{other}` is not supported; use \
+                             disable, prefer, require, verify-ca or verify-full"
+                        )));
+                    }
+                }
+            }
+            "sslrootcert" => root_cert = Some(value.into_owned()),
+            "sslcert" | "sslkey" | "sslpassword" | "sslcrl" | "sslcrldir" => {
+                return Err(Error::input(format!(
+                    "invalid store URL `{url}`: `{key}` is not supported (jobhost does not send \
+                     client certificates); log in with a user and password"
+                )));
+            }
+            _ => kept.push(pair),
+        }
+    }
+    let rest = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((rest, tls, root_cert))
+}
+
+fn client_config(url: &PostgresUrl, tls: Tls, root_cert: Option<&str>) -> Result<ClientConfig> {
+    // Named explicitly rather than taken from a process default, so no other
+    // crate's choice of provider can change (or break) this one.
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Store(format!("cannot set up TLS for store `{url}`: {e}")))?;
+    let verifier: Arc<dyn ServerCertVerifier> = match tls {
+        Tls::Disable | Tls::Prefer | Tls::Require => Arc::new(Unverified(provider)),
+        Tls::VerifyCa | Tls::VerifyFull => {
+            let roots = roots(url, root_cert)?;
+            let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| Error::input(format!("cannot use the roots of store `{url}`: {e}")))?;
+            if tls == Tls::VerifyFull {
+                webpki
+            } else {
+                Arc::new(ChainOnly(webpki))
+            }
+        }
+    };
+    Ok(builder
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth())
+}
+
+fn roots(url: &PostgresUrl, root_cert: Option<&str>) -> Result<RootCertStore> {
+    let Some(path) = root_cert else {
+        return Ok(RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        });
+    };
+    let bad = |why: String| {
+        Error::input(format!(
+            "cannot read sslrootcert `{path}` of store `{url}`: {why}; name a PEM file of CA \
+             certificates"
+        ))
+    };
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+        .map_err(|e| bad(e.to_string()))?
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| bad(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(bad("it holds no certificate".into()));
+    }
+    let mut store = RootCertStore::empty();
+    let (_, ignored) = store.add_parsable_certificates(certs);
+    if store.is_empty() {
+        return Err(bad(format!(
+            "none of its {ignored} certificate(s) could be used"
+        )));
+    }
+    Ok(store)
+}
+
+/// `sslmode=prefer` and `require`: encrypted, the certificate not checked
+/// (as libpq does); signatures are still verified, so the session is with
+/// whoever holds the certificate's key.
+#[derive(Debug)]
+struct Unverified(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for Unverified {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// `sslmode=verify-ca`: the chain must lead to a trusted root; the name in
+/// the certificate need not match the host.
+#[derive(Debug)]
+struct ChainOnly(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+fn connect_error(url: &PostgresUrl, e: &postgres::Error) -> Error {
+    let why = describe(e);
+    let code = e.code();
+    if code == Some(&SqlState::INVALID_PASSWORD)
+        || code == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION)
+    {
+        Error::Store(format!(
+            "cannot log in to store `{url}`: {why}; check the user and password in the store URL"
+        ))
+    } else if code == Some(&SqlState::INVALID_CATALOG_NAME) {
+        Error::Store(format!(
+            "cannot open store `{url}`: {why}; create the database or fix its name in the store URL"
+        ))
+    } else if e.as_db_error().is_some() {
+        Error::Store(format!("cannot open store `{url}`: {why}"))
+    } else if why.contains("certificate") || why.contains("TLS") || why.contains("tls") {
+        Error::Store(format!(
+            "cannot open store `{url}` over TLS: {why}; check sslmode and sslrootcert in the \
+             store URL"
+        ))
+    } else {
+        Error::Store(format!(
+            "cannot connect to store `{url}`: {why}; check that PostgreSQL is running there and \
+             that the URL's host and port are right"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(url: &str) -> Result<(String, Tls, Option<String>)> {
+        split_tls_params(&PostgresUrl::new(url.to_string()))
+    }
+
+    #[test]
+    fn tls_parameters_are_taken_out_of_the_url_and_the_rest_kept() {
+        let (rest, tls, root) = split(
+            "postgres://u@h/db?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&application_name=x",
+        )
+        .unwrap();
+        assert_eq!(rest, "postgres://u@h/db?application_name=x");
+        assert_eq!(tls, Tls::VerifyFull);
+        assert_eq!(root.as_deref(), Some("/etc/ca.pem"));
+        assert_eq!(split("postgres://u@h/db").unwrap().1, Tls::Prefer);
+        assert_eq!(
+            split("postgres://u@h/db?sslmode=disable").unwrap().0,
+            "postgres://u@h/db"
+        );
+    }
+
+    #[test]
+    fn unsupported_tls_parameters_are_refused_naming_them() {
+        let err = split("postgres://u:pw@h/db?sslmode=allow").unwrap_err();
+        assert!(matches!(err, Error::Input(_)));
+        assert!(err.to_string().contains("sslmode `allow`"), "{err}");
+        assert!(!err.to_string().contains("pw@"), "{err}");
+        let err = split("postgres://u@h/db?sslcert=c.pem").unwrap_err();
+        assert!(err.to_string().contains("client certificates"), "{err}");
+    }
+
+    #[test]
+    fn a_root_certificate_file_that_is_not_pem_is_bad_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.pem");
+        std::fs::write(&path, "not a certificate").unwrap();
+        let url = PostgresUrl::new("postgres://u@h/db".into());
+        let err = roots(&url, path.to_str()).unwrap_err();
+        assert!(matches!(err, Error::Input(_)), "{err}");
+        assert!(err.to_string().contains("holds no certificate"), "{err}");
+    }
+}
