@@ -278,7 +278,7 @@ fn a_kill_at_any_boundary_costs_no_second_effect_and_no_lost_window(backend: Bac
         let Some(store) = Claims::new(
             backend,
             dir.path(),
-            "crashes::postgres::kill_at_any_boundary",
+            "crashes::postgres::a_kill_at_any_boundary_costs_no_second_effect_and_no_lost_window",
         ) else {
             return;
         };
@@ -329,8 +329,11 @@ fn a_kill_during_an_at_most_once_send_abandons_the_run_instead_of_resending(back
     warm_cache();
     let sink = Sink::start();
     let dir = scratch();
-    let Some(store) = Claims::new(backend, dir.path(), "crashes::postgres::at_most_once_kill")
-    else {
+    let Some(store) = Claims::new(
+        backend,
+        dir.path(),
+        "crashes::postgres::a_kill_during_an_at_most_once_send_abandons_the_run_instead_of_resending",
+    ) else {
         return;
     };
     let cfg = crash_config(dir.path(), &sink, "at-most-once", &store);
@@ -357,8 +360,11 @@ fn a_stalled_owner_cannot_write_or_send_after_a_takeover(backend: Backend) {
     for boundary in ["after-claim", "after-prepare", "before-send"] {
         let sink = Sink::start();
         let dir = scratch();
-        let Some(store) = Claims::new(backend, dir.path(), "crashes::postgres::stalled_owner")
-        else {
+        let Some(store) = Claims::new(
+            backend,
+            dir.path(),
+            "crashes::postgres::a_stalled_owner_cannot_write_or_send_after_a_takeover",
+        ) else {
             return;
         };
         let cfg = crash_config(dir.path(), &sink, "at-least-once", &store);
@@ -436,8 +442,11 @@ fn random_kills_over_many_trials_lose_no_window_and_duplicate_no_effect(backend:
     // How long an undisturbed run takes here, to aim the kills inside it.
     let probe_sink = Sink::start();
     let probe = scratch();
-    let Some(probe_store) = Claims::new(backend, probe.path(), "crashes::postgres::random_kills")
-    else {
+    let Some(probe_store) = Claims::new(
+        backend,
+        probe.path(),
+        "crashes::postgres::random_kills_over_many_trials_lose_no_window_and_duplicate_no_effect",
+    ) else {
         return;
     };
     let probe_cfg = crash_config(probe.path(), &probe_sink, "at-least-once", &probe_store);
@@ -459,7 +468,7 @@ fn random_kills_over_many_trials_lose_no_window_and_duplicate_no_effect(backend:
     for trial in 0..trials {
         let sink = Sink::start();
         let dir = scratch();
-        let store = Claims::new(backend, dir.path(), "crashes::postgres::random_kills")
+        let store = Claims::new(backend, dir.path(), "crashes::postgres::random_kills_over_many_trials_lose_no_window_and_duplicate_no_effect")
             .expect("configured above");
         let cfg = crash_config(dir.path(), &sink, "at-least-once", &store);
         for day in 1..=days {

@@ -78,7 +78,9 @@ fn resume(child: std::process::Child) -> Run {
 
 #[test]
 fn several_hosts_racing_the_same_windows_on_postgres_run_each_window_once() {
-    let Some(db) = Scratch::new("postgres::several_hosts_racing") else {
+    let Some(db) = Scratch::new(
+        "postgres::several_hosts_racing_the_same_windows_on_postgres_run_each_window_once",
+    ) else {
         return;
     };
     warm_cache();
@@ -140,7 +142,9 @@ fn several_hosts_racing_the_same_windows_on_postgres_run_each_window_once() {
 
 #[test]
 fn hosts_whose_clocks_disagree_by_minutes_never_take_a_live_lease() {
-    let Some(db) = Scratch::new("postgres::hosts_whose_clocks_disagree") else {
+    let Some(db) =
+        Scratch::new("postgres::hosts_whose_clocks_disagree_by_minutes_never_take_a_live_lease")
+    else {
         return;
     };
     warm_cache();
@@ -191,7 +195,9 @@ fn hosts_whose_clocks_disagree_by_minutes_never_take_a_live_lease() {
 fn a_database_that_goes_away_mid_run_fails_the_run_and_posts_nothing() {
     warm_cache();
     for boundary in ["after-claim", "after-prepare", "before-send"] {
-        let Some(db) = Scratch::new("postgres::a_database_that_goes_away") else {
+        let Some(db) = Scratch::new(
+            "postgres::a_database_that_goes_away_mid_run_fails_the_run_and_posts_nothing",
+        ) else {
             return;
         };
         let sink = Sink::start();
@@ -324,7 +330,8 @@ fn a_malformed_store_url_is_bad_input() {
 
 #[test]
 fn a_refused_login_or_a_missing_database_names_the_fix() {
-    let Some(server) = pg::server("postgres::a_refused_login") else {
+    let Some(server) = pg::server("postgres::a_refused_login_or_a_missing_database_names_the_fix")
+    else {
         return;
     };
     let dir = scratch();
@@ -356,7 +363,7 @@ fn a_refused_login_or_a_missing_database_names_the_fix() {
 
 #[test]
 fn history_export_and_replay_read_a_postgres_store() {
-    let Some(db) = Scratch::new("postgres::history_export_and_replay") else {
+    let Some(db) = Scratch::new("postgres::history_export_and_replay_read_a_postgres_store") else {
         return;
     };
     let dir = scratch();
@@ -408,7 +415,7 @@ fn history_export_and_replay_read_a_postgres_store() {
 
 #[test]
 fn history_of_a_database_without_a_store_says_so() {
-    let Some(db) = Scratch::new("postgres::history_without_a_store") else {
+    let Some(db) = Scratch::new("postgres::history_of_a_database_without_a_store_says_so") else {
         return;
     };
     let run = jobhost(&["history", "--store", &db.url()]);
@@ -427,7 +434,9 @@ fn history_of_a_database_without_a_store_says_so() {
 
 #[test]
 fn a_store_password_from_the_environment_reaches_the_database_and_nothing_else() {
-    let Some(db) = Scratch::new("postgres::a_store_password_from_the_environment") else {
+    let Some(db) = Scratch::new(
+        "postgres::a_store_password_from_the_environment_reaches_the_database_and_nothing_else",
+    ) else {
         return;
     };
     let dir = scratch();
@@ -491,7 +500,7 @@ fn server_certificate(db: &Scratch) -> Option<String> {
 
 #[test]
 fn tls_is_used_and_checked_as_sslmode_asks() {
-    let Some(db) = Scratch::new("postgres::tls_is_used_and_checked") else {
+    let Some(db) = Scratch::new("postgres::tls_is_used_and_checked_as_sslmode_asks") else {
         return;
     };
     let Some(cert) = server_certificate(&db) else {
