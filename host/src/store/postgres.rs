@@ -24,6 +24,7 @@
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
+use postgres::types::{ToSql, Type};
 use postgres::{Client, Row, Transaction};
 
 use super::{
@@ -159,7 +160,7 @@ impl PostgresStore {
         let url = self.url.clone();
         let exists: bool = self
             .client
-            .query_one("SELECT to_regclass('jobhost_schema') IS NOT NULL", &[])
+            .query_typed_one("SELECT to_regclass('jobhost_schema') IS NOT NULL", &[])
             .map_err(|e| pg(&format!("cannot read store `{url}`"), &e))?
             .get(0);
         if !exists {
@@ -167,7 +168,7 @@ impl PostgresStore {
         }
         let v: i64 = self
             .client
-            .query_one(
+            .query_typed_one(
                 "SELECT coalesce(max(version), 0)::int8 FROM jobhost_schema",
                 &[],
             )
@@ -186,7 +187,7 @@ impl PostgresStore {
             .map_err(|e| pg(&at("migrate"), &e))?;
         // Several hosts starting together queue here; each then re-reads
         // the version, so every migration is applied once.
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        tx.execute_typed("SELECT pg_advisory_xact_lock($1)", &[int8(&MIGRATION_LOCK)])
             .map_err(|e| pg(&at("lock"), &e))?;
         // Read from pg_class under this statement's snapshot, not through
         // to_regclass: the name lookup caches may still say "no such table"
@@ -194,7 +195,7 @@ impl PostgresStore {
         // the backend process catalog invalidations), so a host that waited
         // for another's migration would think its tables foreign.
         let foreign: bool = tx
-            .query_one(
+            .query_typed_one(
                 "SELECT NOT EXISTS (SELECT 1 FROM pg_class
                                     WHERE relname = 'jobhost_schema'
                                       AND relnamespace = current_schema()::regnamespace)
@@ -219,7 +220,7 @@ impl PostgresStore {
         )
         .map_err(|e| pg(&at("migrate"), &e))?;
         let version: i64 = tx
-            .query_one(
+            .query_typed_one(
                 "SELECT coalesce(max(version), 0)::int8 FROM jobhost_schema",
                 &[],
             )
@@ -230,8 +231,11 @@ impl PostgresStore {
             let v = i as i64 + 1;
             tx.batch_execute(sql)
                 .map_err(|e| pg(&format!("cannot migrate store `{url}` to version {v}"), &e))?;
-            tx.execute("INSERT INTO jobhost_schema (version) VALUES ($1)", &[&v])
-                .map_err(|e| pg(&at("migrate"), &e))?;
+            tx.execute_typed(
+                "INSERT INTO jobhost_schema (version) VALUES ($1)",
+                &[int8(&v)],
+            )
+            .map_err(|e| pg(&at("migrate"), &e))?;
         }
         tx.commit().map_err(|e| pg(&at("migrate"), &e))
     }
@@ -313,6 +317,31 @@ fn pg(context: &str, e: &postgres::Error) -> Error {
     Error::store(context, describe(e))
 }
 
+/// A statement parameter with its type: statements are sent unnamed with
+/// their types (one round trip each, and nothing prepared that a
+/// transaction pooler could lose between connections).
+type Param<'a> = (&'a (dyn ToSql + Sync), Type);
+
+fn text<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
+    (v, Type::TEXT)
+}
+
+fn int8<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
+    (v, Type::INT8)
+}
+
+fn float8<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
+    (v, Type::FLOAT8)
+}
+
+fn boolean<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
+    (v, Type::BOOL)
+}
+
+fn bytea<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
+    (v, Type::BYTEA)
+}
+
 fn instant(us: i64) -> Result<Timestamp> {
     Timestamp::from_microsecond(us).map_err(|e| {
         Error::Store(format!(
@@ -388,10 +417,10 @@ fn run_record(r: &Row) -> Result<RunRecord> {
 /// Inside a transaction: confirms the run is still ours and delivering.
 fn still_delivering(tx: &mut Transaction<'_>, lease: &Lease) -> Result<()> {
     let owned = tx
-        .execute(
+        .execute_typed(
             "UPDATE jobhost_runs SET updated_at = now()
              WHERE key = $1 AND fence = $2 AND state = 'PREPARED'",
-            &[&lease.key.as_str(), &lease.fence.0],
+            &[text(&lease.key.as_str()), int8(&lease.fence.0)],
         )
         .map_err(|e| pg("cannot check the claim", &e))?;
     fenced(owned, lease)
@@ -399,15 +428,15 @@ fn still_delivering(tx: &mut Transaction<'_>, lease: &Lease) -> Result<()> {
 
 fn record_delivery(tx: &mut Transaction<'_>, lease: &Lease, done: &Attempted<'_>) -> Result<()> {
     still_delivering(tx, lease)?;
-    tx.execute(
+    tx.execute_typed(
         "UPDATE jobhost_outbox SET state = 'DELIVERED', in_flight = false,
             attempts = attempts + $3, last_status = $4, updated_at = now()
          WHERE key = $1 AND seq = $2",
         &[
-            &lease.key.as_str(),
-            &i64::from(done.seq),
-            &i64::from(done.tries),
-            &done.status,
+            text(&lease.key.as_str()),
+            int8(&i64::from(done.seq)),
+            int8(&i64::from(done.tries)),
+            text(&done.status),
         ],
     )
     .map_err(|e| pg("cannot record a delivery", &e))?;
@@ -416,7 +445,7 @@ fn record_delivery(tx: &mut Transaction<'_>, lease: &Lease, done: &Attempted<'_>
 
 fn read_existing(tx: &mut Transaction<'_>, key: &WindowKey) -> Result<Option<Existing>> {
     let row = tx
-        .query_opt(
+        .query_typed_opt(
             concat!(
                 "SELECT state, fence, attempt, owner, ",
                 us!("lease_expires_at"),
@@ -428,7 +457,7 @@ fn read_existing(tx: &mut Transaction<'_>, key: &WindowKey) -> Result<Option<Exi
                 us!("window_end"),
                 ", timezone FROM jobhost_runs WHERE key = $1 FOR UPDATE"
             ),
-            &[&key.as_str()],
+            &[text(&key.as_str())],
         )
         .map_err(|e| pg("cannot read the claim", &e))?;
     let Some(r) = row else { return Ok(None) };
@@ -466,7 +495,7 @@ impl ClaimStore for PostgresStore {
         let sql = format!("SELECT {RUN_COLUMNS} FROM jobhost_runs r WHERE r.key = $1");
         let row = self
             .client
-            .query_opt(&sql, &[&key.as_str()])
+            .query_typed_opt(&sql, &[text(&key.as_str())])
             .map_err(|e| pg("cannot read a run", &e))?;
         row.as_ref().map(run_record).transpose()
     }
@@ -477,21 +506,21 @@ impl ClaimStore for PostgresStore {
         // The common case, a window nobody has claimed, is one statement.
         let inserted = self
             .client
-            .execute(
+            .execute_typed(
                 "INSERT INTO jobhost_runs (key, job, window_start, window_end, timezone, state,
                     fence, owner, lease_expires_at, attempt, component, created_at, updated_at)
                  VALUES ($1, $2, to_timestamp($3), to_timestamp($4), $5, 'CLAIMED', 1, $6,
                     now() + make_interval(secs => $7), 1, $8, now(), now())
                  ON CONFLICT (key) DO NOTHING",
                 &[
-                    &key.as_str(),
-                    &req.window.job.as_str(),
-                    &unix_seconds(req.window.start),
-                    &unix_seconds(req.window.end),
-                    &req.window.zone.name(),
-                    &req.owner,
-                    &lease_s,
-                    &req.component,
+                    text(&key.as_str()),
+                    text(&req.window.job.as_str()),
+                    float8(&unix_seconds(req.window.start)),
+                    float8(&unix_seconds(req.window.end)),
+                    text(&req.window.zone.name()),
+                    text(&req.owner),
+                    float8(&lease_s),
+                    text(&req.component),
                 ],
             )
             .map_err(|e| pg("cannot insert the claim", &e))?;
@@ -517,15 +546,15 @@ impl ClaimStore for PostgresStore {
         match &decision {
             Decision::Answer(_) => {}
             Decision::Abandon(why) => {
-                tx.execute(
+                tx.execute_typed(
                     "UPDATE jobhost_runs SET state = 'ABANDONED', error = $3, updated_at = now()
                      WHERE key = $1 AND fence = $2",
-                    &[&key.as_str(), &existing.fence, why],
+                    &[text(&key.as_str()), int8(&existing.fence), text(why)],
                 )
                 .map_err(|e| pg("cannot abandon the claim", &e))?;
             }
             Decision::TakeOver { .. } => {
-                tx.execute(
+                tx.execute_typed(
                     "UPDATE jobhost_runs SET
                         state = CASE state WHEN 'PREPARED' THEN 'PREPARED' ELSE 'CLAIMED' END,
                         fence = $3, owner = $4, lease_expires_at = now() + make_interval(secs => $5),
@@ -533,15 +562,7 @@ impl ClaimStore for PostgresStore {
                         component = CASE state WHEN 'PREPARED' THEN component ELSE $7 END,
                         retry_at = NULL, updated_at = now()
                      WHERE key = $1 AND fence = $2",
-                    &[
-                        &key.as_str(),
-                        &existing.fence,
-                        &(existing.fence + 1),
-                        &req.owner,
-                        &lease_s,
-                        &i64::from(existing.attempt + 1),
-                        &req.component,
-                    ],
+                    &[text(&key.as_str()), int8(&existing.fence), int8(&(existing.fence + 1)), text(&req.owner), float8(&lease_s), int8(&i64::from(existing.attempt + 1)), text(&req.component)],
                 )
                 .map_err(|e| pg("cannot take over the claim", &e))?;
             }
@@ -560,42 +581,47 @@ impl ClaimStore for PostgresStore {
     ) -> Result<()> {
         let mut tx = self.begin("commit the report")?;
         let changed = tx
-            .execute(
+            .execute_typed(
                 "UPDATE jobhost_runs SET state = 'PREPARED', report = $3, report_cursor = $4,
                     journal = $5, error = NULL, updated_at = now()
                  WHERE key = $1 AND fence = $2 AND state = 'CLAIMED'",
                 &[
-                    &lease.key.as_str(),
-                    &lease.fence.0,
-                    &report.summary,
-                    &report.cursor,
-                    &journal,
+                    text(&lease.key.as_str()),
+                    int8(&lease.fence.0),
+                    text(&report.summary),
+                    text(&report.cursor),
+                    bytea(&journal),
                 ],
             )
             .map_err(|e| pg("cannot commit the report", &e))?;
         fenced(changed, lease)?;
         if !messages.is_empty() {
-            let insert = tx
-                .prepare(
-                    "INSERT INTO jobhost_outbox (key, seq, destination, idempotency_key,
-                        content_type, body, state, updated_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, 'PENDING', now())",
-                )
-                .map_err(|e| pg("cannot stage messages", &e))?;
-            for m in messages {
-                tx.execute(
-                    &insert,
-                    &[
-                        &lease.key.as_str(),
-                        &i64::from(m.seq),
-                        &m.destination,
-                        &m.idempotency_key,
-                        &m.content_type,
-                        &m.body,
-                    ],
-                )
-                .map_err(|e| pg("cannot stage messages", &e))?;
-            }
+            // All of a run's messages in one statement (one round trip).
+            let seqs: Vec<i64> = messages.iter().map(|m| i64::from(m.seq)).collect();
+            let dests: Vec<&str> = messages.iter().map(|m| m.destination.as_str()).collect();
+            let keys: Vec<&str> = messages
+                .iter()
+                .map(|m| m.idempotency_key.as_str())
+                .collect();
+            let types: Vec<&str> = messages.iter().map(|m| m.content_type.as_str()).collect();
+            let bodies: Vec<&[u8]> = messages.iter().map(|m| m.body.as_slice()).collect();
+            tx.execute_typed(
+                "INSERT INTO jobhost_outbox (key, seq, destination, idempotency_key,
+                    content_type, body, state, updated_at)
+                 SELECT $1, m.seq, m.destination, m.idempotency_key, m.content_type, m.body,
+                    'PENDING', now()
+                 FROM unnest($2, $3, $4, $5, $6)
+                    AS m (seq, destination, idempotency_key, content_type, body)",
+                &[
+                    text(&lease.key.as_str()),
+                    (&seqs, Type::INT8_ARRAY),
+                    (&dests, Type::TEXT_ARRAY),
+                    (&keys, Type::TEXT_ARRAY),
+                    (&types, Type::TEXT_ARRAY),
+                    (&bodies, Type::BYTEA_ARRAY),
+                ],
+            )
+            .map_err(|e| pg("cannot stage messages", &e))?;
         }
         tx.commit().map_err(|e| pg("cannot commit the report", &e))
     }
@@ -603,9 +629,9 @@ impl ClaimStore for PostgresStore {
     fn journal(&mut self, key: &WindowKey) -> Result<Option<Vec<u8>>> {
         let row = self
             .client
-            .query_opt(
+            .query_typed_opt(
                 "SELECT journal FROM jobhost_runs WHERE key = $1",
-                &[&key.as_str()],
+                &[text(&key.as_str())],
             )
             .map_err(|e| pg("cannot read the journal", &e))?;
         Ok(row.and_then(|r| r.get(0)))
@@ -614,10 +640,10 @@ impl ClaimStore for PostgresStore {
     fn pending_messages(&mut self, key: &WindowKey) -> Result<Vec<PendingMessage>> {
         let rows = self
             .client
-            .query(
+            .query_typed(
                 "SELECT seq, destination, idempotency_key, content_type, body, attempts, in_flight
                  FROM jobhost_outbox WHERE key = $1 AND state = 'PENDING' ORDER BY seq",
-                &[&key.as_str()],
+                &[text(&key.as_str())],
             )
             .map_err(|e| pg("cannot read staged messages", &e))?;
         rows.iter()
@@ -634,10 +660,10 @@ impl ClaimStore for PostgresStore {
     fn messages(&mut self, key: &WindowKey) -> Result<Vec<StagedMessage>> {
         let rows = self
             .client
-            .query(
+            .query_typed(
                 "SELECT seq, destination, idempotency_key, content_type, body
                  FROM jobhost_outbox WHERE key = $1 ORDER BY seq",
-                &[&key.as_str()],
+                &[text(&key.as_str())],
             )
             .map_err(|e| pg("cannot read staged messages", &e))?;
         rows.iter().map(staged).collect()
@@ -646,10 +672,10 @@ impl ClaimStore for PostgresStore {
     fn report(&mut self, key: &WindowKey) -> Result<Option<StoredReport>> {
         let row = self
             .client
-            .query_opt(
+            .query_typed_opt(
                 "SELECT report, report_cursor FROM jobhost_runs
                  WHERE key = $1 AND report IS NOT NULL",
-                &[&key.as_str()],
+                &[text(&key.as_str())],
             )
             .map_err(|e| pg("cannot read the report", &e))?;
         Ok(row.map(|r| StoredReport {
@@ -661,10 +687,10 @@ impl ClaimStore for PostgresStore {
     fn check_lease(&mut self, lease: &Lease, _now: Timestamp) -> Result<SignedDuration> {
         let row = self
             .client
-            .query_opt(
+            .query_typed_opt(
                 "SELECT (extract(epoch FROM lease_expires_at - now()) * 1000000)::int8
                  FROM jobhost_runs WHERE key = $1 AND fence = $2 AND state = 'PREPARED'",
-                &[&lease.key.as_str(), &lease.fence.0],
+                &[text(&lease.key.as_str()), int8(&lease.fence.0)],
             )
             .map_err(|e| pg("cannot check the claim", &e))?;
         match row {
@@ -682,20 +708,24 @@ impl ClaimStore for PostgresStore {
     ) -> Result<()> {
         let mut tx = self.begin("renew the claim")?;
         let changed = tx
-            .execute(
+            .execute_typed(
                 "UPDATE jobhost_runs SET updated_at = now(),
                     lease_expires_at = greatest(lease_expires_at, now() + make_interval(secs => $3))
                  WHERE key = $1 AND fence = $2 AND state = 'PREPARED'",
-                &[&lease.key.as_str(), &lease.fence.0, &seconds(for_)],
+                &[
+                    text(&lease.key.as_str()),
+                    int8(&lease.fence.0),
+                    float8(&seconds(for_)),
+                ],
             )
             .map_err(|e| pg("cannot renew the claim", &e))?;
         fenced(changed, lease)?;
         if let Some(seq) = in_flight {
-            tx.execute(
+            tx.execute_typed(
                 "UPDATE jobhost_outbox SET in_flight = true, attempts = attempts + 1,
                     updated_at = now()
                  WHERE key = $1 AND seq = $2 AND state = 'PENDING'",
-                &[&lease.key.as_str(), &i64::from(seq)],
+                &[text(&lease.key.as_str()), int8(&i64::from(seq))],
             )
             .map_err(|e| pg("cannot record a send", &e))?;
         }
@@ -705,10 +735,14 @@ impl ClaimStore for PostgresStore {
     fn not_sent(&mut self, lease: &Lease, seq: u32, status: &str, _now: Timestamp) -> Result<()> {
         let mut tx = self.begin("record a send")?;
         still_delivering(&mut tx, lease)?;
-        tx.execute(
+        tx.execute_typed(
             "UPDATE jobhost_outbox SET in_flight = false, last_status = $3, updated_at = now()
              WHERE key = $1 AND seq = $2 AND state = 'PENDING'",
-            &[&lease.key.as_str(), &i64::from(seq), &status],
+            &[
+                text(&lease.key.as_str()),
+                int8(&i64::from(seq)),
+                text(&status),
+            ],
         )
         .map_err(|e| pg("cannot record a send", &e))?;
         tx.commit().map_err(|e| pg("cannot record a send", &e))
@@ -736,20 +770,20 @@ impl ClaimStore for PostgresStore {
             record_delivery(&mut tx, lease, done)?;
         }
         let changed = tx
-            .execute(
+            .execute_typed(
                 "UPDATE jobhost_runs SET state = 'DONE', error = NULL, retry_at = NULL,
                     updated_at = now()
                  WHERE key = $1 AND fence = $2 AND state = 'PREPARED'
                    AND NOT EXISTS (SELECT 1 FROM jobhost_outbox o
                                    WHERE o.key = $1 AND o.state <> 'DELIVERED')",
-                &[&lease.key.as_str(), &lease.fence.0],
+                &[text(&lease.key.as_str()), int8(&lease.fence.0)],
             )
             .map_err(|e| pg("cannot mark the run done", &e))?;
         if changed == 0 {
             let still_ours = tx
-                .query_opt(
+                .query_typed_opt(
                     "SELECT 1 FROM jobhost_runs WHERE key = $1 AND fence = $2 AND state = 'PREPARED'",
-                    &[&lease.key.as_str(), &lease.fence.0],
+                    &[text(&lease.key.as_str()), int8(&lease.fence.0)],
                 )
                 .map_err(|e| pg("cannot mark the run done", &e))?;
             if still_ours.is_some() {
@@ -758,14 +792,14 @@ impl ClaimStore for PostgresStore {
         }
         fenced(changed, lease)?;
         // The cursor moves only with DONE, and never backwards.
-        tx.execute(
+        tx.execute_typed(
             "INSERT INTO jobhost_cursors (job, cursor, key, window_end, updated_at)
              SELECT job, report_cursor, key, window_end, now() FROM jobhost_runs
              WHERE key = $1 AND report_cursor IS NOT NULL
              ON CONFLICT (job) DO UPDATE SET cursor = excluded.cursor, key = excluded.key,
                 window_end = excluded.window_end, updated_at = excluded.updated_at
              WHERE excluded.window_end >= jobhost_cursors.window_end",
-            &[&lease.key.as_str()],
+            &[text(&lease.key.as_str())],
         )
         .map_err(|e| pg("cannot move the cursor", &e))?;
         tx.commit().map_err(|e| pg("cannot mark the run done", &e))
@@ -786,7 +820,7 @@ impl ClaimStore for PostgresStore {
         };
         let mut tx = self.begin("record the failure")?;
         let changed = tx
-            .execute(
+            .execute_typed(
                 "UPDATE jobhost_runs SET
                     state = coalesce($3, CASE state WHEN 'CLAIMED' THEN 'FAILED' ELSE state END),
                     retryable = $4,
@@ -795,27 +829,27 @@ impl ClaimStore for PostgresStore {
                     lease_expires_at = least(lease_expires_at, now())
                  WHERE key = $1 AND fence = $2 AND state IN ('CLAIMED', 'PREPARED')",
                 &[
-                    &lease.key.as_str(),
-                    &lease.fence.0,
-                    &run_state,
-                    &retry_after.is_some(),
-                    &retry_after,
-                    &error,
+                    text(&lease.key.as_str()),
+                    int8(&lease.fence.0),
+                    text(&run_state),
+                    boolean(&retry_after.is_some()),
+                    float8(&retry_after),
+                    text(&error),
                 ],
             )
             .map_err(|e| pg("cannot record the failure", &e))?;
         fenced(changed, lease)?;
         if let Some(m) = message {
-            tx.execute(
+            tx.execute_typed(
                 "UPDATE jobhost_outbox SET state = $3, in_flight = false,
                     attempts = attempts + $4, last_status = $5, updated_at = now()
                  WHERE key = $1 AND seq = $2 AND state = 'PENDING'",
                 &[
-                    &lease.key.as_str(),
-                    &i64::from(m.seq),
-                    &message_state,
-                    &i64::from(m.tries),
-                    &m.status,
+                    text(&lease.key.as_str()),
+                    int8(&i64::from(m.seq)),
+                    text(&message_state),
+                    int8(&i64::from(m.tries)),
+                    text(&m.status),
                 ],
             )
             .map_err(|e| pg("cannot record the failed delivery", &e))?;
@@ -826,9 +860,9 @@ impl ClaimStore for PostgresStore {
     fn cursor(&mut self, job: &JobName) -> Result<Option<String>> {
         let row = self
             .client
-            .query_opt(
+            .query_typed_opt(
                 "SELECT cursor FROM jobhost_cursors WHERE job = $1",
-                &[&job.as_str()],
+                &[text(&job.as_str())],
             )
             .map_err(|e| pg("cannot read the cursor", &e))?;
         Ok(row.and_then(|r| r.get(0)))
@@ -841,7 +875,7 @@ impl ClaimStore for PostgresStore {
         );
         let rows = self
             .client
-            .query(&sql, &[&job])
+            .query_typed(&sql, &[text(&job)])
             .map_err(|e| pg("cannot read history", &e))?;
         rows.iter().map(run_record).collect()
     }
