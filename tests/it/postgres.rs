@@ -570,3 +570,65 @@ fn tls_is_used_and_checked_as_sslmode_asks() {
         "the refused runs claimed nothing"
     );
 }
+
+#[test]
+fn a_store_of_a_newer_jobhost_or_a_foreign_table_is_refused_and_left_untouched() {
+    let Some(db) = Scratch::new(
+        "postgres::a_store_of_a_newer_jobhost_or_a_foreign_table_is_refused_and_left_untouched",
+    ) else {
+        return;
+    };
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 100);
+    let mut cmd = job_command(&cfg, db.url(), "2026-11-09T00:05:00Z");
+    let first = to_run(cmd.arg("--require-durable-store").output().unwrap());
+    assert_eq!(
+        first.event(),
+        "ran",
+        "a PostgreSQL store is durable: {}",
+        first.stderr
+    );
+    let mut c = db.client();
+    c.batch_execute("INSERT INTO jobhost_schema (version) VALUES (99)")
+        .unwrap();
+    let run = run_job(&cfg, db.url(), "2026-11-10T00:05:00Z");
+    let r = run.receipt();
+    assert_eq!(run.code, 2, "{r}");
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("schema version 99, newer than this jobhost understands"),
+        "{message}"
+    );
+    let runs: i64 = c
+        .query_one("SELECT count(*) FROM jobhost_runs", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(runs, 1, "nothing was claimed");
+
+    // Somebody else's table of the same name, in another schema.
+    let Some(other) = Scratch::new("postgres::a_store_of_a_newer_jobhost_or_a_foreign_table")
+    else {
+        return;
+    };
+    let mut c = other.client();
+    c.batch_execute("CREATE TABLE jobhost_runs (id int); INSERT INTO jobhost_runs VALUES (7)")
+        .unwrap();
+    let run = run_job(&cfg, other.url(), "2026-11-09T00:05:00Z");
+    let r = run.receipt();
+    assert_eq!(run.code, 2, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("has a `jobhost_runs` table but no jobhost schema version"),
+        "{r}"
+    );
+    let tables: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 1, "no table was added");
+}
