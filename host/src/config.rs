@@ -531,6 +531,18 @@ pub fn expand(
     env: &Env<'_>,
     redactor: &mut Redactor,
 ) -> Result<String> {
+    expand_with(what, template, env, redactor, &|v| v.to_string())
+}
+
+/// [`expand`], passing each value through `encode` before it is put in
+/// place (the value as it is, unencoded, goes to the redactor).
+fn expand_with(
+    what: &str,
+    template: &str,
+    env: &Env<'_>,
+    redactor: &mut Redactor,
+    encode: &dyn Fn(&str) -> String,
+) -> Result<String> {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(i) = rest.find('$') {
@@ -559,7 +571,7 @@ pub fn expand(
             }
             match env(var).map(std::ffi::OsString::into_string) {
                 Some(Ok(v)) if !v.is_empty() => {
-                    out.push_str(&v);
+                    out.push_str(&encode(&v));
                     redactor.add(v);
                 }
                 Some(Ok(_)) => {
@@ -590,9 +602,15 @@ pub fn expand(
     Ok(out)
 }
 
-/// A store named by a flag or the config: a `postgres://` URL, whose
-/// `${VAR}` references are filled in (and their values scrubbed from every
-/// message), or a SQLite path relative to `base`.
+/// A store named by a flag or the config. `${VAR}` is filled in from the
+/// environment (its values scrubbed from every message):
+///
+/// - in a `postgres://` URL, each value is percent-encoded, so a password
+///   with `@`, `/`, `?`, `&` or `%` arrives as it is; the URL is shown as
+///   written, with `${VAR}` in place and any literal password as `***`;
+/// - a value that is one `${VAR}` alone may hold a whole URL or path, taken
+///   as it is (shown with its password as `***`);
+/// - anything else is a SQLite path, relative to `base`.
 fn store_location(
     what: &str,
     text: &str,
@@ -600,11 +618,29 @@ fn store_location(
     env: &Env<'_>,
     redactor: &mut Redactor,
 ) -> Result<StoreLocation> {
-    if !is_postgres_url(text) {
-        return Ok(StoreLocation::parse(text, base));
+    if is_postgres_url(text) {
+        let encode = |v: &str| {
+            percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC).to_string()
+        };
+        let url = expand_with(what, text, env, redactor, &encode)?;
+        add_url_password(&url, redactor);
+        return Ok(StoreLocation::Postgres(PostgresUrl::shown_as(url, text)));
     }
-    let url = expand(what, text, env, redactor)?;
-    // A password written into the URL itself is scrubbed from messages too.
+    let expanded = expand(what, text, env, redactor)?;
+    if is_postgres_url(&expanded) {
+        add_url_password(&expanded, redactor);
+        return Ok(StoreLocation::Postgres(PostgresUrl::new(expanded)));
+    }
+    if expanded.is_empty() {
+        return Err(Error::input(format!(
+            "invalid {what}: it is empty; give a SQLite file path or a postgres:// URL"
+        )));
+    }
+    Ok(StoreLocation::parse(&expanded, base))
+}
+
+/// A password written into the URL itself is scrubbed from messages too.
+fn add_url_password(url: &str, redactor: &mut Redactor) {
     if let Some(password) = url
         .parse::<postgres::Config>()
         .ok()
@@ -616,7 +652,6 @@ fn store_location(
     {
         redactor.add(password);
     }
-    Ok(StoreLocation::Postgres(PostgresUrl::new(url)))
 }
 
 fn config_dir(path: &Path) -> PathBuf {
@@ -755,6 +790,61 @@ mod tests {
             assert!(err.contains(want), "{t}: {err}");
             assert!(err.contains("`url`"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_store_password_from_the_environment_arrives_whole_and_is_never_shown() {
+        let password = "p@ss/w?rd&x=%41 :";
+        let env = |name: &str| match name {
+            "PGPW" => Some(password.into()),
+            "DATABASE_URL" => Some("postgres://jobs:lit%40eral@db.internal/jobs".into()),
+            "STATE" => Some("/var/lib/jobhost".into()),
+            _ => None,
+        };
+        let mut r = Redactor::default();
+        let store = |text: &str, r: &mut Redactor| {
+            store_location("`store`", text, Path::new("cfg"), &env, r).unwrap()
+        };
+        let StoreLocation::Postgres(url) =
+            store("postgres://jobs:${PGPW}@db.internal:5432/jobs", &mut r)
+        else {
+            panic!("a postgres URL")
+        };
+        let parsed: postgres::Config = url.secret().parse().unwrap();
+        assert_eq!(parsed.get_password(), Some(password.as_bytes()));
+        assert_eq!(parsed.get_user(), Some("jobs"));
+        assert_eq!(url.to_string(), "postgres://jobs:***@db.internal:5432/jobs");
+        assert_eq!(r.scrub(&format!("said {password}")), "said ***");
+
+        let StoreLocation::Postgres(url) =
+            store("postgres://jobs@db/jobs?password=${PGPW}", &mut r)
+        else {
+            panic!("a postgres URL")
+        };
+        let parsed: postgres::Config = url.secret().parse().unwrap();
+        assert_eq!(parsed.get_password(), Some(password.as_bytes()));
+        assert_eq!(url.to_string(), "postgres://jobs@db/jobs?password=***");
+
+        // A whole URL in one variable is a PostgreSQL store, not a file
+        // named `${DATABASE_URL}`.
+        let StoreLocation::Postgres(url) = store("${DATABASE_URL}", &mut r) else {
+            panic!("a whole URL from the environment is a PostgreSQL store")
+        };
+        assert_eq!(url.to_string(), "postgres://jobs:***@db.internal/jobs");
+        assert_eq!(
+            r.scrub("lit@eral"),
+            "***",
+            "its literal password is scrubbed"
+        );
+
+        assert_eq!(
+            store("${STATE}/jobhost.db", &mut r),
+            StoreLocation::Sqlite(PathBuf::from("/var/lib/jobhost/jobhost.db"))
+        );
+        assert_eq!(
+            store("state/$${HOME}.db", &mut r),
+            StoreLocation::Sqlite(PathBuf::from("cfg/state/${HOME}.db"))
+        );
     }
 
     #[test]

@@ -629,9 +629,12 @@ pub fn deliver(
                 // Renewed when half spent, or when what is left might not
                 // cover this send and the wait before the next one: the
                 // lease must never run out while this process works.
-                // Measured on the store's clock: the database's, for
-                // PostgreSQL.
-                let left = store.check_lease(lease, now)?;
+                // Measured on the store's clock (the database's, for
+                // PostgreSQL), less the time the answer took to arrive.
+                let asked = std::time::Instant::now();
+                let reported = store.check_lease(lease, now)?;
+                let took = SignedDuration::try_from(asked.elapsed()).unwrap_or(SignedDuration::MAX);
+                let left = reported.checked_sub(took).unwrap_or(SignedDuration::MIN);
                 // Slack of a tenth of the lease (at least 5 s) for the
                 // store's own writes and clock differences.
                 let slack = (config.lease / 10).max(Duration::from_secs(5));

@@ -379,6 +379,54 @@ fn a_permanent_failure_is_never_claimed_again(f: &mut Fixture) {
     assert_eq!((attempts, error.as_deref()), (1, Some("invalid data")));
 }
 
+fn a_refused_delivery_fails_the_run_and_its_message_for_good(f: &mut Fixture) {
+    let mut s = f.open();
+    let w = window("2026-11-08");
+    let lease = f.run(s.as_mut(), &w, "a", 3);
+    s.prepare(
+        &lease,
+        &report(Some("c")),
+        &[message(&w, 1, b"a"), message(&w, 2, b"b")],
+        b"j",
+        f.now,
+    )
+    .unwrap();
+    let refused = Attempted {
+        seq: 1,
+        tries: 1,
+        status: "http 400",
+    };
+    s.fail(
+        &lease,
+        "http 400",
+        Failure::Permanent,
+        Some(&refused),
+        f.now,
+    )
+    .unwrap();
+    let row = s.peek(&w.key()).unwrap().unwrap();
+    assert_eq!(row.state, RunState::Failed);
+    assert_eq!((row.messages, row.delivered), (2, 0));
+    let pending = s.pending_messages(&w.key()).unwrap();
+    assert_eq!(
+        pending.iter().map(|p| p.message.seq).collect::<Vec<_>>(),
+        [2],
+        "the refused message is no longer pending; the next one was never sent"
+    );
+    assert_eq!(
+        s.cursor(&JobName::new("daily-report").unwrap()).unwrap(),
+        None
+    );
+    f.expire();
+    assert!(matches!(
+        f.claim(s.as_mut(), &w, "b", 3),
+        Claim::GaveUp {
+            abandoned_now: false,
+            ..
+        }
+    ));
+}
+
 fn a_prepared_run_out_of_attempts_is_abandoned_not_resumed(f: &mut Fixture) {
     let mut s = f.open();
     let w = window("2026-11-08");
@@ -595,6 +643,7 @@ contract!(
     a_retryable_guest_failure_is_claimed_again_after_its_backoff,
     a_permanent_failure_is_never_claimed_again,
     a_prepared_run_out_of_attempts_is_abandoned_not_resumed,
+    a_refused_delivery_fails_the_run_and_its_message_for_good,
     an_at_most_once_send_in_flight_survives_the_process,
     renewing_extends_the_lease_and_never_shortens_it,
     a_key_recorded_for_another_window_is_refused,

@@ -52,31 +52,36 @@ const TMPFS_MAGIC: i64 = 0x0102_1994;
 const RAMFS_MAGIC: i64 = 0x8584_58f6;
 const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
 const AUFS_SUPER_MAGIC: i64 = 0x6175_6673;
+const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
 
 /// The ephemeral filesystem `store` would be created on, if it is one.
-/// `None` also when the type cannot be read: the check warns, it never
-/// stands in the way of a store that works.
+/// What is checked is the store's folder (or its nearest folder that
+/// exists): SQLite keeps its `-wal` and `-shm` files there, so a store file
+/// bind-mounted from a durable disk into an ephemeral folder still loses
+/// its latest commits with the folder. `None` also when the type cannot be
+/// read: the check warns, it never stands in the way of a store that works.
 pub fn ephemeral_filesystem(store: &Path) -> Option<Ephemeral> {
-    let dir = store.ancestors().skip(1).find(|p| {
-        let p = if p.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            p
-        };
-        p.is_dir()
-    })?;
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    // The store file itself, if it exists, may be a bind mount of its own.
-    let probe = if store.is_file() { store } else { dir };
-    match filesystem_magic(probe)? {
+    let dir = store
+        .ancestors()
+        .skip(1)
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            }
+        })
+        .find(|p| p.is_dir())?;
+    match filesystem_magic(dir)? {
         TMPFS_MAGIC => Some(Ephemeral::Tmpfs),
         RAMFS_MAGIC => Some(Ephemeral::Ramfs),
         OVERLAYFS_SUPER_MAGIC => Some(Ephemeral::Overlay),
         AUFS_SUPER_MAGIC => Some(Ephemeral::Aufs),
+        // Rootless containers (Podman) put their layer on fuse-overlayfs;
+        // other FUSE filesystems may well be durable, so ask the mount table.
+        FUSE_SUPER_MAGIC => {
+            (mount_type(dir)?.as_str() == "fuse.fuse-overlayfs").then_some(Ephemeral::Overlay)
+        }
         _ => None,
     }
 }
@@ -91,18 +96,66 @@ fn filesystem_magic(path: &Path) -> Option<i64> {
     (rc == 0).then_some(buf.f_type as i64)
 }
 
+/// The filesystem type of the mount holding `dir`, from
+/// `/proc/self/mountinfo` (the mount with the longest matching mount point).
+fn mount_type(dir: &Path) -> Option<String> {
+    let dir = dir.canonicalize().ok()?;
+    let table = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    table
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let mount_point = unescape(fields.get(4)?);
+            let sep = fields.iter().position(|f| *f == "-")?;
+            let fstype = fields.get(sep + 1)?;
+            dir.starts_with(&mount_point)
+                .then(|| (mount_point.len(), fstype.to_string()))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, fstype)| fstype)
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space, and so on).
+fn unescape(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut rest = field;
+    while let Some(i) = rest.find('\\') {
+        out.push_str(&rest[..i]);
+        let code = rest
+            .get(i + 1..i + 4)
+            .and_then(|o| u8::from_str_radix(o, 8).ok());
+        match code {
+            Some(b) => {
+                out.push(char::from(b));
+                rest = &rest[i + 4..];
+            }
+            None => {
+                out.push('\\');
+                rest = &rest[i + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_store_under_dev_shm_is_on_tmpfs_and_one_in_the_project_is_not() {
+    fn a_store_under_dev_shm_is_on_tmpfs_even_before_its_folder_exists() {
         assert_eq!(
             ephemeral_filesystem(Path::new("/dev/shm/not/yet/created/jobhost.db")),
             Some(Ephemeral::Tmpfs),
             "/dev/shm is tmpfs on Linux"
         );
-        let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("state/jobhost.db");
-        assert_eq!(ephemeral_filesystem(&here), None);
+    }
+
+    #[test]
+    fn the_mount_table_is_read_for_the_mount_holding_a_folder() {
+        assert_eq!(mount_type(Path::new("/dev/shm")).as_deref(), Some("tmpfs"));
+        assert_eq!(unescape("/mnt/my\\040disk"), "/mnt/my disk");
+        assert_eq!(unescape("/odd\\x"), "/odd\\x");
     }
 }

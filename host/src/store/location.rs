@@ -69,10 +69,19 @@ pub struct PostgresUrl {
 }
 
 impl PostgresUrl {
-    /// Wraps a URL.
+    /// Wraps a URL; it is shown with its password as `***`.
     pub fn new(url: String) -> PostgresUrl {
         let shown = redact(&url);
         PostgresUrl { url, shown }
+    }
+
+    /// Wraps a URL that was filled in from `template`: it is shown as the
+    /// template (with `${VAR}` in place), its literal password as `***`.
+    pub fn shown_as(url: String, template: &str) -> PostgresUrl {
+        PostgresUrl {
+            url,
+            shown: redact(template),
+        }
     }
 
     /// The URL with its password, for connecting and nothing else.
@@ -99,25 +108,24 @@ impl fmt::Debug for PostgresUrl {
 }
 
 /// `postgres://user:secret@host/db?password=x` ->
-/// `postgres://user:***@host/db?password=***`.
+/// `postgres://user:***@host/db?password=***`. The user part is taken to
+/// end at the last `@`: the client library ends it at the first, but a
+/// password written with a bare `@` would then show its tail, and hiding
+/// too much is the safe side. A password holding `/`, `?` or `:` is hidden
+/// whole.
 fn redact(url: &str) -> String {
     let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
         return url.to_string();
     };
     let (scheme, rest) = url.split_at(scheme_end);
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    let authority = match authority.rfind('@') {
-        Some(at) => {
-            let (userinfo, host) = authority.split_at(at);
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{user}:***{host}"),
-                None => authority.to_string(),
-            }
-        }
-        None => authority.to_string(),
+    let rest = match rest.rsplit_once('@') {
+        Some((userinfo, after)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{after}"),
+            None => rest.to_string(),
+        },
+        None => rest.to_string(),
     };
-    let tail = match tail.split_once('?') {
+    let rest = match rest.split_once('?') {
         Some((path, query)) => {
             let query: Vec<String> = query
                 .split('&')
@@ -128,9 +136,9 @@ fn redact(url: &str) -> String {
                 .collect();
             format!("{path}?{}", query.join("&"))
         }
-        None => tail.to_string(),
+        None => rest,
     };
-    format!("{scheme}{authority}{tail}")
+    format!("{scheme}{rest}")
 }
 
 #[cfg(test)]
@@ -149,7 +157,9 @@ mod tests {
                 "postgresql://jobs@db/jobs?password=***&sslmode=require",
             ),
             ("postgres://db/jobs", "postgres://db/jobs"),
-            ("postgres://a:b@c:d@host", "postgres://a:***@host"),
+            ("postgres://a:s3cr/et?x@host/db", "postgres://a:***@host/db"),
+            ("postgres://a:s3cr:et@host", "postgres://a:***@host"),
+            ("postgres://a:s3cr@et@host/db", "postgres://a:***@host/db"),
         ] {
             let loc = StoreLocation::parse(url, Path::new(""));
             assert_eq!(loc.to_string(), shown);

@@ -316,6 +316,11 @@ fn connect_error(url: &PostgresUrl, e: &postgres::Error) -> Error {
         ))
     } else if e.as_db_error().is_some() {
         Error::Store(format!("cannot open store `{url}`: {why}"))
+    } else if why.contains("password missing") {
+        Error::Store(format!(
+            "cannot log in to store `{url}`: the server asks for a password and the store URL has \
+             none; add one (postgres://USER:${{PGPASSWORD}}@HOST/DATABASE)"
+        ))
     } else if why.contains("certificate") || why.contains("TLS") || why.contains("tls") {
         Error::Store(format!(
             "cannot open store `{url}` over TLS: {why}; check sslmode and sslrootcert in the \

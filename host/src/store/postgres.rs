@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use postgres::types::{ToSql, Type};
-use postgres::{Client, Row, Transaction};
+use postgres::{Client, Row};
 
 use super::{
     Attempted, Claim, ClaimRequest, ClaimStore, Decision, Existing, Failure, Fence, Lease,
@@ -89,6 +89,62 @@ const MIGRATIONS: &[&str] = &[
 /// in ASCII). Released at commit or rollback, so it holds nothing across a
 /// pooler's connection hand-offs.
 const MIGRATION_LOCK: i64 = 0x006a_6f62_686f_7374;
+
+/// How every write transaction begins, in one round trip: a host never
+/// waits long on a row another session holds (a host paused or cut off in
+/// the middle of a transaction), and a transaction left open by a paused
+/// host is ended by the server, releasing its rows.
+const BEGIN: &str = "BEGIN; SET LOCAL lock_timeout = '10s'; \
+     SET LOCAL idle_in_transaction_session_timeout = '60s'";
+
+/// Migrations may wait longer, for another host's migration to finish.
+const BEGIN_MIGRATION: &str = "BEGIN; SET LOCAL lock_timeout = '120s'; \
+     SET LOCAL idle_in_transaction_session_timeout = '60s'";
+
+/// An open transaction on the store's connection, rolled back when dropped
+/// without a commit (every error path). Only one exists at a time, and no
+/// statement runs on the connection while it is open except through it.
+struct Tx<'a> {
+    client: &'a mut Client,
+    open: bool,
+}
+
+impl<'a> Tx<'a> {
+    fn begin(client: &'a mut Client, what: &str, begin: &str) -> Result<Tx<'a>> {
+        client
+            .batch_execute(begin)
+            .map_err(|e| pg(&format!("cannot {what}"), &e))?;
+        Ok(Tx { client, open: true })
+    }
+
+    fn commit(mut self) -> std::result::Result<(), postgres::Error> {
+        self.open = false;
+        self.client.batch_execute("COMMIT")
+    }
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Client;
+
+    fn deref(&self) -> &Client {
+        self.client
+    }
+}
+
+impl std::ops::DerefMut for Tx<'_> {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.client
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            // Best effort: on a lost connection the server rolls back anyway.
+            let _ = self.client.batch_execute("ROLLBACK");
+        }
+    }
+}
 
 /// Microseconds since the epoch of a `timestamptz` expression, exactly.
 macro_rules! us {
@@ -158,11 +214,25 @@ impl PostgresStore {
     /// The applied schema version, `None` when there are no jobhost tables.
     fn schema_version(&mut self) -> Result<Option<i64>> {
         let url = self.url.clone();
-        let exists: bool = self
+        // In the schema the tables are (or would be) created in: the first
+        // schema of the search path that exists.
+        let row = self
             .client
-            .query_typed_one("SELECT to_regclass('jobhost_schema') IS NOT NULL", &[])
-            .map_err(|e| pg(&format!("cannot read store `{url}`"), &e))?
-            .get(0);
+            .query_typed_one(
+                "SELECT current_schema() IS NOT NULL,
+                        EXISTS (SELECT 1 FROM pg_class
+                                WHERE relname = 'jobhost_schema'
+                                  AND relnamespace = current_schema()::regnamespace)",
+                &[],
+            )
+            .map_err(|e| pg(&format!("cannot read store `{url}`"), &e))?;
+        let (has_schema, exists): (bool, bool) = (row.get(0), row.get(1));
+        if !has_schema {
+            return Err(Error::input(format!(
+                "the search_path of store `{url}` names no schema that exists; create the schema \
+                 (CREATE SCHEMA ...) or fix search_path in the URL's options"
+            )));
+        }
         if !exists {
             return Ok(None);
         }
@@ -181,10 +251,11 @@ impl PostgresStore {
     fn migrate(&mut self) -> Result<()> {
         let url = self.url.clone();
         let at = |what: &str| format!("cannot {what} store `{url}`");
-        let mut tx = self
-            .client
-            .transaction()
-            .map_err(|e| pg(&at("migrate"), &e))?;
+        let mut tx = Tx::begin(
+            &mut self.client,
+            &format!("migrate store `{url}`"),
+            BEGIN_MIGRATION,
+        )?;
         // Several hosts starting together queue here; each then re-reads
         // the version, so every migration is applied once.
         tx.execute_typed("SELECT pg_advisory_xact_lock($1)", &[int8(&MIGRATION_LOCK)])
@@ -240,10 +311,8 @@ impl PostgresStore {
         tx.commit().map_err(|e| pg(&at("migrate"), &e))
     }
 
-    fn begin(&mut self, what: &str) -> Result<Transaction<'_>> {
-        self.client
-            .transaction()
-            .map_err(|e| pg(&format!("cannot {what}"), &e))
+    fn begin(&mut self, what: &str) -> Result<Tx<'_>> {
+        Tx::begin(&mut self.client, what, BEGIN)
     }
 }
 
@@ -300,8 +369,8 @@ fn connection_lost(e: &postgres::Error) -> bool {
     if let Some(code) = e.code() {
         let c = code.code();
         // 57P: the server is shutting down or ended the session; 08: a
-        // connection exception.
-        return c.starts_with("57P") || c.starts_with("08");
+        // connection exception; 25P03: an idle transaction was ended.
+        return c.starts_with("57P") || c.starts_with("08") || c == "25P03";
     }
     std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
 }
@@ -312,6 +381,13 @@ fn pg(context: &str, e: &postgres::Error) -> Error {
             "{context}: the connection to the database was lost ({}); nothing more is written or \
              sent by this process, and the next invocation continues the window",
             describe(e)
+        ));
+    }
+    if e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
+        return Error::Store(format!(
+            "{context}: another session has held the run's row for over 10 s (a host paused or \
+             cut off in the middle of a transaction); nothing was written or sent, and a later \
+             invocation tries again"
         ));
     }
     Error::store(context, describe(e))
@@ -415,7 +491,7 @@ fn run_record(r: &Row) -> Result<RunRecord> {
 }
 
 /// Inside a transaction: confirms the run is still ours and delivering.
-fn still_delivering(tx: &mut Transaction<'_>, lease: &Lease) -> Result<()> {
+fn still_delivering(tx: &mut Client, lease: &Lease) -> Result<()> {
     let owned = tx
         .execute_typed(
             "UPDATE jobhost_runs SET updated_at = now()
@@ -426,7 +502,7 @@ fn still_delivering(tx: &mut Transaction<'_>, lease: &Lease) -> Result<()> {
     fenced(owned, lease)
 }
 
-fn record_delivery(tx: &mut Transaction<'_>, lease: &Lease, done: &Attempted<'_>) -> Result<()> {
+fn record_delivery(tx: &mut Client, lease: &Lease, done: &Attempted<'_>) -> Result<()> {
     still_delivering(tx, lease)?;
     tx.execute_typed(
         "UPDATE jobhost_outbox SET state = 'DELIVERED', in_flight = false,
@@ -443,7 +519,7 @@ fn record_delivery(tx: &mut Transaction<'_>, lease: &Lease, done: &Attempted<'_>
     Ok(())
 }
 
-fn read_existing(tx: &mut Transaction<'_>, key: &WindowKey) -> Result<Option<Existing>> {
+fn read_existing(tx: &mut Client, key: &WindowKey) -> Result<Option<Existing>> {
     let row = tx
         .query_typed_opt(
             concat!(
@@ -871,7 +947,7 @@ impl ClaimStore for PostgresStore {
     fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>> {
         let sql = format!(
             "SELECT {RUN_COLUMNS} FROM jobhost_runs r WHERE $1::text IS NULL OR r.job = $1
-             ORDER BY r.window_start DESC, r.key"
+             ORDER BY r.window_start DESC, r.key COLLATE \"C\""
         );
         let rows = self
             .client
