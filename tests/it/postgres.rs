@@ -632,3 +632,71 @@ fn a_store_of_a_newer_jobhost_or_a_foreign_table_is_refused_and_left_untouched()
         .get(0);
     assert_eq!(tables, 1, "no table was added");
 }
+
+#[test]
+fn several_hosts_through_a_transaction_pooler_run_each_window_once() {
+    // PgBouncer in transaction mode hands each transaction to whichever
+    // server connection is free: session state (advisory locks, prepared
+    // statements, SET) does not survive between transactions.
+    let pooler = match std::env::var("JOBHOST_TEST_PGBOUNCER") {
+        Ok(url) if !url.is_empty() => url,
+        _ => {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "SKIPPED postgres::several_hosts_through_a_transaction_pooler_run_each_window_once: \
+                 JOBHOST_TEST_PGBOUNCER is not set; .ci/run starts PgBouncer and sets it"
+            );
+            return;
+        }
+    };
+    warm_cache();
+    let sink = Sink::start();
+    let dir = scratch();
+    let cfg = job(dir.path(), &sink, "timeout_seconds = 30");
+    // The pooler's database is shared by every run of this test: a job name
+    // of this run's own keeps its windows apart.
+    let job_name = format!(
+        "pooled-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    );
+    let days = ["2026-11-09", "2026-11-10", "2026-11-11"];
+    let children: Vec<_> = days
+        .iter()
+        .flat_map(|d| std::iter::repeat_n(*d, 6))
+        .map(|d| {
+            job_command(&cfg, &pooler, &format!("{d}T00:05:00Z"))
+                .args(["--job", &job_name])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn")
+        })
+        .collect();
+    let runs: Vec<Run> = children
+        .into_iter()
+        .map(|c| to_run(c.wait_with_output().expect("wait")))
+        .collect();
+    for (i, day) in days.iter().enumerate() {
+        let of_day = &runs[i * 6..(i + 1) * 6];
+        let events: Vec<String> = of_day.iter().map(Run::event).collect();
+        assert_eq!(
+            events.iter().filter(|e| *e == "ran").count(),
+            1,
+            "{day}: one host runs the window: {events:?}; stderr: {:?}",
+            of_day.iter().map(|r| r.stderr.as_str()).collect::<Vec<_>>()
+        );
+        assert!(of_day.iter().all(|r| r.code == 0), "{events:?}");
+    }
+    assert_eq!(sink.requests().len(), 3, "each window sent once");
+    let mine: Vec<_> = history(&pooler)
+        .into_iter()
+        .filter(|r| r["job"] == job_name.as_str())
+        .collect();
+    assert_eq!(mine.len(), 3);
+    assert!(
+        mine.iter().all(|r| r["state"] == "DONE" && r["fence"] == 1),
+        "{mine:?}"
+    );
+}
