@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::outbox::{DeliveryMode, Destination, HttpTarget, Redactor, RetryPolicy, Target};
 use crate::sandbox::GuestLimits;
 use crate::source::SourceSpec;
-use crate::store::location::is_postgres_url;
+use crate::store::location::{is_postgres_url, url_scheme};
 use crate::store::{PostgresUrl, StoreLocation};
 use crate::window::{JobName, WindowKind, Zone};
 
@@ -603,14 +603,17 @@ fn expand_with(
 }
 
 /// A store named by a flag or the config. `${VAR}` is filled in from the
-/// environment (its values scrubbed from every message):
+/// environment:
 ///
-/// - in a `postgres://` URL, each value is percent-encoded, so a password
-///   with `@`, `/`, `?`, `&` or `%` arrives as it is; the URL is shown as
-///   written, with `${VAR}` in place and any literal password as `***`;
-/// - a value that is one `${VAR}` alone may hold a whole URL or path, taken
-///   as it is (shown with its password as `***`);
-/// - anything else is a SQLite path, relative to `base`.
+/// - in a `postgres://` URL, values in the user part and the query are
+///   percent-encoded (a password with `@`, `/`, `?`, `&` or `%` arrives as
+///   it is) and scrubbed from every message; values in the host and path
+///   are put in as they are (`${PGHOST}` may list `db1,db2`). The URL is
+///   shown as written, with `${VAR}` in place and a literal password as
+///   `***`;
+/// - a value that is one `${VAR}` alone may hold a whole URL or a path;
+/// - anything else is a SQLite path, relative to `base`; another URL
+///   scheme is refused rather than taken for a file name.
 fn store_location(
     what: &str,
     text: &str,
@@ -619,17 +622,22 @@ fn store_location(
     redactor: &mut Redactor,
 ) -> Result<StoreLocation> {
     if is_postgres_url(text) {
-        let encode = |v: &str| {
-            percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC).to_string()
-        };
-        let url = expand_with(what, text, env, redactor, &encode)?;
+        let url = expand_url(what, text, env, redactor)?;
         add_url_password(&url, redactor);
         return Ok(StoreLocation::Postgres(PostgresUrl::shown_as(url, text)));
     }
-    let expanded = expand(what, text, env, redactor)?;
+    // A path's values are not secrets; a whole URL's password is added below.
+    let expanded = expand(what, text, env, &mut Redactor::default())?;
     if is_postgres_url(&expanded) {
         add_url_password(&expanded, redactor);
         return Ok(StoreLocation::Postgres(PostgresUrl::new(expanded)));
+    }
+    if let Some(scheme) = url_scheme(&expanded) {
+        return Err(Error::input(format!(
+            "invalid {what} `{}`: a `{scheme}://` URL is not a store jobhost can use; give a \
+             SQLite file path or a postgres:// URL",
+            crate::store::location::redacted(&expanded)
+        )));
     }
     if expanded.is_empty() {
         return Err(Error::input(format!(
@@ -637,6 +645,31 @@ fn store_location(
         )));
     }
     Ok(StoreLocation::parse(&expanded, base))
+}
+
+/// Fills in a `postgres://` URL's `${VAR}` references part by part (see
+/// [`store_location`]).
+fn expand_url(what: &str, text: &str, env: &Env<'_>, redactor: &mut Redactor) -> Result<String> {
+    let encode = |v: &str| {
+        percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC).to_string()
+    };
+    let plain = |v: &str| v.to_string();
+    let scheme_end = text.find("://").map_or(0, |i| i + 3);
+    let (scheme, rest) = text.split_at(scheme_end);
+    let (user, rest) = match rest.find('@') {
+        Some(at) => rest.split_at(at),
+        None => ("", rest),
+    };
+    let (host, query) = match rest.find('?') {
+        Some(q) => rest.split_at(q),
+        None => (rest, ""),
+    };
+    Ok(format!(
+        "{scheme}{}{}{}",
+        expand_with(what, user, env, redactor, &encode)?,
+        expand_with(what, host, env, &mut Redactor::default(), &plain)?,
+        expand_with(what, query, env, redactor, &encode)?
+    ))
 }
 
 /// A password written into the URL itself is scrubbed from messages too.
@@ -799,6 +832,7 @@ mod tests {
             "PGPW" => Some(password.into()),
             "DATABASE_URL" => Some("postgres://jobs:lit%40eral@db.internal/jobs".into()),
             "STATE" => Some("/var/lib/jobhost".into()),
+            "HOSTS" => Some("db1,db2".into()),
             _ => None,
         };
         let mut r = Redactor::default();
@@ -845,6 +879,35 @@ mod tests {
             store("state/$${HOME}.db", &mut r),
             StoreLocation::Sqlite(PathBuf::from("cfg/state/${HOME}.db"))
         );
+        assert_eq!(
+            r.scrub("/var/lib/jobhost"),
+            "/var/lib/jobhost",
+            "a path is no secret"
+        );
+
+        // Hosts from the environment go in as they are.
+        let StoreLocation::Postgres(url) = store("postgres://jobs:${PGPW}@${HOSTS}/jobs", &mut r)
+        else {
+            panic!("a postgres URL")
+        };
+        assert!(url.secret().ends_with("@db1,db2/jobs"), "{url}");
+
+        // Another scheme is refused, its password hidden, not taken for a
+        // file named after it.
+        let err = store_location(
+            "`store`",
+            "postgresql+asyncpg://jobs:hunter2@db/jobs",
+            Path::new(""),
+            &env,
+            &mut r,
+        )
+        .unwrap_err();
+        assert!(matches!(err, Error::Input(_)), "{err}");
+        assert!(
+            err.to_string().contains("`postgresql+asyncpg://` URL"),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("hunter2"), "{err}");
     }
 
     #[test]

@@ -700,3 +700,36 @@ fn several_hosts_through_a_transaction_pooler_run_each_window_once() {
         "{mine:?}"
     );
 }
+
+#[test]
+fn a_store_in_a_schema_with_a_mixed_case_name_opens_and_keeps_its_runs() {
+    let Some(server) =
+        pg::server("postgres::a_store_in_a_schema_with_a_mixed_case_name_opens_and_keeps_its_runs")
+    else {
+        return;
+    };
+    let schema = format!("Jobs_Mixed_{:08x}", rand::random::<u32>());
+    let mut admin = postgres::Client::connect(&server, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!("CREATE SCHEMA \"{schema}\""))
+        .unwrap();
+    let sep = if server.contains('?') { '&' } else { '?' };
+    let url = format!("{server}{sep}options=-csearch_path%3D%22{schema}%22");
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 100);
+    let first = run_job(&cfg, &url, "2026-11-09T00:05:00Z");
+    let second = run_job(&cfg, &url, "2026-11-09T00:06:00Z");
+    let tables: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = $1",
+            &[&schema],
+        )
+        .unwrap()
+        .get(0);
+    admin
+        .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .unwrap();
+    assert_eq!(first.event(), "ran", "{}", first.stderr);
+    assert_eq!(second.receipt()["reason"], "done", "{}", second.stdout);
+    assert_eq!(tables, 4, "the tables went into the schema the URL names");
+}

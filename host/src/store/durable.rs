@@ -61,6 +61,10 @@ const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
 /// its latest commits with the folder. `None` also when the type cannot be
 /// read: the check warns, it never stands in the way of a store that works.
 pub fn ephemeral_filesystem(store: &Path) -> Option<Ephemeral> {
+    // SQLite follows a symlinked store file and keeps its WAL beside the
+    // file it points to.
+    let resolved = store.canonicalize().ok();
+    let store = resolved.as_deref().unwrap_or(store);
     let dir = store
         .ancestors()
         .skip(1)

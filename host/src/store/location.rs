@@ -36,6 +36,16 @@ impl StoreLocation {
     }
 }
 
+/// The scheme of a value that looks like a URL (`name://...`), if it does.
+pub fn url_scheme(text: &str) -> Option<&str> {
+    let (scheme, _) = text.split_once("://")?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.' | ':')))
+    .then_some(scheme)
+}
+
 /// True for a value that names a PostgreSQL store.
 pub fn is_postgres_url(text: &str) -> bool {
     let lower = text.get(..13).unwrap_or(text).to_ascii_lowercase();
@@ -105,6 +115,11 @@ impl fmt::Debug for PostgresUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("PostgresUrl").field(&self.shown).finish()
     }
+}
+
+/// A URL of any scheme as it may be shown: its password as `***`.
+pub fn redacted(url: &str) -> String {
+    redact(url)
 }
 
 /// `postgres://user:secret@host/db?password=x` ->

@@ -58,9 +58,10 @@ enum Tls {
 /// when the database cannot be reached or refuses the login.
 pub fn connect(url: &PostgresUrl) -> Result<Client> {
     let (rest, tls, root_cert) = split_tls_params(url)?;
-    let mut config: postgres::Config = rest.parse().map_err(|e| {
+    let mut config: postgres::Config = rest.parse().map_err(|e: postgres::Error| {
         Error::input(format!(
-            "invalid store URL `{url}`: {e}; use postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
+            "invalid store URL `{url}`: {}; use postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
+            describe(&e)
         ))
     })?;
     if config.get_application_name().is_none() {
@@ -99,22 +100,42 @@ pub fn connect(url: &PostgresUrl) -> Result<Client> {
 /// only some of them), returning the rest of the URL.
 fn split_tls_params(url: &PostgresUrl) -> Result<(String, Tls, Option<String>)> {
     let full = url.secret();
-    let Some((base, query)) = full.split_once('?') else {
-        return Ok((full.to_string(), Tls::Prefer, None));
+    // The client library reads the user part up to the first `@` and the
+    // query from the first `?` after it; read it the same way, so that a `?`
+    // in a password can never hide or forge a parameter.
+    let scheme_end = full.find("://").map_or(0, |i| i + 3);
+    let after_user = full[scheme_end..]
+        .find('@')
+        .map_or(scheme_end, |i| scheme_end + i + 1);
+    // The library matches the scheme case-sensitively.
+    let scheme = full[..scheme_end].to_ascii_lowercase();
+    let Some(q) = full[after_user..].find('?').map(|i| after_user + i) else {
+        return Ok((
+            format!("{scheme}{}", &full[scheme_end..]),
+            Tls::Prefer,
+            None,
+        ));
     };
-    let mut tls = Tls::Prefer;
+    let (base, query) = (&full[scheme_end..q], &full[q + 1..]);
+    let mut tls = None;
     let mut root_cert = None;
     let mut kept = Vec::new();
+    let decode = |text: &str, what: &str| {
+        percent_encoding::percent_decode_str(text)
+            .decode_utf8()
+            .map(|v| v.into_owned())
+            .map_err(|_| Error::input(format!("invalid store URL `{url}`: a {what} is not UTF-8")))
+    };
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let value = percent_encoding::percent_decode_str(value)
-            .decode_utf8()
-            .map_err(|_| {
-                Error::input(format!("invalid store URL `{url}`: `{key}` is not UTF-8"))
-            })?;
-        match key {
+        // Matched as the library will read them: decoded.
+        let (key, value) = (
+            decode(key, "parameter name")?,
+            decode(value, "parameter value")?,
+        );
+        match key.as_str() {
             "sslmode" => {
-                tls = match &*value {
+                let mode = match value.as_str() {
                     "disable" => Tls::Disable,
                     "prefer" => Tls::Prefer,
                     "require" => Tls::Require,
@@ -126,9 +147,15 @@ fn split_tls_params(url: &PostgresUrl) -> Result<(String, Tls, Option<String>)> 
                              disable, prefer, require, verify-ca or verify-full"
                         )));
                     }
+                };
+                if tls.is_some_and(|t| t != mode) {
+                    return Err(Error::input(format!(
+                        "invalid store URL `{url}`: sslmode is given twice, differently; give it once"
+                    )));
                 }
+                tls = Some(mode);
             }
-            "sslrootcert" => root_cert = Some(value.into_owned()),
+            "sslrootcert" => root_cert = Some(value),
             "sslcert" | "sslkey" | "sslpassword" | "sslcrl" | "sslcrldir" => {
                 return Err(Error::input(format!(
                     "invalid store URL `{url}`: `{key}` is not supported (jobhost does not send \
@@ -138,10 +165,23 @@ fn split_tls_params(url: &PostgresUrl) -> Result<(String, Tls, Option<String>)> 
             _ => kept.push(pair),
         }
     }
+    let mut tls = tls.unwrap_or(Tls::Prefer);
+    // As libpq: `require` with a root certificate file checks the chain.
+    if tls == Tls::Require && root_cert.is_some() {
+        tls = Tls::VerifyCa;
+    }
+    // Any public certificate chains to a public root: checking the chain
+    // alone is only worth something against a root of the user's own.
+    if tls == Tls::VerifyCa && root_cert.as_deref().is_none_or(|r| r == "system") {
+        return Err(Error::input(format!(
+            "invalid store URL `{url}`: sslmode=verify-ca needs sslrootcert=FILE naming the CA \
+             that signed the server's certificate; with public roots use sslmode=verify-full"
+        )));
+    }
     let rest = if kept.is_empty() {
-        base.to_string()
+        format!("{scheme}{base}")
     } else {
-        format!("{base}?{}", kept.join("&"))
+        format!("{scheme}{base}?{}", kept.join("&"))
     };
     Ok((rest, tls, root_cert))
 }
@@ -174,7 +214,9 @@ fn client_config(url: &PostgresUrl, tls: Tls, root_cert: Option<&str>) -> Result
 }
 
 fn roots(url: &PostgresUrl, root_cert: Option<&str>) -> Result<RootCertStore> {
-    let Some(path) = root_cert else {
+    // `system`, as libpq 16 spells it: the public roots (here the Mozilla
+    // roots built into the binary).
+    let Some(path) = root_cert.filter(|r| *r != "system") else {
         return Ok(RootCertStore {
             roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
         });
@@ -356,6 +398,39 @@ mod tests {
             split("postgres://u@h/db?sslmode=disable").unwrap().0,
             "postgres://u@h/db"
         );
+    }
+
+    #[test]
+    fn a_question_mark_in_the_password_neither_hides_nor_forges_a_parameter() {
+        let (rest, tls, _) = split("postgres://u:pa?sslmode=disable@h/db?sslmode=require").unwrap();
+        assert_eq!(tls, Tls::Require);
+        assert_eq!(rest, "postgres://u:pa?sslmode=disable@h/db");
+        let (_, tls, _) = split("postgres://u:pa?ss@h/db?ssl%6Dode=require").unwrap();
+        assert_eq!(
+            tls,
+            Tls::Require,
+            "an encoded key is the key the library reads"
+        );
+        assert_eq!(split("POSTGRES://u@h/db").unwrap().0, "postgres://u@h/db");
+    }
+
+    #[test]
+    fn require_with_a_root_checks_the_chain_and_verify_ca_needs_a_root_of_its_own() {
+        assert_eq!(
+            split("postgres://u@h/db?sslmode=require&sslrootcert=ca.pem")
+                .unwrap()
+                .1,
+            Tls::VerifyCa
+        );
+        for url in [
+            "postgres://u@h/db?sslmode=verify-ca",
+            "postgres://u@h/db?sslmode=verify-ca&sslrootcert=system",
+        ] {
+            let err = split(url).unwrap_err();
+            assert!(err.to_string().contains("needs sslrootcert=FILE"), "{err}");
+        }
+        let err = split("postgres://u@h/db?sslmode=require&sslmode=disable").unwrap_err();
+        assert!(err.to_string().contains("given twice"), "{err}");
     }
 
     #[test]

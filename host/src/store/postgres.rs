@@ -111,9 +111,11 @@ struct Tx<'a> {
 
 impl<'a> Tx<'a> {
     fn begin(client: &'a mut Client, what: &str, begin: &str) -> Result<Tx<'a>> {
-        client
-            .batch_execute(begin)
-            .map_err(|e| pg(&format!("cannot {what}"), &e))?;
+        if let Err(e) = client.batch_execute(begin) {
+            // BEGIN may have gone through before a SET failed.
+            let _ = client.batch_execute("ROLLBACK");
+            return Err(pg(&format!("cannot {what}"), &e));
+        }
         Ok(Tx { client, open: true })
     }
 
@@ -222,7 +224,7 @@ impl PostgresStore {
                 "SELECT current_schema() IS NOT NULL,
                         EXISTS (SELECT 1 FROM pg_class
                                 WHERE relname = 'jobhost_schema'
-                                  AND relnamespace = current_schema()::regnamespace)",
+                                  AND relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()))",
                 &[],
             )
             .map_err(|e| pg(&format!("cannot read store `{url}`"), &e))?;
@@ -269,10 +271,10 @@ impl PostgresStore {
             .query_typed_one(
                 "SELECT NOT EXISTS (SELECT 1 FROM pg_class
                                     WHERE relname = 'jobhost_schema'
-                                      AND relnamespace = current_schema()::regnamespace)
+                                      AND relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()))
                         AND EXISTS (SELECT 1 FROM pg_class
                                     WHERE relname = 'jobhost_runs'
-                                      AND relnamespace = current_schema()::regnamespace)",
+                                      AND relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()))",
                 &[],
             )
             .map_err(|e| pg(&at("read"), &e))?
@@ -385,9 +387,9 @@ fn pg(context: &str, e: &postgres::Error) -> Error {
     }
     if e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
         return Error::Store(format!(
-            "{context}: another session has held the run's row for over 10 s (a host paused or \
-             cut off in the middle of a transaction); nothing was written or sent, and a later \
-             invocation tries again"
+            "{context}: another session held the rows it needs for longer than the lock timeout \
+             (a host paused or cut off in the middle of a transaction); nothing was written or \
+             sent, and a later invocation tries again"
         ));
     }
     Error::store(context, describe(e))
