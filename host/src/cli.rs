@@ -35,6 +35,30 @@ enum Command {
     Replay(ReplayArgs),
     /// Write a recorded run as a self-contained replay file (for fixtures).
     Export(ExportArgs),
+    /// Show which due windows would run now, which missed ones would be
+    /// skipped and why, and the next window to come due; runs nothing.
+    Plan(PlanArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct PlanArgs {
+    /// A TOML job config; give it once per job.
+    #[arg(long, value_name = "FILE", required = true)]
+    config: Vec<PathBuf>,
+    /// Plan as if it were this instant [default: the system clock].
+    #[arg(long, value_name = "TIME")]
+    now: Option<String>,
+    /// Also consider every window from this instant on that the store does
+    /// not hold yet (a fresh store otherwise considers only the newest due
+    /// window).
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
+    /// The claim store, for every job [default: each config's, else $JOBHOST_STORE, else ./state/jobhost.db].
+    #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
+    store: Option<PathBuf>,
+    /// One JSON object per window instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -163,6 +187,13 @@ pub fn main_with(runtime: &Runtime) -> i32 {
         },
         // 0 identical, 1 different, 2 bad input, 3 no comparable result
         // (the guest failed or diverged, or the host could not run it).
+        Command::Plan(args) => match plan(args) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("jobhost: error: {e}");
+                e.exit_code()
+            }
+        },
         Command::Replay(args) => match replay(args) {
             Ok(code) => code,
             Err(e) => {
@@ -234,6 +265,89 @@ fn store_location(flag: Option<PathBuf>) -> Result<StoreLocation, Error> {
         ..RunFlags::default()
     };
     Config::store_only(&flags)
+}
+
+/// Prints each job's plan.
+fn plan(args: PlanArgs) -> Result<(), Error> {
+    use crate::plan::What;
+    let since = args
+        .since
+        .as_deref()
+        .map(|t| crate::clock::parse_instant("--since", t))
+        .transpose()?;
+    let mut out = std::io::stdout().lock();
+    for file in &args.config {
+        let config = Config::resolve(&RunFlags {
+            config: Some(file.clone()),
+            store: args.store.clone(),
+            now: args.now.clone(),
+            ..RunFlags::default()
+        })?;
+        let now = config.now.unwrap_or_else(jiff::Timestamp::now);
+        let mut store = store::open_if_exists(&config.store)?;
+        let plan = crate::plan::plan(
+            &config,
+            now,
+            since,
+            store
+                .as_mut()
+                .map(|s| s.as_mut() as &mut dyn store::ClaimStore),
+        )?;
+        if !args.json {
+            let _ = writeln!(
+                out,
+                "{}: {} windows in {}, delay {} s, jitter up to {} s, catch_up {}; now {}",
+                config.job,
+                config.window,
+                config.zone.name(),
+                config.delay.as_secs(),
+                config.jitter.as_secs(),
+                config.catch_up,
+                rfc3339(now)
+            );
+            if plan.truncated {
+                let _ = writeln!(
+                    out,
+                    "  (only the newest {} due windows are shown)",
+                    crate::plan::MAX_WINDOWS
+                );
+            }
+        }
+        for e in &plan.entries {
+            let (what, detail) = match &e.what {
+                What::Run => ("run", String::new()),
+                What::Skip(why) => ("skip", why.clone()),
+                What::Recorded(state) => ("recorded", state.to_string()),
+                What::Next => ("next", String::new()),
+            };
+            if args.json {
+                let mut line = serde_json::json!({
+                    "job": config.job.as_str(),
+                    "key": e.window.key().as_str(),
+                    "due": rfc3339(e.due),
+                    "decision": what,
+                    "now": rfc3339(now),
+                });
+                if !detail.is_empty() {
+                    line["detail"] = detail.into();
+                }
+                let _ = writeln!(out, "{line}");
+            } else {
+                let _ = writeln!(
+                    out,
+                    "  {what:<9} {:<32} due {}{}",
+                    e.window.key().as_str(),
+                    rfc3339(e.due),
+                    if detail.is_empty() {
+                        String::new()
+                    } else {
+                        format!("  {detail}")
+                    }
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes a run's replay file.

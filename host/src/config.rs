@@ -16,6 +16,7 @@ use crate::clock;
 use crate::error::{Error, Result};
 use crate::outbox::{DeliveryMode, Destination, HttpTarget, Redactor, RetryPolicy, Target};
 use crate::sandbox::GuestLimits;
+use crate::schedule::{CatchUp, DEFAULT_MAX_CATCH_UP, Schedule};
 use crate::source::SourceSpec;
 use crate::store::location::{is_postgres_url, url_scheme};
 use crate::store::{PostgresUrl, StoreLocation};
@@ -32,6 +33,15 @@ pub const MAX_MEMORY_MIB: u64 = 4096;
 
 /// The longest guest time limit a config may ask for, seconds.
 pub const MAX_TIMEOUT_SECONDS: u64 = 86_400;
+
+/// The longest delay after a window closes that a config may ask for.
+const MAX_DELAY_SECONDS: u64 = 7 * 86_400;
+
+/// The widest jitter a config may ask for.
+const MAX_JITTER_SECONDS: u64 = 86_400;
+
+/// The most missed windows `catch_up = "all"` may run.
+const MAX_CATCH_UP: u32 = 1000;
 
 /// The longest lease a config may ask for.
 const MAX_LEASE_SECONDS: u64 = 7 * 86_400;
@@ -64,6 +74,17 @@ pub struct ConfigFile {
     pub retry_delay_seconds: Option<u64>,
     /// The longest wait between two attempts of a window (default 3600).
     pub max_retry_delay_seconds: Option<u64>,
+    /// Seconds after a window closes before it is due (default 0): for data
+    /// that arrives late.
+    pub delay_seconds: Option<u64>,
+    /// The most seconds a window's due moment is spread out after the delay
+    /// (default 0), a fixed share per window.
+    pub jitter_seconds: Option<u64>,
+    /// What to do with windows missed while nothing ran them: `all` (the
+    /// newest `max_catch_up` of them), `latest` or `none`.
+    pub catch_up: Option<String>,
+    /// How many missed windows `catch_up = "all"` runs (default 3).
+    pub max_catch_up: Option<u32>,
     /// The compiled-code cache folder.
     pub cache_dir: Option<PathBuf>,
     /// The data source.
@@ -204,6 +225,12 @@ pub struct Config {
     pub retry_delay: Duration,
     /// The longest wait between two attempts of a window.
     pub max_retry_delay: Duration,
+    /// How long after a window closes it is due.
+    pub delay: Duration,
+    /// The most a window's due moment is spread out after the delay.
+    pub jitter: Duration,
+    /// What happens to missed windows.
+    pub catch_up: CatchUp,
     /// Guest limits.
     pub limits: GuestLimits,
     /// Messages per run.
@@ -223,6 +250,17 @@ pub struct Config {
 }
 
 impl Config {
+    /// When the job's windows are due.
+    pub fn schedule(&self) -> Schedule {
+        Schedule {
+            job: self.job.clone(),
+            kind: self.window,
+            zone: self.zone.clone(),
+            delay: self.delay,
+            jitter: self.jitter,
+        }
+    }
+
     /// Resolves flags and the optional config file into a `Config`.
     ///
     /// # Errors
@@ -341,6 +379,25 @@ impl Config {
             let d = destination(&name, d, &from_file, env, &mut redactor)?;
             destinations.insert(name, d);
         }
+        let delay = file.delay_seconds.unwrap_or(0);
+        if delay > MAX_DELAY_SECONDS {
+            return Err(Error::input(format!(
+                "invalid `delay_seconds = {delay}`: at most {MAX_DELAY_SECONDS} (7 days)"
+            )));
+        }
+        let jitter = file.jitter_seconds.unwrap_or(0);
+        if jitter > MAX_JITTER_SECONDS {
+            return Err(Error::input(format!(
+                "invalid `jitter_seconds = {jitter}`: at most {MAX_JITTER_SECONDS} (1 day)"
+            )));
+        }
+        let max_catch_up = file.max_catch_up.unwrap_or(DEFAULT_MAX_CATCH_UP);
+        if !(1..=MAX_CATCH_UP).contains(&max_catch_up) {
+            return Err(Error::input(format!(
+                "invalid `max_catch_up = {max_catch_up}`: use 1 to {MAX_CATCH_UP}"
+            )));
+        }
+        let catch_up = CatchUp::parse(file.catch_up.as_deref().unwrap_or("all"), max_catch_up)?;
         let retry_delay = Duration::from_secs(file.retry_delay_seconds.unwrap_or(60));
         let max_retry_delay = Duration::from_secs(file.max_retry_delay_seconds.unwrap_or(3600));
         if max_retry_delay < retry_delay || max_retry_delay > Duration::from_secs(MAX_LEASE_SECONDS)
@@ -424,6 +481,9 @@ impl Config {
             redactor,
             retry_delay,
             max_retry_delay,
+            delay: Duration::from_secs(delay),
+            jitter: Duration::from_secs(jitter),
+            catch_up,
             limits: GuestLimits {
                 memory_bytes: (memory_mib as usize) << 20,
                 timeout,

@@ -86,7 +86,8 @@ fn run_inner(
     };
     let now = clock.now();
     receipt.now = Some(rfc3339(now));
-    let window = Window::last_closed(&config.job, config.window, &config.zone, now)?;
+    // The newest window that is due: closed, and past the job's delay.
+    let window = config.schedule().last_due(now)?;
     receipt.set_window(&window);
     let key = window.key();
     // A missing or unreadable component is bad input, unless the window's

@@ -10,6 +10,7 @@ mod effects;
 mod harness;
 mod history;
 mod journal;
+mod plan;
 mod postgres;
 mod races;
 mod reference_report;

@@ -329,6 +329,22 @@ pub fn window_mismatch(key: &WindowKey, start: Timestamp, end: Timestamp, zone: 
     ))
 }
 
+/// Opens an existing store for reading, or `None` when there is none yet
+/// (no file, or no jobhost tables in the database).
+///
+/// # Errors
+///
+/// As [`open_read_only`], but for a missing store.
+pub fn open_if_exists(location: &StoreLocation) -> Result<Option<Box<dyn ClaimStore>>> {
+    Ok(match location {
+        StoreLocation::Sqlite(path) if !path.exists() => None,
+        StoreLocation::Sqlite(path) => Some(Box::new(SqliteStore::open_read_only(path)?)),
+        StoreLocation::Postgres(url) => {
+            PostgresStore::open_if_exists(url)?.map(|s| Box::new(s) as Box<dyn ClaimStore>)
+        }
+    })
+}
+
 /// The durable claim store contract. Every method after `claim` is fenced.
 pub trait ClaimStore {
     /// The run's current row, without claiming anything.

@@ -185,13 +185,25 @@ impl PostgresStore {
     /// `Error::Input` when the database holds no jobhost store of this
     /// version; otherwise as [`PostgresStore::open`].
     pub fn open_read_only(url: &PostgresUrl) -> Result<PostgresStore> {
-        let mut store = PostgresStore::connect(url)?;
-        match store.schema_version()? {
-            None => Err(Error::input(format!(
+        PostgresStore::open_if_exists(url)?.ok_or_else(|| {
+            Error::input(format!(
                 "no jobhost store in `{url}`; run a job with it first, or check the database \
                  and search_path in the URL"
-            ))),
-            Some(v) if v == latest() => Ok(store),
+            ))
+        })
+    }
+
+    /// [`PostgresStore::open_read_only`], or `None` when the database holds
+    /// no jobhost tables yet.
+    ///
+    /// # Errors
+    ///
+    /// As [`PostgresStore::open_read_only`], but for a missing store.
+    pub fn open_if_exists(url: &PostgresUrl) -> Result<Option<PostgresStore>> {
+        let mut store = PostgresStore::connect(url)?;
+        match store.schema_version()? {
+            None => Ok(None),
+            Some(v) if v == latest() => Ok(Some(store)),
             Some(v) => {
                 check_version(url, v)?;
                 Err(Error::input(format!(

@@ -1,0 +1,377 @@
+//! When each window of a job is due, and what happens to windows that were
+//! missed. A window is due once it has closed and the job's delay (data
+//! often arrives late) and its jitter have passed; the jitter is a fixed
+//! fraction of the allowed jitter derived from the window's key, so every
+//! host, every replay and every `plan` agree on the same due moment, while
+//! many jobs due at midnight still spread out.
+//!
+//! Catch-up decides over the windows that became due while nothing ran
+//! them (a host down for three days): `all` runs the newest of them up to a
+//! limit and skips the older ones, `latest` runs only the newest, `none`
+//! runs only a window that has just become due. Every missed window gets a
+//! decision; none is dropped silently.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::window::{JobName, Window, WindowKind, Zone};
+
+/// A job's windows and when each is due.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    /// The job.
+    pub job: JobName,
+    /// Window kind.
+    pub kind: WindowKind,
+    /// The zone whose calendar defines the windows.
+    pub zone: Zone,
+    /// How long after a window closes it becomes due.
+    pub delay: Duration,
+    /// The most a window's due moment is spread out after the delay.
+    pub jitter: Duration,
+}
+
+impl Schedule {
+    /// When `w` is due: its end, plus the delay, plus its share of the
+    /// jitter (fixed by its key).
+    pub fn due_at(&self, w: &Window) -> Timestamp {
+        let jitter_ms = u64::try_from(self.jitter.as_millis()).unwrap_or(u64::MAX);
+        let share = if jitter_ms == 0 {
+            0
+        } else {
+            let digest = Sha256::digest(w.key().as_str().as_bytes());
+            let mut first = [0u8; 8];
+            first.copy_from_slice(&digest[..8]);
+            u64::from_be_bytes(first) % (jitter_ms + 1)
+        };
+        let after = SignedDuration::try_from(self.delay)
+            .unwrap_or(SignedDuration::MAX)
+            .saturating_add(SignedDuration::from_millis(
+                i64::try_from(share).unwrap_or(i64::MAX),
+            ));
+        w.end.checked_add(after).unwrap_or(Timestamp::MAX)
+    }
+
+    /// The window that contains `t`.
+    fn containing(&self, t: Timestamp) -> Result<Window> {
+        Window::containing(&self.job, self.kind, &self.zone, t)
+    }
+
+    /// The window before `w`.
+    fn previous(&self, w: &Window) -> Result<Window> {
+        let before = w
+            .start
+            .checked_sub(SignedDuration::from_nanos(1))
+            .map_err(|e| Error::input(format!("window `{}` is out of range: {e}", w.key())))?;
+        self.containing(before)
+    }
+
+    /// The newest window that is due at `now`.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` when `now` is out of the supported range.
+    pub fn last_due(&self, now: Timestamp) -> Result<Window> {
+        let mut w = self.previous(&self.containing(now)?)?;
+        while self.due_at(&w) > now {
+            w = self.previous(&w)?;
+        }
+        Ok(w)
+    }
+
+    /// The first window that is not due yet at `now`, and when it is due.
+    ///
+    /// # Errors
+    ///
+    /// As [`Schedule::last_due`].
+    pub fn next_due(&self, now: Timestamp) -> Result<(Window, Timestamp)> {
+        let w = self.last_due(now)?.next()?;
+        let at = self.due_at(&w);
+        Ok((w, at))
+    }
+
+    /// Every window that starts at or after `from` and is due at `now`,
+    /// oldest first; at most `limit` of them (the newest, when there are
+    /// more).
+    ///
+    /// # Errors
+    ///
+    /// As [`Schedule::last_due`].
+    pub fn due_since(&self, from: Timestamp, now: Timestamp, limit: usize) -> Result<Vec<Window>> {
+        let mut out = Vec::new();
+        let mut w = self.last_due(now)?;
+        while w.start >= from && out.len() < limit {
+            out.push(w.clone());
+            w = self.previous(&w)?;
+        }
+        out.reverse();
+        Ok(out)
+    }
+}
+
+/// What to do with windows that became due while nothing ran them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatchUp {
+    /// Run the newest `max` missed windows, oldest of them first; skip the
+    /// older ones.
+    All {
+        /// How many missed windows run at most.
+        max: u32,
+    },
+    /// Run the newest missed window only.
+    Latest,
+    /// Run a window only while it is the newest due one and became due
+    /// within the job's window length; skip the others.
+    None,
+}
+
+impl CatchUp {
+    /// Parses `all`, `latest` or `none`; `max` applies to `all`.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the value and the accepted ones.
+    pub fn parse(text: &str, max: u32) -> Result<CatchUp> {
+        match text {
+            "all" => Ok(CatchUp::All { max }),
+            "latest" => Ok(CatchUp::Latest),
+            "none" => Ok(CatchUp::None),
+            other => Err(Error::input(format!(
+                "invalid `catch_up = \"{other}\"`: use \"all\", \"latest\" or \"none\""
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for CatchUp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CatchUp::All { max } => write!(f, "all (at most {max})"),
+            CatchUp::Latest => f.write_str("latest"),
+            CatchUp::None => f.write_str("none"),
+        }
+    }
+}
+
+impl FromStr for CatchUp {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<CatchUp> {
+        CatchUp::parse(s, DEFAULT_MAX_CATCH_UP)
+    }
+}
+
+/// The default limit of `catch_up = "all"`: small, so a long outage does not
+/// flood downstream.
+pub const DEFAULT_MAX_CATCH_UP: u32 = 3;
+
+/// The decision for one due window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Run it.
+    Run,
+    /// Do not run it, for this reason.
+    Skip(String),
+}
+
+/// Decides over `due`: the undecided windows due at `now`, oldest first.
+/// A window that became due no longer ago than one window length counts as
+/// on time, not missed: it runs under every policy.
+pub fn decide(
+    schedule: &Schedule,
+    policy: CatchUp,
+    due: &[Window],
+    now: Timestamp,
+) -> Vec<(Window, Verdict)> {
+    let n = due.len();
+    due.iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let newest = i + 1 == n;
+            let on_time = newest
+                && now.duration_since(schedule.due_at(w))
+                    <= w.end.duration_since(w.start).max(SignedDuration::ZERO);
+            let verdict = match policy {
+                CatchUp::All { max } if n - i <= max as usize => Verdict::Run,
+                CatchUp::All { max } => Verdict::Skip(format!(
+                    "missed, and older than the {max} newest missed window(s) that catch_up = \"all\" runs"
+                )),
+                CatchUp::Latest if newest => Verdict::Run,
+                CatchUp::Latest => Verdict::Skip(
+                    "missed, and a newer window is due (catch_up = \"latest\")".to_string(),
+                ),
+                CatchUp::None if on_time => Verdict::Run,
+                CatchUp::None => {
+                    Verdict::Skip("missed while nothing ran it (catch_up = \"none\")".to_string())
+                }
+            };
+            (w.clone(), verdict)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schedule(kind: WindowKind, zone: &str, delay: u64, jitter: u64) -> Schedule {
+        Schedule {
+            job: JobName::new("j").unwrap(),
+            kind,
+            zone: Zone::new(zone).unwrap(),
+            delay: Duration::from_secs(delay),
+            jitter: Duration::from_secs(jitter),
+        }
+    }
+
+    fn at(t: &str) -> Timestamp {
+        t.parse().unwrap()
+    }
+
+    /// The windows due within one local day, by the schedule's own walk.
+    fn windows_of_day(s: &Schedule, day_start: &str, day_end: &str) -> Vec<Window> {
+        let from = at(day_start);
+        s.due_since(from, at(day_end), 1000)
+            .unwrap()
+            .into_iter()
+            .filter(|w| w.end <= at(day_end))
+            .collect()
+    }
+
+    #[test]
+    fn hourly_windows_number_23_and_25_on_the_daylight_saving_days_with_unique_keys() {
+        for (zone, spring, fall) in [
+            (
+                "America/New_York",
+                ("2026-03-08T05:00:00Z", "2026-03-09T04:00:00Z"),
+                ("2026-11-01T04:00:00Z", "2026-11-02T05:00:00Z"),
+            ),
+            (
+                "Europe/Berlin",
+                ("2026-03-28T23:00:00Z", "2026-03-29T22:00:00Z"),
+                ("2026-10-24T22:00:00Z", "2026-10-25T23:00:00Z"),
+            ),
+        ] {
+            let s = schedule(WindowKind::Hour, zone, 0, 0);
+            let short = windows_of_day(&s, spring.0, spring.1);
+            let long = windows_of_day(&s, fall.0, fall.1);
+            assert_eq!(short.len(), 23, "{zone} spring-forward day");
+            assert_eq!(long.len(), 25, "{zone} fall-back day");
+            let mut keys: Vec<_> = long.iter().map(Window::key).collect();
+            keys.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+            keys.dedup();
+            assert_eq!(
+                keys.len(),
+                25,
+                "{zone}: the two repeated hours have two keys"
+            );
+            let d = schedule(WindowKind::Day, zone, 0, 0);
+            assert_eq!(
+                windows_of_day(&d, fall.0, fall.1).len(),
+                1,
+                "{zone}: one day"
+            );
+            assert_eq!(
+                windows_of_day(&d, spring.0, spring.1).len(),
+                1,
+                "{zone}: one day"
+            );
+        }
+    }
+
+    #[test]
+    fn a_window_is_due_after_its_delay_and_its_fixed_share_of_the_jitter() {
+        let s = schedule(WindowKind::Day, "UTC", 3600, 600);
+        let w = Window::containing(&s.job, s.kind, &s.zone, at("2026-11-08T12:00:00Z")).unwrap();
+        let due = s.due_at(&w);
+        let after_delay = at("2026-11-09T01:00:00Z");
+        assert!(
+            due >= after_delay && due <= at("2026-11-09T01:10:00Z"),
+            "{due}"
+        );
+        assert_eq!(s.due_at(&w), due, "the same every time, on every host");
+        // At 00:30 the window has closed but is not due: the one before is.
+        assert_eq!(
+            s.last_due(at("2026-11-09T00:30:00Z")).unwrap().label,
+            "2026-11-07"
+        );
+        assert_eq!(s.last_due(due).unwrap().label, "2026-11-08");
+        let (next, when) = s.next_due(at("2026-11-09T00:30:00Z")).unwrap();
+        assert_eq!((next.label.as_str(), when), ("2026-11-08", due));
+        // Jitter spreads windows: not every day gets the same share.
+        let shares: std::collections::BTreeSet<_> = (1..=20)
+            .map(|d| {
+                let w = Window::containing(
+                    &s.job,
+                    s.kind,
+                    &s.zone,
+                    at(&format!("2026-10-{d:02}T12:00:00Z")),
+                )
+                .unwrap();
+                s.due_at(&w).duration_since(w.end).as_secs()
+            })
+            .collect();
+        assert!(shares.len() > 10, "{shares:?}");
+        assert!(
+            shares.iter().all(|s| (3600..=4200).contains(s)),
+            "{shares:?}"
+        );
+    }
+
+    #[test]
+    fn without_delay_the_last_due_window_is_the_last_closed_one() {
+        let s = schedule(WindowKind::Hour, "Asia/Tokyo", 0, 0);
+        let now = at("2026-11-09T00:05:00Z");
+        assert_eq!(
+            s.last_due(now).unwrap(),
+            Window::last_closed(&s.job, s.kind, &s.zone, now).unwrap()
+        );
+    }
+
+    #[test]
+    fn each_policy_decides_every_missed_window_once() {
+        let s = schedule(WindowKind::Day, "UTC", 0, 0);
+        // Down from the 3rd to the 9th: windows 3..=8 are due on the 9th.
+        let now = at("2026-11-09T00:05:00Z");
+        let due = s.due_since(at("2026-11-03T00:00:00Z"), now, 100).unwrap();
+        assert_eq!(due.len(), 6);
+        let runs = |policy| -> Vec<String> {
+            decide(&s, policy, &due, now)
+                .into_iter()
+                .filter(|(_, v)| *v == Verdict::Run)
+                .map(|(w, _)| w.label)
+                .collect()
+        };
+        assert_eq!(
+            runs(CatchUp::All { max: 3 }),
+            ["2026-11-06", "2026-11-07", "2026-11-08"]
+        );
+        assert_eq!(runs(CatchUp::All { max: 10 }).len(), 6);
+        assert_eq!(runs(CatchUp::Latest), ["2026-11-08"]);
+        assert_eq!(runs(CatchUp::None), ["2026-11-08"], "the 8th is on time");
+        for policy in [CatchUp::All { max: 3 }, CatchUp::Latest, CatchUp::None] {
+            let decided = decide(&s, policy, &due, now);
+            assert_eq!(decided.len(), 6, "{policy}: every window has a decision");
+            assert!(decided.iter().all(|(_, v)| match v {
+                Verdict::Run => true,
+                Verdict::Skip(why) => why.contains("missed"),
+            }));
+        }
+        // Two days late, `none` skips even the newest.
+        let late = at("2026-11-11T00:05:00Z");
+        let due = s.due_since(at("2026-11-08T00:00:00Z"), late, 100).unwrap();
+        let decided = decide(&s, CatchUp::None, &due, late);
+        assert_eq!(decided.len(), 3);
+        assert_eq!(
+            decided.last().unwrap().1,
+            Verdict::Run,
+            "the 10th is on time"
+        );
+        assert!(matches!(decided[0].1, Verdict::Skip(_)));
+    }
+}
