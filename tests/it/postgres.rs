@@ -733,3 +733,63 @@ fn a_store_in_a_schema_with_a_mixed_case_name_opens_and_keeps_its_runs() {
     assert_eq!(second.receipt()["reason"], "done", "{}", second.stdout);
     assert_eq!(tables, 4, "the tables went into the schema the URL names");
 }
+
+#[test]
+fn plan_reads_a_postgres_store_and_creates_nothing_in_it() {
+    let Some(db) = Scratch::new("postgres::plan_reads_a_postgres_store_and_creates_nothing_in_it")
+    else {
+        return;
+    };
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 100);
+    let plan = |now: &str| {
+        let run = jobhost(&[
+            "plan",
+            "--config",
+            s(&cfg),
+            "--store",
+            &db.url(),
+            "--now",
+            now,
+            "--json",
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.stdout
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                format!(
+                    "{} {}",
+                    v["decision"].as_str().unwrap(),
+                    v["key"].as_str().unwrap()
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        plan("2026-11-09T00:05:00Z"),
+        [
+            "run daily-report:2026-11-08",
+            "next daily-report:2026-11-09"
+        ]
+    );
+    let tables: i64 = db
+        .client()
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 0, "planning created nothing");
+    let ran = run_job(&cfg, db.url(), "2026-11-09T00:05:00Z");
+    assert_eq!(ran.event(), "ran", "{}", ran.stderr);
+    assert_eq!(
+        plan("2026-11-11T00:05:00Z"),
+        [
+            "run daily-report:2026-11-09",
+            "run daily-report:2026-11-10",
+            "next daily-report:2026-11-11"
+        ]
+    );
+}
