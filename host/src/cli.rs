@@ -38,6 +38,24 @@ enum Command {
     /// Show which due windows would run now, which missed ones would be
     /// skipped and why, and the next window to come due; runs nothing.
     Plan(PlanArgs),
+    /// Say whether each job keeps up: exit 0 healthy, 3 late, 4 failed.
+    Status(StatusArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct StatusArgs {
+    /// A TOML job config; give it once per job.
+    #[arg(long, value_name = "FILE", required = true)]
+    config: Vec<PathBuf>,
+    /// As if it were this instant [default: the system clock].
+    #[arg(long, value_name = "TIME")]
+    now: Option<String>,
+    /// The claim store, for every job [default: each config's, else $JOBHOST_STORE, else ./state/jobhost.db].
+    #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
+    store: Option<PathBuf>,
+    /// One JSON object per job instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -187,6 +205,13 @@ pub fn main_with(runtime: &Runtime) -> i32 {
         },
         // 0 identical, 1 different, 2 bad input, 3 no comparable result
         // (the guest failed or diverged, or the host could not run it).
+        Command::Status(args) => match status(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("jobhost: error: {e}");
+                e.exit_code()
+            }
+        },
         Command::Plan(args) => match plan(args) {
             Ok(()) => 0,
             Err(e) => {
@@ -265,6 +290,99 @@ fn store_location(flag: Option<PathBuf>) -> Result<StoreLocation, Error> {
         ..RunFlags::default()
     };
     Config::store_only(&flags)
+}
+
+/// Prints each job's status; returns the worst job's exit code.
+fn status(args: StatusArgs) -> Result<i32, Error> {
+    use crate::status::Health;
+    let mut worst = Health::Healthy;
+    let mut out = std::io::stdout().lock();
+    for file in &args.config {
+        let config = Config::resolve(&RunFlags {
+            config: Some(file.clone()),
+            store: args.store.clone(),
+            now: args.now.clone(),
+            ..RunFlags::default()
+        })?;
+        let now = config.now.unwrap_or_else(jiff::Timestamp::now);
+        let mut store = store::open_if_exists(&config.store)?;
+        let st = crate::status::status(
+            &config,
+            now,
+            store
+                .as_mut()
+                .map(|s| s.as_mut() as &mut dyn store::ClaimStore),
+        )?;
+        worst = worst.max(st.health);
+        let expected_state = st.expected_state.map_or("not claimed", |s| s.as_str());
+        let last_done = st.last_done.as_ref().map(|r| r.key.to_string());
+        if args.json {
+            let people: Vec<serde_json::Value> = st
+                .needs_a_person
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "key": r.key.as_str(), "state": r.state.as_str(), "error": r.error,
+                    })
+                })
+                .collect();
+            let line = serde_json::json!({
+                "job": config.job.as_str(),
+                "health": st.health.as_str(),
+                "now": rfc3339(now),
+                "expected": st.expected.key().as_str(),
+                "expected_due": rfc3339(st.expected_due),
+                "expected_state": expected_state,
+                "late_seconds": st.late_by.as_secs(),
+                "grace_seconds": config.grace.as_secs(),
+                "last_done": last_done,
+                "needs_a_person": people,
+            });
+            let _ = writeln!(out, "{line}");
+            continue;
+        }
+        let last = last_done.unwrap_or_else(|| "none".to_string());
+        let line = match st.health {
+            Health::Healthy => format!(
+                "{}: healthy; {} due {} is {expected_state}; last done {last}",
+                config.job,
+                st.expected.key(),
+                rfc3339(st.expected_due)
+            ),
+            Health::Late => format!(
+                "{}: late by {} s (grace {} s): {} due {} is {expected_state}; last done {last}",
+                config.job,
+                st.late_by.as_secs(),
+                config.grace.as_secs(),
+                st.expected.key(),
+                rfc3339(st.expected_due)
+            ),
+            Health::Failed => {
+                let people: Vec<String> = st
+                    .needs_a_person
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{} {}{}",
+                            r.key,
+                            r.state,
+                            r.error
+                                .as_deref()
+                                .map(|e| format!(" ({e})"))
+                                .unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                format!(
+                    "{}: failed, a person must look: {}; last done {last}",
+                    config.job,
+                    people.join("; ")
+                )
+            }
+        };
+        let _ = writeln!(out, "{line}");
+    }
+    Ok(worst.exit_code())
 }
 
 /// Prints each job's plan.

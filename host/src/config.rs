@@ -40,6 +40,9 @@ const MAX_DELAY_SECONDS: u64 = 7 * 86_400;
 /// The widest jitter a config may ask for.
 const MAX_JITTER_SECONDS: u64 = 86_400;
 
+/// The longest grace a config may ask for.
+const MAX_GRACE_SECONDS: u64 = 30 * 86_400;
+
 /// The most missed windows `catch_up = "all"` may run.
 const MAX_CATCH_UP: u32 = 1000;
 
@@ -85,6 +88,9 @@ pub struct ConfigFile {
     pub catch_up: Option<String>,
     /// How many missed windows `catch_up = "all"` runs (default 3).
     pub max_catch_up: Option<u32>,
+    /// Seconds a due window may stay undone before `jobhost status` calls
+    /// the job late (default 3600).
+    pub grace_seconds: Option<u64>,
     /// The compiled-code cache folder.
     pub cache_dir: Option<PathBuf>,
     /// The data source.
@@ -231,6 +237,8 @@ pub struct Config {
     pub jitter: Duration,
     /// What happens to missed windows.
     pub catch_up: CatchUp,
+    /// How long a due window may stay undone before the job is late.
+    pub grace: Duration,
     /// Guest limits.
     pub limits: GuestLimits,
     /// Messages per run.
@@ -398,6 +406,12 @@ impl Config {
             )));
         }
         let catch_up = CatchUp::parse(file.catch_up.as_deref().unwrap_or("all"), max_catch_up)?;
+        let grace = file.grace_seconds.unwrap_or(3600);
+        if grace > MAX_GRACE_SECONDS {
+            return Err(Error::input(format!(
+                "invalid `grace_seconds = {grace}`: at most {MAX_GRACE_SECONDS} (30 days)"
+            )));
+        }
         let retry_delay = Duration::from_secs(file.retry_delay_seconds.unwrap_or(60));
         let max_retry_delay = Duration::from_secs(file.max_retry_delay_seconds.unwrap_or(3600));
         if max_retry_delay < retry_delay || max_retry_delay > Duration::from_secs(MAX_LEASE_SECONDS)
@@ -484,6 +498,7 @@ impl Config {
             delay: Duration::from_secs(delay),
             jitter: Duration::from_secs(jitter),
             catch_up,
+            grace: Duration::from_secs(grace),
             limits: GuestLimits {
                 memory_bytes: (memory_mib as usize) << 20,
                 timeout,

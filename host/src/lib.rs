@@ -25,6 +25,7 @@ pub mod replay;
 pub mod sandbox;
 pub mod schedule;
 pub mod source;
+pub mod status;
 pub mod store;
 pub mod window;
 

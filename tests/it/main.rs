@@ -18,5 +18,6 @@ mod replay;
 mod resume;
 mod sandbox;
 mod seed_scenarios;
+mod status;
 mod store_contract;
 mod windows;

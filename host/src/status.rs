@@ -1,0 +1,123 @@
+//! Whether a job is keeping up, for a person or a monitor: its last DONE
+//! window, the newest window that should be done by now, how late that one
+//! is, and the windows since the last DONE one that need a person (failed
+//! for good or abandoned). A job is `failed` when such a window exists,
+//! `late` when the newest due window is not DONE more than the job's grace
+//! after it became due, and `healthy` otherwise (a run in progress or
+//! waiting out a retry within the grace is healthy).
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::config::Config;
+use crate::error::Result;
+use crate::store::{ClaimStore, RunRecord, RunState};
+use crate::window::Window;
+
+/// How a job stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Health {
+    /// Keeping up.
+    Healthy,
+    /// The newest due window is overdue by more than the grace.
+    Late,
+    /// A window failed for good or was abandoned: a person must look.
+    Failed,
+}
+
+impl Health {
+    /// `healthy`, `late` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Health::Healthy => "healthy",
+            Health::Late => "late",
+            Health::Failed => "failed",
+        }
+    }
+
+    /// The exit code `jobhost status` gives when this is the worst job:
+    /// 0 healthy, 3 late, 4 failed (1 and 2 stay for errors and bad input).
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Health::Healthy => 0,
+            Health::Late => 3,
+            Health::Failed => 4,
+        }
+    }
+}
+
+/// One job's status at one instant.
+#[derive(Debug, Clone)]
+pub struct Status {
+    /// How it stands.
+    pub health: Health,
+    /// The newest DONE window, if any.
+    pub last_done: Option<RunRecord>,
+    /// The newest window that should be done by now.
+    pub expected: Window,
+    /// When `expected` became due.
+    pub expected_due: Timestamp,
+    /// Where `expected` stands in the store (`None`: not claimed yet).
+    pub expected_state: Option<RunState>,
+    /// How long `expected` has been due without being DONE (zero when it
+    /// is DONE).
+    pub late_by: SignedDuration,
+    /// Windows since the last DONE one that failed for good or were
+    /// abandoned, newest first.
+    pub needs_a_person: Vec<RunRecord>,
+}
+
+/// The status of `config`'s job at `now`, over `store` (`None`: no store
+/// yet).
+///
+/// # Errors
+///
+/// `Error::Store` when the store cannot be read.
+pub fn status(
+    config: &Config,
+    now: Timestamp,
+    store: Option<&mut dyn ClaimStore>,
+) -> Result<Status> {
+    let schedule = config.schedule();
+    let expected = schedule.last_due(now)?;
+    let expected_due = schedule.due_at(&expected);
+    let runs = match store {
+        Some(s) => s.history(Some(config.job.as_str()))?,
+        None => Vec::new(),
+    };
+    let last_done = runs.iter().find(|r| r.state == RunState::Done).cloned();
+    let since = last_done.as_ref().map(|r| r.window_start);
+    let needs_a_person: Vec<RunRecord> = runs
+        .iter()
+        .take_while(|r| since.is_none_or(|s| r.window_start > s))
+        .filter(|r| {
+            r.state == RunState::Abandoned || (r.state == RunState::Failed && r.retry_at.is_none())
+        })
+        .cloned()
+        .collect();
+    let expected_state = runs
+        .iter()
+        .find(|r| r.key == expected.key())
+        .map(|r| r.state);
+    let late_by = if expected_state == Some(RunState::Done) {
+        SignedDuration::ZERO
+    } else {
+        now.duration_since(expected_due).max(SignedDuration::ZERO)
+    };
+    let grace = SignedDuration::try_from(config.grace).unwrap_or(SignedDuration::MAX);
+    let health = if !needs_a_person.is_empty() {
+        Health::Failed
+    } else if late_by > grace {
+        Health::Late
+    } else {
+        Health::Healthy
+    };
+    Ok(Status {
+        health,
+        last_done,
+        expected,
+        expected_due,
+        expected_state,
+        late_by,
+        needs_a_person,
+    })
+}
