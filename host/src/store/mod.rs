@@ -22,6 +22,8 @@
 pub mod durable;
 pub mod location;
 mod pg_connect;
+mod pg_schema;
+mod pg_support;
 pub mod postgres;
 pub mod sqlite;
 

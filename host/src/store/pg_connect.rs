@@ -29,7 +29,7 @@ use rustls::{
 };
 
 use super::PostgresUrl;
-use super::postgres::describe;
+use super::pg_support::describe;
 use crate::error::{Error, Result};
 
 /// How long connecting may take before it is a failure.

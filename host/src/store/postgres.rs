@@ -14,18 +14,18 @@
 //!   transaction pooler in front of the database is safe.
 //!
 //! Tables are prefixed `jobhost_` and live in the connection's current
-//! schema (choose one with `options=-csearch_path%3Dname` in the URL). The
-//! schema is versioned in `jobhost_schema`; migrations run in one
-//! transaction under a transaction-scoped advisory lock, so hosts that start
-//! together apply each migration exactly once. The two rules of the SQLite
-//! store hold here too: never remove or edit a shipped migration, and never
-//! break a store an older host of the same major version can read.
+//! schema (choose one with `options=-csearch_path%3Dname` in the URL);
+//! `pg_schema` migrates them, `pg_connect` connects, and `pg_support` holds
+//! the transactions, typed parameters and errors every statement uses.
 
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use postgres::types::{ToSql, Type};
+use postgres::types::Type;
 use postgres::{Client, Row};
+
+use super::pg_schema::{check_version, latest, migrate, schema_version};
+use super::pg_support::{BEGIN, Tx, boolean, bytea, float8, int8, pg, text};
 
 use super::{
     Attempted, Claim, ClaimRequest, ClaimStore, Decision, Existing, Failure, Fence, Lease,
@@ -34,119 +34,6 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::window::{JobName, WindowKey};
-
-/// Migrations, applied in order; `jobhost_schema` has a row for each.
-const MIGRATIONS: &[&str] = &[
-    // v1: runs, outbox and cursors, as SQLite's v1 and v2 together.
-    "CREATE TABLE jobhost_runs (
-        key              text PRIMARY KEY,
-        job              text NOT NULL,
-        window_start     timestamptz NOT NULL,
-        window_end       timestamptz NOT NULL,  -- exclusive
-        timezone         text NOT NULL,
-        state            text NOT NULL CHECK (state IN
-                             ('CLAIMED', 'PREPARED', 'DONE', 'FAILED', 'ABANDONED')),
-        fence            bigint NOT NULL,
-        owner            text NOT NULL,
-        lease_expires_at timestamptz NOT NULL,  -- on the database's clock
-        attempt          bigint NOT NULL,
-        component        text NOT NULL,         -- sha256:<hex> of the .wasm
-        report           text,
-        report_cursor    text,
-        journal          bytea,
-        error            text,
-        retryable        boolean NOT NULL DEFAULT false,
-        retry_at         timestamptz,           -- on the database's clock
-        created_at       timestamptz NOT NULL,
-        updated_at       timestamptz NOT NULL
-    );
-    CREATE INDEX jobhost_runs_by_job ON jobhost_runs (job, window_start);
-    CREATE TABLE jobhost_outbox (
-        key              text NOT NULL REFERENCES jobhost_runs (key),
-        seq              bigint NOT NULL,
-        destination      text NOT NULL,
-        idempotency_key  text NOT NULL UNIQUE,
-        content_type     text NOT NULL,
-        body             bytea NOT NULL,
-        state            text NOT NULL CHECK (state IN
-                             ('PENDING', 'DELIVERED', 'FAILED', 'ABANDONED')),
-        attempts         bigint NOT NULL DEFAULT 0,
-        in_flight        boolean NOT NULL DEFAULT false,
-        last_status      text,
-        updated_at       timestamptz NOT NULL,
-        PRIMARY KEY (key, seq)
-    );
-    CREATE TABLE jobhost_cursors (
-        job              text PRIMARY KEY,
-        cursor           text,
-        key              text NOT NULL,
-        window_end       timestamptz NOT NULL,
-        updated_at       timestamptz NOT NULL
-    );",
-];
-
-/// The transaction-scoped advisory lock that serialises migrations ("jobhost"
-/// in ASCII). Released at commit or rollback, so it holds nothing across a
-/// pooler's connection hand-offs.
-const MIGRATION_LOCK: i64 = 0x006a_6f62_686f_7374;
-
-/// How every write transaction begins, in one round trip: a host never
-/// waits long on a row another session holds (a host paused or cut off in
-/// the middle of a transaction), and a transaction left open by a paused
-/// host is ended by the server, releasing its rows.
-const BEGIN: &str = "BEGIN; SET LOCAL lock_timeout = '10s'; \
-     SET LOCAL idle_in_transaction_session_timeout = '60s'";
-
-/// Migrations may wait longer, for another host's migration to finish.
-const BEGIN_MIGRATION: &str = "BEGIN; SET LOCAL lock_timeout = '120s'; \
-     SET LOCAL idle_in_transaction_session_timeout = '60s'";
-
-/// An open transaction on the store's connection, rolled back when dropped
-/// without a commit (every error path). Only one exists at a time, and no
-/// statement runs on the connection while it is open except through it.
-struct Tx<'a> {
-    client: &'a mut Client,
-    open: bool,
-}
-
-impl<'a> Tx<'a> {
-    fn begin(client: &'a mut Client, what: &str, begin: &str) -> Result<Tx<'a>> {
-        if let Err(e) = client.batch_execute(begin) {
-            // BEGIN may have gone through before a SET failed.
-            let _ = client.batch_execute("ROLLBACK");
-            return Err(pg(&format!("cannot {what}"), &e));
-        }
-        Ok(Tx { client, open: true })
-    }
-
-    fn commit(mut self) -> std::result::Result<(), postgres::Error> {
-        self.open = false;
-        self.client.batch_execute("COMMIT")
-    }
-}
-
-impl std::ops::Deref for Tx<'_> {
-    type Target = Client;
-
-    fn deref(&self) -> &Client {
-        self.client
-    }
-}
-
-impl std::ops::DerefMut for Tx<'_> {
-    fn deref_mut(&mut self) -> &mut Client {
-        self.client
-    }
-}
-
-impl Drop for Tx<'_> {
-    fn drop(&mut self) {
-        if self.open {
-            // Best effort: on a lost connection the server rolls back anyway.
-            let _ = self.client.batch_execute("ROLLBACK");
-        }
-    }
-}
 
 /// Microseconds since the epoch of a `timestamptz` expression, exactly.
 macro_rules! us {
@@ -171,9 +58,9 @@ impl PostgresStore {
     /// refuses the login, or fails a statement.
     pub fn open(url: &PostgresUrl) -> Result<PostgresStore> {
         let mut store = PostgresStore::connect(url)?;
-        match store.schema_version()? {
+        match schema_version(&mut store.client, url)? {
             Some(v) if v == latest() => {}
-            _ => store.migrate()?,
+            _ => migrate(&mut store.client, url)?,
         }
         Ok(store)
     }
@@ -201,7 +88,7 @@ impl PostgresStore {
     /// As [`PostgresStore::open_read_only`], but for a missing store.
     pub fn open_if_exists(url: &PostgresUrl) -> Result<Option<PostgresStore>> {
         let mut store = PostgresStore::connect(url)?;
-        match store.schema_version()? {
+        match schema_version(&mut store.client, url)? {
             None => Ok(None),
             Some(v) if v == latest() => Ok(Some(store)),
             Some(v) => {
@@ -225,211 +112,9 @@ impl PostgresStore {
         &self.url
     }
 
-    /// The applied schema version, `None` when there are no jobhost tables.
-    fn schema_version(&mut self) -> Result<Option<i64>> {
-        let url = self.url.clone();
-        // In the schema the tables are (or would be) created in: the first
-        // schema of the search path that exists.
-        let row = self
-            .client
-            .query_typed_one(
-                "SELECT current_schema() IS NOT NULL,
-                        EXISTS (SELECT 1 FROM pg_class
-                                WHERE relname = 'jobhost_schema'
-                                  AND relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()))",
-                &[],
-            )
-            .map_err(|e| pg(&format!("cannot read store `{url}`"), &e))?;
-        let (has_schema, exists): (bool, bool) = (row.get(0), row.get(1));
-        if !has_schema {
-            return Err(Error::input(format!(
-                "the search_path of store `{url}` names no schema that exists; create the schema \
-                 (CREATE SCHEMA ...) or fix search_path in the URL's options"
-            )));
-        }
-        if !exists {
-            return Ok(None);
-        }
-        let v: i64 = self
-            .client
-            .query_typed_one(
-                "SELECT coalesce(max(version), 0)::int8 FROM jobhost_schema",
-                &[],
-            )
-            .map_err(|e| pg(&format!("cannot read store `{url}`"), &e))?
-            .get(0);
-        check_version(&url, v)?;
-        Ok(Some(v))
-    }
-
-    fn migrate(&mut self) -> Result<()> {
-        let url = self.url.clone();
-        let at = |what: &str| format!("cannot {what} store `{url}`");
-        let mut tx = Tx::begin(
-            &mut self.client,
-            &format!("migrate store `{url}`"),
-            BEGIN_MIGRATION,
-        )?;
-        // Several hosts starting together queue here; each then re-reads
-        // the version, so every migration is applied once.
-        tx.execute_typed("SELECT pg_advisory_xact_lock($1)", &[int8(&MIGRATION_LOCK)])
-            .map_err(|e| pg(&at("lock"), &e))?;
-        // Read from pg_class under this statement's snapshot, not through
-        // to_regclass: the name lookup caches may still say "no such table"
-        // from before the lock was granted (an advisory lock does not make
-        // the backend process catalog invalidations), so a host that waited
-        // for another's migration would think its tables foreign.
-        let foreign: bool = tx
-            .query_typed_one(
-                "SELECT NOT EXISTS (SELECT 1 FROM pg_class
-                                    WHERE relname = 'jobhost_schema'
-                                      AND relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()))
-                        AND EXISTS (SELECT 1 FROM pg_class
-                                    WHERE relname = 'jobhost_runs'
-                                      AND relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()))",
-                &[],
-            )
-            .map_err(|e| pg(&at("read"), &e))?
-            .get(0);
-        if foreign {
-            return Err(Error::input(format!(
-                "`{url}` has a `jobhost_runs` table but no jobhost schema version; point the store \
-                 at a jobhost store or another schema"
-            )));
-        }
-        tx.batch_execute(
-            "CREATE TABLE IF NOT EXISTS jobhost_schema (
-                version    bigint PRIMARY KEY,
-                applied_at timestamptz NOT NULL DEFAULT now()
-            )",
-        )
-        .map_err(|e| pg(&at("migrate"), &e))?;
-        let version: i64 = tx
-            .query_typed_one(
-                "SELECT coalesce(max(version), 0)::int8 FROM jobhost_schema",
-                &[],
-            )
-            .map_err(|e| pg(&at("read"), &e))?
-            .get(0);
-        check_version(&url, version)?;
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let v = i as i64 + 1;
-            tx.batch_execute(sql)
-                .map_err(|e| pg(&format!("cannot migrate store `{url}` to version {v}"), &e))?;
-            tx.execute_typed(
-                "INSERT INTO jobhost_schema (version) VALUES ($1)",
-                &[int8(&v)],
-            )
-            .map_err(|e| pg(&at("migrate"), &e))?;
-        }
-        tx.commit().map_err(|e| pg(&at("migrate"), &e))
-    }
-
     fn begin(&mut self, what: &str) -> Result<Tx<'_>> {
         Tx::begin(&mut self.client, what, BEGIN)
     }
-}
-
-fn latest() -> i64 {
-    MIGRATIONS.len() as i64
-}
-
-/// Refuses a store written by a newer jobhost.
-fn check_version(url: &PostgresUrl, version: i64) -> Result<()> {
-    if version > latest() {
-        return Err(Error::input(format!(
-            "store `{url}` has schema version {version}, newer than this jobhost understands ({}); \
-             upgrade jobhost",
-            latest()
-        )));
-    }
-    Ok(())
-}
-
-/// One line for a PostgreSQL error: the server's message with its detail
-/// and hint, or the client's description of a connection problem.
-pub(super) fn describe(e: &postgres::Error) -> String {
-    if let Some(db) = e.as_db_error() {
-        let mut s = format!("{} ({})", db.message(), db.code().code());
-        if let Some(d) = db.detail() {
-            s.push_str("; ");
-            s.push_str(d);
-        }
-        if let Some(h) = db.hint() {
-            s.push_str("; hint: ");
-            s.push_str(h);
-        }
-        return s.replace(['\n', '\r'], " ");
-    }
-    let mut s = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        let c = cause.to_string();
-        if !s.contains(&c) {
-            s.push_str(": ");
-            s.push_str(&c);
-        }
-        source = cause.source();
-    }
-    s.replace(['\n', '\r'], " ")
-}
-
-/// Whether `e` means the connection is gone (the server shut down or
-/// ended it, or the network failed), as opposed to a statement failing.
-fn connection_lost(e: &postgres::Error) -> bool {
-    if e.is_closed() {
-        return true;
-    }
-    if let Some(code) = e.code() {
-        let c = code.code();
-        // 57P: the server is shutting down or ended the session; 08: a
-        // connection exception; 25P03: an idle transaction was ended.
-        return c.starts_with("57P") || c.starts_with("08") || c == "25P03";
-    }
-    std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
-}
-
-fn pg(context: &str, e: &postgres::Error) -> Error {
-    if connection_lost(e) {
-        return Error::Store(format!(
-            "{context}: the connection to the database was lost ({}); nothing more is written or \
-             sent by this process, and the next invocation continues the window",
-            describe(e)
-        ));
-    }
-    if e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
-        return Error::Store(format!(
-            "{context}: another session held the rows it needs for longer than the lock timeout \
-             (a host paused or cut off in the middle of a transaction); nothing was written or \
-             sent, and a later invocation tries again"
-        ));
-    }
-    Error::store(context, describe(e))
-}
-
-/// A statement parameter with its type: statements are sent unnamed with
-/// their types (one round trip each, and nothing prepared that a
-/// transaction pooler could lose between connections).
-type Param<'a> = (&'a (dyn ToSql + Sync), Type);
-
-fn text<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
-    (v, Type::TEXT)
-}
-
-fn int8<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
-    (v, Type::INT8)
-}
-
-fn float8<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
-    (v, Type::FLOAT8)
-}
-
-fn boolean<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
-    (v, Type::BOOL)
-}
-
-fn bytea<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
-    (v, Type::BYTEA)
 }
 
 fn instant(us: i64) -> Result<Timestamp> {

@@ -1,0 +1,187 @@
+//! The PostgreSQL store's schema: its migrations, applied once even when
+//! several hosts start together, and the version check that refuses a
+//! store written by a newer jobhost or a table that is not jobhost's. The
+//! two rules of the SQLite store hold here too: never remove or edit a
+//! shipped migration, and never break a store an older host of the same
+//! major version can read.
+
+use postgres::Client;
+
+use super::PostgresUrl;
+use super::pg_support::{Tx, int8, pg};
+use crate::error::{Error, Result};
+
+/// Migrations, applied in order; `jobhost_schema` has a row for each.
+const MIGRATIONS: &[&str] = &[
+    // v1: runs, outbox and cursors, as SQLite's v1 and v2 together.
+    "CREATE TABLE jobhost_runs (
+        key              text PRIMARY KEY,
+        job              text NOT NULL,
+        window_start     timestamptz NOT NULL,
+        window_end       timestamptz NOT NULL,  -- exclusive
+        timezone         text NOT NULL,
+        state            text NOT NULL CHECK (state IN
+                             ('CLAIMED', 'PREPARED', 'DONE', 'FAILED', 'ABANDONED')),
+        fence            bigint NOT NULL,
+        owner            text NOT NULL,
+        lease_expires_at timestamptz NOT NULL,  -- on the database's clock
+        attempt          bigint NOT NULL,
+        component        text NOT NULL,         -- sha256:<hex> of the .wasm
+        report           text,
+        report_cursor    text,
+        journal          bytea,
+        error            text,
+        retryable        boolean NOT NULL DEFAULT false,
+        retry_at         timestamptz,           -- on the database's clock
+        created_at       timestamptz NOT NULL,
+        updated_at       timestamptz NOT NULL
+    );
+    CREATE INDEX jobhost_runs_by_job ON jobhost_runs (job, window_start);
+    CREATE TABLE jobhost_outbox (
+        key              text NOT NULL REFERENCES jobhost_runs (key),
+        seq              bigint NOT NULL,
+        destination      text NOT NULL,
+        idempotency_key  text NOT NULL UNIQUE,
+        content_type     text NOT NULL,
+        body             bytea NOT NULL,
+        state            text NOT NULL CHECK (state IN
+                             ('PENDING', 'DELIVERED', 'FAILED', 'ABANDONED')),
+        attempts         bigint NOT NULL DEFAULT 0,
+        in_flight        boolean NOT NULL DEFAULT false,
+        last_status      text,
+        updated_at       timestamptz NOT NULL,
+        PRIMARY KEY (key, seq)
+    );
+    CREATE TABLE jobhost_cursors (
+        job              text PRIMARY KEY,
+        cursor           text,
+        key              text NOT NULL,
+        window_end       timestamptz NOT NULL,
+        updated_at       timestamptz NOT NULL
+    );",
+];
+
+/// The transaction-scoped advisory lock that serialises migrations ("jobhost"
+/// in ASCII). Released at commit or rollback, so it holds nothing across a
+/// pooler's connection hand-offs.
+const MIGRATION_LOCK: i64 = 0x006a_6f62_686f_7374;
+
+/// Migrations may wait longer, for another host's migration to finish.
+const BEGIN_MIGRATION: &str = "BEGIN; SET LOCAL lock_timeout = '120s'; \
+     SET LOCAL idle_in_transaction_session_timeout = '60s'";
+
+/// The applied schema version, `None` when there are no jobhost tables.
+///
+/// # Errors
+///
+/// `Error::Input` for a search path naming no schema, or a newer version.
+pub(super) fn schema_version(client: &mut Client, url: &PostgresUrl) -> Result<Option<i64>> {
+    let url = url.clone();
+    // In the schema the tables are (or would be) created in: the first
+    // schema of the search path that exists.
+    let row = client
+        .query_typed_one(
+            "SELECT current_schema() IS NOT NULL,
+                    EXISTS (SELECT 1 FROM pg_class
+                            WHERE relname = 'jobhost_schema'
+                              AND relnamespace = (SELECT oid FROM pg_namespace
+                                                  WHERE nspname = current_schema()))",
+            &[],
+        )
+        .map_err(|e| pg(&format!("cannot read store `{url}`"), &e))?;
+    let (has_schema, exists): (bool, bool) = (row.get(0), row.get(1));
+    if !has_schema {
+        return Err(Error::input(format!(
+            "the search_path of store `{url}` names no schema that exists; create the schema \
+             (CREATE SCHEMA ...) or fix search_path in the URL's options"
+        )));
+    }
+    if !exists {
+        return Ok(None);
+    }
+    let v: i64 = client
+        .query_typed_one(
+            "SELECT coalesce(max(version), 0)::int8 FROM jobhost_schema",
+            &[],
+        )
+        .map_err(|e| pg(&format!("cannot read store `{url}`"), &e))?
+        .get(0);
+    check_version(&url, v)?;
+    Ok(Some(v))
+}
+
+/// Applies the migrations the store lacks, in one transaction.
+pub(super) fn migrate(client: &mut Client, url: &PostgresUrl) -> Result<()> {
+    let url = url.clone();
+    let at = |what: &str| format!("cannot {what} store `{url}`");
+    let mut tx = Tx::begin(client, &format!("migrate store `{url}`"), BEGIN_MIGRATION)?;
+    // Several hosts starting together queue here; each then re-reads
+    // the version, so every migration is applied once.
+    tx.execute_typed("SELECT pg_advisory_xact_lock($1)", &[int8(&MIGRATION_LOCK)])
+        .map_err(|e| pg(&at("lock"), &e))?;
+    // Read from pg_class under this statement's snapshot, not through
+    // to_regclass: the name lookup caches may still say "no such table"
+    // from before the lock was granted (an advisory lock does not make
+    // the backend process catalog invalidations), so a host that waited
+    // for another's migration would think its tables foreign.
+    let foreign: bool = tx
+            .query_typed_one(
+                "SELECT NOT EXISTS (SELECT 1 FROM pg_class
+                                    WHERE relname = 'jobhost_schema'
+                                      AND relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()))
+                        AND EXISTS (SELECT 1 FROM pg_class
+                                    WHERE relname = 'jobhost_runs'
+                                      AND relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()))",
+                &[],
+            )
+            .map_err(|e| pg(&at("read"), &e))?
+            .get(0);
+    if foreign {
+        return Err(Error::input(format!(
+            "`{url}` has a `jobhost_runs` table but no jobhost schema version; point the store \
+                 at a jobhost store or another schema"
+        )));
+    }
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS jobhost_schema (
+                version    bigint PRIMARY KEY,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )",
+    )
+    .map_err(|e| pg(&at("migrate"), &e))?;
+    let version: i64 = tx
+        .query_typed_one(
+            "SELECT coalesce(max(version), 0)::int8 FROM jobhost_schema",
+            &[],
+        )
+        .map_err(|e| pg(&at("read"), &e))?
+        .get(0);
+    check_version(&url, version)?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let v = i as i64 + 1;
+        tx.batch_execute(sql)
+            .map_err(|e| pg(&format!("cannot migrate store `{url}` to version {v}"), &e))?;
+        tx.execute_typed(
+            "INSERT INTO jobhost_schema (version) VALUES ($1)",
+            &[int8(&v)],
+        )
+        .map_err(|e| pg(&at("migrate"), &e))?;
+    }
+    tx.commit().map_err(|e| pg(&at("migrate"), &e))
+}
+
+pub(super) fn latest() -> i64 {
+    MIGRATIONS.len() as i64
+}
+
+/// Refuses a store written by a newer jobhost.
+pub(super) fn check_version(url: &PostgresUrl, version: i64) -> Result<()> {
+    if version > latest() {
+        return Err(Error::input(format!(
+            "store `{url}` has schema version {version}, newer than this jobhost understands ({}); \
+             upgrade jobhost",
+            latest()
+        )));
+    }
+    Ok(())
+}

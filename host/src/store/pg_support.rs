@@ -1,0 +1,148 @@
+//! The plumbing every statement of the PostgreSQL store goes through:
+//! transactions with their time limits, statement parameters with their
+//! types, and errors in one line.
+
+use postgres::Client;
+use postgres::types::{ToSql, Type};
+
+use crate::error::{Error, Result};
+
+/// How every write transaction begins, in one round trip: a host never
+/// waits long on a row another session holds (a host paused or cut off in
+/// the middle of a transaction), and a transaction left open by a paused
+/// host is ended by the server, releasing its rows.
+pub(super) const BEGIN: &str = "BEGIN; SET LOCAL lock_timeout = '10s'; \
+     SET LOCAL idle_in_transaction_session_timeout = '60s'";
+
+/// An open transaction on the store's connection, rolled back when dropped
+/// without a commit (every error path). Only one exists at a time, and no
+/// statement runs on the connection while it is open except through it.
+pub(super) struct Tx<'a> {
+    client: &'a mut Client,
+    open: bool,
+}
+
+impl<'a> Tx<'a> {
+    pub(super) fn begin(client: &'a mut Client, what: &str, begin: &str) -> Result<Tx<'a>> {
+        if let Err(e) = client.batch_execute(begin) {
+            // BEGIN may have gone through before a SET failed.
+            let _ = client.batch_execute("ROLLBACK");
+            return Err(pg(&format!("cannot {what}"), &e));
+        }
+        Ok(Tx { client, open: true })
+    }
+
+    pub(super) fn commit(mut self) -> std::result::Result<(), postgres::Error> {
+        self.open = false;
+        self.client.batch_execute("COMMIT")
+    }
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Client;
+
+    fn deref(&self) -> &Client {
+        self.client
+    }
+}
+
+impl std::ops::DerefMut for Tx<'_> {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.client
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            // Best effort: on a lost connection the server rolls back anyway.
+            let _ = self.client.batch_execute("ROLLBACK");
+        }
+    }
+}
+
+/// One line for a PostgreSQL error: the server's message with its detail
+/// and hint, or the client's description of a connection problem.
+pub(super) fn describe(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut s = format!("{} ({})", db.message(), db.code().code());
+        if let Some(d) = db.detail() {
+            s.push_str("; ");
+            s.push_str(d);
+        }
+        if let Some(h) = db.hint() {
+            s.push_str("; hint: ");
+            s.push_str(h);
+        }
+        return s.replace(['\n', '\r'], " ");
+    }
+    let mut s = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+        source = cause.source();
+    }
+    s.replace(['\n', '\r'], " ")
+}
+
+/// Whether `e` means the connection is gone (the server shut down or
+/// ended it, or the network failed), as opposed to a statement failing.
+pub(super) fn connection_lost(e: &postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(code) = e.code() {
+        let c = code.code();
+        // 57P: the server is shutting down or ended the session; 08: a
+        // connection exception; 25P03: an idle transaction was ended.
+        return c.starts_with("57P") || c.starts_with("08") || c == "25P03";
+    }
+    std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+}
+
+pub(super) fn pg(context: &str, e: &postgres::Error) -> Error {
+    if connection_lost(e) {
+        return Error::Store(format!(
+            "{context}: the connection to the database was lost ({}); nothing more is written or \
+             sent by this process, and the next invocation continues the window",
+            describe(e)
+        ));
+    }
+    if e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
+        return Error::Store(format!(
+            "{context}: another session held the rows it needs for longer than the lock timeout \
+             (a host paused or cut off in the middle of a transaction); nothing was written or \
+             sent, and a later invocation tries again"
+        ));
+    }
+    Error::store(context, describe(e))
+}
+
+/// A statement parameter with its type: statements are sent unnamed with
+/// their types (one round trip each, and nothing prepared that a
+/// transaction pooler could lose between connections).
+pub(super) type Param<'a> = (&'a (dyn ToSql + Sync), Type);
+
+pub(super) fn text<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
+    (v, Type::TEXT)
+}
+
+pub(super) fn int8<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
+    (v, Type::INT8)
+}
+
+pub(super) fn float8<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
+    (v, Type::FLOAT8)
+}
+
+pub(super) fn boolean<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
+    (v, Type::BOOL)
+}
+
+pub(super) fn bytea<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
+    (v, Type::BYTEA)
+}
