@@ -292,27 +292,43 @@ fn store_location(flag: Option<PathBuf>) -> Result<StoreLocation, Error> {
     Config::store_only(&flags)
 }
 
+/// What [`job_view`] gives.
+type JobView = (Config, jiff::Timestamp, Option<Box<dyn store::ClaimStore>>);
+
+/// A job's config, the instant to look at it (`--now`, else the clock) and
+/// its store if it exists, for the commands that only read (`plan`,
+/// `status`).
+fn job_view(
+    file: &std::path::Path,
+    store: &Option<PathBuf>,
+    now: &Option<String>,
+) -> Result<JobView, Error> {
+    let config = Config::resolve(&RunFlags {
+        config: Some(file.to_path_buf()),
+        store: store.clone(),
+        now: now.clone(),
+        ..RunFlags::default()
+    })?;
+    let now = config.now.unwrap_or_else(jiff::Timestamp::now);
+    let store = store::open_if_exists(&config.store)?;
+    Ok((config, now, store))
+}
+
+/// A store that may not exist, lent out for reading.
+fn lend(store: &mut Option<Box<dyn store::ClaimStore>>) -> Option<&mut dyn store::ClaimStore> {
+    store
+        .as_mut()
+        .map(|s| s.as_mut() as &mut dyn store::ClaimStore)
+}
+
 /// Prints each job's status; returns the worst job's exit code.
 fn status(args: StatusArgs) -> Result<i32, Error> {
     use crate::status::Health;
     let mut worst = Health::Healthy;
     let mut out = std::io::stdout().lock();
     for file in &args.config {
-        let config = Config::resolve(&RunFlags {
-            config: Some(file.clone()),
-            store: args.store.clone(),
-            now: args.now.clone(),
-            ..RunFlags::default()
-        })?;
-        let now = config.now.unwrap_or_else(jiff::Timestamp::now);
-        let mut store = store::open_if_exists(&config.store)?;
-        let st = crate::status::status(
-            &config,
-            now,
-            store
-                .as_mut()
-                .map(|s| s.as_mut() as &mut dyn store::ClaimStore),
-        )?;
+        let (config, now, mut store) = job_view(file, &args.store, &args.now)?;
+        let st = crate::status::status(&config, now, lend(&mut store))?;
         worst = worst.max(st.health);
         let expected_state = st.expected_state.map_or("not claimed", |s| s.as_str());
         let last_done = st.last_done.as_ref().map(|r| r.key.to_string());
@@ -395,22 +411,8 @@ fn plan(args: PlanArgs) -> Result<(), Error> {
         .transpose()?;
     let mut out = std::io::stdout().lock();
     for file in &args.config {
-        let config = Config::resolve(&RunFlags {
-            config: Some(file.clone()),
-            store: args.store.clone(),
-            now: args.now.clone(),
-            ..RunFlags::default()
-        })?;
-        let now = config.now.unwrap_or_else(jiff::Timestamp::now);
-        let mut store = store::open_if_exists(&config.store)?;
-        let plan = crate::plan::plan(
-            &config,
-            now,
-            since,
-            store
-                .as_mut()
-                .map(|s| s.as_mut() as &mut dyn store::ClaimStore),
-        )?;
+        let (config, now, mut store) = job_view(file, &args.store, &args.now)?;
+        let plan = crate::plan::plan(&config, now, since, lend(&mut store))?;
         if !args.json {
             let _ = writeln!(
                 out,
