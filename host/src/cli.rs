@@ -40,6 +40,31 @@ enum Command {
     Plan(PlanArgs),
     /// Say whether each job keeps up: exit 0 healthy, 3 late, 4 failed.
     Status(StatusArgs),
+    /// Run every job's due windows at the right moments, until stopped;
+    /// one JSON line per run or skipped window on stdout.
+    Daemon(DaemonArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct DaemonArgs {
+    /// A TOML job config; give it once per job.
+    #[arg(long, value_name = "FILE", required = true)]
+    config: Vec<PathBuf>,
+    /// The claim store, for every job [default: each config's, else $JOBHOST_STORE, else ./state/jobhost.db].
+    #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
+    store: Option<PathBuf>,
+    /// On start, also consider every window from this instant on that the
+    /// store does not hold (a fresh store otherwise starts with the newest
+    /// due window).
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
+    /// Stop once the next wake-up would be after this instant.
+    #[arg(long, value_name = "TIME")]
+    until: Option<String>,
+    /// Start the daemon's clock at this instant (it then advances in real
+    /// time) [default: the system clock].
+    #[arg(long, value_name = "TIME")]
+    now: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -205,6 +230,13 @@ pub fn main_with(runtime: &Runtime) -> i32 {
         },
         // 0 identical, 1 different, 2 bad input, 3 no comparable result
         // (the guest failed or diverged, or the host could not run it).
+        Command::Daemon(args) => match daemon(args, runtime) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("jobhost: error: {e}");
+                e.exit_code()
+            }
+        },
         Command::Status(args) => match status(args) {
             Ok(code) => code,
             Err(e) => {
@@ -290,6 +322,50 @@ fn store_location(flag: Option<PathBuf>) -> Result<StoreLocation, Error> {
         ..RunFlags::default()
     };
     Config::store_only(&flags)
+}
+
+/// Runs the daemon until `--until`, or a signal.
+fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
+    use crate::clock::{Clock, SystemClock, VirtualClock, parse_instant};
+    let instant =
+        |what: &str, t: &Option<String>| t.as_deref().map(|t| parse_instant(what, t)).transpose();
+    let (since, until, start) = (
+        instant("--since", &args.since)?,
+        instant("--until", &args.until)?,
+        instant("--now", &args.now)?,
+    );
+    let configs = args
+        .config
+        .iter()
+        .map(|file| {
+            Config::resolve(&RunFlags {
+                config: Some(file.clone()),
+                store: args.store.clone(),
+                ..RunFlags::default()
+            })
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    let clock: Box<dyn Clock> = match (start, runtime.virtual_time) {
+        (Some(t), true) => Box::new(VirtualClock::new(t)),
+        (Some(t), false) => Box::new(crate::daemon::ShiftedClock::starting_at(t)),
+        (None, true) => Box::new(VirtualClock::new(jiff::Timestamp::now())),
+        (None, false) => Box::new(SystemClock),
+    };
+    let stop = crate::daemon::stop_on_signals();
+    let opts = crate::daemon::Options {
+        clock: clock.as_ref(),
+        runtime,
+        since,
+        until,
+        stop,
+        sleep_slice: if runtime.virtual_time {
+            std::time::Duration::MAX
+        } else {
+            std::time::Duration::from_millis(500)
+        },
+    };
+    let mut out = std::io::stdout().lock();
+    crate::daemon::run(&configs, &opts, &mut out)
 }
 
 /// What [`job_view`] gives.

@@ -53,13 +53,20 @@ pub fn run(config: &Config) -> Outcome {
 
 /// Runs the job described by `config` once, in `runtime`.
 pub fn run_with(config: &Config, runtime: &Runtime) -> Outcome {
+    run_window(config, None, runtime)
+}
+
+/// Runs `window` of the job (by default the newest due one) once, in
+/// `runtime`: the scheduling daemon names the window, including missed
+/// ones it catches up on.
+pub fn run_window(config: &Config, window: Option<&Window>, runtime: &Runtime) -> Outcome {
     let clock: Box<dyn Clock> = match (config.now, runtime.virtual_time) {
         (start, true) => Box::new(VirtualClock::new(start.unwrap_or_else(Timestamp::now))),
         (Some(t), false) => Box::new(FixedClock(t)),
         (None, false) => Box::new(SystemClock),
     };
     let mut receipt = Receipt::new(Event::Failed);
-    let result = run_inner(config, clock.as_ref(), runtime, &mut receipt);
+    let result = run_inner(config, window, clock.as_ref(), runtime, &mut receipt);
     let exit_code = match result {
         Ok(()) => match receipt.event {
             Event::Failed | Event::Abandoned => 1,
@@ -75,6 +82,7 @@ pub fn run_with(config: &Config, runtime: &Runtime) -> Outcome {
 
 fn run_inner(
     config: &Config,
+    window: Option<&Window>,
     clock: &dyn Clock,
     runtime: &Runtime,
     receipt: &mut Receipt,
@@ -87,7 +95,10 @@ fn run_inner(
     let now = clock.now();
     receipt.now = Some(rfc3339(now));
     // The newest window that is due: closed, and past the job's delay.
-    let window = config.schedule().last_due(now)?;
+    let window = match window {
+        Some(w) => w.clone(),
+        None => config.schedule().last_due(now)?,
+    };
     receipt.set_window(&window);
     let key = window.key();
     // A missing or unreadable component is bad input, unless the window's

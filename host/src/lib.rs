@@ -12,6 +12,7 @@ pub mod capture;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod daemon;
 pub mod delivery;
 pub mod error;
 pub mod failpoint;

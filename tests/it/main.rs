@@ -5,6 +5,7 @@
 mod bad_input;
 mod compile_cache;
 mod crashes;
+mod daemon;
 mod durable_store;
 mod effects;
 mod harness;

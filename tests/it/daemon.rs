@@ -1,0 +1,416 @@
+//! `jobhost daemon`: every due window run at the right moment, in virtual
+//! time (the daemon's clock advances when it sleeps), across an outage, a
+//! daylight-saving night, several daemons on one store, and a stop signal.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use jobhost::window::{JobName, Window, WindowKind, Zone};
+use serde_json::Value;
+
+use crate::harness::*;
+
+/// A config for the reference report with `extra` lines at the top, for
+/// job `name` with `window`s in `zone`.
+fn job(dir: &Path, name: &str, window: &str, zone: &str, extra: &str) -> std::path::PathBuf {
+    sales_db(dir, 2000);
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            r#"job = "{name}"
+window = "{window}"
+timezone = "{zone}"
+component = "{}"
+{extra}
+
+[source]
+path = "sales.db"
+query = "SELECT ts, region, product, quantity, amount FROM sales WHERE ts >= :start AND ts < :end ORDER BY ts, id"
+
+[destinations.digest]
+type = "file"
+path = "{name}.jsonl"
+"#,
+            guests().report.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The daemon in virtual time from `now` until `until`, over `configs`.
+fn daemon_command(configs: &[&Path], store: &str, now: &str, until: &str) -> std::process::Command {
+    let mut args = vec!["daemon"];
+    for c in configs {
+        args.extend(["--config", s(c)]);
+    }
+    args.extend(["--store", store, "--now", now, "--until", until]);
+    let mut cmd = command(&root(), &args);
+    cmd.env("JOBHOST_TEST_VIRTUAL_TIME", "1");
+    cmd
+}
+
+/// Its output lines, after it exited 0.
+fn daemon(configs: &[&Path], store: &str, now: &str, until: &str) -> Vec<Value> {
+    let run = to_run(daemon_command(configs, store, now, until).output().unwrap());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    lines(&run.stdout)
+}
+
+fn lines(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// Each line's key and what happened to it: `ran`, `skipped:catch-up`, ...
+fn decided(lines: &[Value]) -> Vec<(String, String)> {
+    lines
+        .iter()
+        .map(|l| {
+            let what = match l["reason"].as_str() {
+                Some(r) => format!("{}:{r}", l["event"].as_str().unwrap()),
+                None => l["event"].as_str().unwrap().to_string(),
+            };
+            (l["key"].as_str().unwrap().to_string(), what)
+        })
+        .collect()
+}
+
+/// Every window key of `name` from the one containing `from` up to the
+/// last one ending by `to`.
+fn keys_between(name: &str, kind: WindowKind, zone: &str, from: &str, to: &str) -> Vec<String> {
+    let zone = Zone::new(zone).unwrap();
+    let job = JobName::new(name).unwrap();
+    let to: jiff::Timestamp = to.parse().unwrap();
+    let mut w = Window::containing(&job, kind, &zone, from.parse().unwrap()).unwrap();
+    let mut keys = Vec::new();
+    while w.end <= to {
+        keys.push(w.key().to_string());
+        w = w.next().unwrap();
+    }
+    keys
+}
+
+#[test]
+fn a_simulated_month_with_an_outage_decides_every_window_exactly_once_under_each_policy() {
+    for (policy, hourly_runs_after_outage) in [
+        ("catch_up = \"all\"\nmax_catch_up = 3", 3),
+        ("catch_up = \"latest\"", 1),
+        ("catch_up = \"none\"", 1),
+    ] {
+        let dir = scratch();
+        let daily = job(dir.path(), "daily", "day", "UTC", policy);
+        let hourly = job(dir.path(), "hourly", "hour", "UTC", policy);
+        let store = dir.path().join("s.db");
+        let store = s(&store);
+        // Up until the 10th, down for three days, then up to the 1st.
+        let mut out = daemon(
+            &[&daily, &hourly],
+            store,
+            "2026-11-01T00:30:00Z",
+            "2026-11-10T00:30:00Z",
+        );
+        let before = out.len();
+        out.extend(daemon(
+            &[&daily, &hourly],
+            store,
+            "2026-11-13T00:30:00Z",
+            "2026-12-01T00:30:00Z",
+        ));
+        let decided = decided(&out);
+        let mut seen = BTreeMap::new();
+        for (key, what) in &decided {
+            assert!(
+                seen.insert(key.clone(), what.clone()).is_none(),
+                "{policy}: {key} decided twice"
+            );
+        }
+        // A fresh store starts with the newest due window, no back-fill.
+        let want: BTreeSet<String> = keys_between(
+            "daily",
+            WindowKind::Day,
+            "UTC",
+            "2026-10-31T12:00:00Z",
+            "2026-12-01T00:00:00Z",
+        )
+        .into_iter()
+        .chain(keys_between(
+            "hourly",
+            WindowKind::Hour,
+            "UTC",
+            "2026-10-31T23:30:00Z",
+            "2026-12-01T00:00:00Z",
+        ))
+        .collect();
+        let got: BTreeSet<String> = seen.keys().cloned().collect();
+        assert_eq!(got, want, "{policy}: every window of the month, no hole");
+        assert!(
+            decided
+                .iter()
+                .all(|(_, w)| w == "ran" || w == "skipped:catch-up"),
+            "{policy}: {decided:?}"
+        );
+        // After the outage: the policy decides the 72 missed hours.
+        let after: Vec<&(String, String)> = decided[before..]
+            .iter()
+            .filter(|(k, _)| {
+                k.starts_with("hourly:2026-11-10")
+                    || k.starts_with("hourly:2026-11-11")
+                    || k.starts_with("hourly:2026-11-12")
+            })
+            .collect();
+        assert_eq!(after.len(), 72, "{policy}");
+        assert_eq!(
+            after.iter().filter(|(_, w)| w == "ran").count(),
+            hourly_runs_after_outage,
+            "{policy}"
+        );
+        let h = history(store);
+        assert!(
+            h.iter().all(|r| r["state"] == "DONE"),
+            "{policy}: every run finished"
+        );
+        assert_eq!(
+            h.len(),
+            decided.iter().filter(|(_, w)| w == "ran").count(),
+            "{policy}: one run per ran window"
+        );
+    }
+}
+
+#[test]
+fn across_daylight_saving_days_hourly_jobs_run_23_and_25_windows_and_daily_ones_once() {
+    for (zone, day_start, next_day, hours) in [
+        (
+            "America/New_York",
+            "2026-11-01T04:00:00Z",
+            "2026-11-02T05:00:00Z",
+            25,
+        ),
+        (
+            "America/New_York",
+            "2026-03-08T05:00:00Z",
+            "2026-03-09T04:00:00Z",
+            23,
+        ),
+        (
+            "Europe/Berlin",
+            "2026-10-24T22:00:00Z",
+            "2026-10-25T23:00:00Z",
+            25,
+        ),
+        (
+            "Europe/Berlin",
+            "2026-03-28T23:00:00Z",
+            "2026-03-29T22:00:00Z",
+            23,
+        ),
+    ] {
+        let dir = scratch();
+        let hourly = job(dir.path(), "hourly", "hour", zone, "");
+        let daily = job(dir.path(), "daily", "day", zone, "");
+        let store = dir.path().join("s.db");
+        // From just inside the local day to just after it ends.
+        let start: jiff::Timestamp = day_start.parse().unwrap();
+        let start = (start + jiff::SignedDuration::from_mins(1)).to_string();
+        let end: jiff::Timestamp = next_day.parse().unwrap();
+        let end = (end + jiff::SignedDuration::from_mins(1)).to_string();
+        let out = daemon(&[&hourly, &daily], s(&store), &start, &end);
+        let ran: Vec<(String, String)> = decided(&out);
+        let hourly_keys: BTreeSet<&str> = ran
+            .iter()
+            .filter(|(k, w)| k.starts_with("hourly:") && w == "ran")
+            .map(|(k, _)| k.as_str())
+            .collect();
+        // The first line is the hour before the day (the newest due at start).
+        assert_eq!(
+            hourly_keys.len(),
+            hours + 1,
+            "{zone} {day_start}: {hourly_keys:?}"
+        );
+        let hourly_lines = ran.iter().filter(|(k, _)| k.starts_with("hourly:")).count();
+        assert_eq!(
+            hourly_lines,
+            hours + 1,
+            "{zone}: keys are unique, none ran twice"
+        );
+        let daily_ran: Vec<&str> = ran
+            .iter()
+            .filter(|(k, w)| k.starts_with("daily:") && w == "ran")
+            .map(|(k, _)| k.as_str())
+            .collect();
+        assert_eq!(
+            daily_ran.len(),
+            2,
+            "{zone}: the day before, and the day itself once"
+        );
+    }
+}
+
+#[test]
+fn two_daemons_on_one_sqlite_store_run_each_window_once() {
+    let dir = scratch();
+    let store = dir.path().join("s.db");
+    two_daemons_run_each_window_once(dir.path(), s(&store));
+}
+
+#[test]
+fn two_daemons_on_one_postgres_store_run_each_window_once() {
+    let Some(db) = jobhost_tests::pg::Scratch::new(
+        "daemon::two_daemons_on_one_postgres_store_run_each_window_once",
+    ) else {
+        return;
+    };
+    let dir = scratch();
+    two_daemons_run_each_window_once(dir.path(), &db.url());
+}
+
+fn two_daemons_run_each_window_once(dir: &Path, store: &str) {
+    let warm = scratch();
+    let cfg = report_config(warm.path(), 100);
+    let _ = run_job(&cfg, warm.path().join("w.db"), "2026-11-09T00:05:00Z");
+    let hourly = job(dir, "hourly", "hour", "UTC", "");
+    let spawn = || {
+        daemon_command(
+            &[&hourly],
+            store,
+            "2026-11-09T00:30:00Z",
+            "2026-11-10T00:30:00Z",
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let (a, b) = (
+        to_run(a.wait_with_output().unwrap()),
+        to_run(b.wait_with_output().unwrap()),
+    );
+    assert_eq!((a.code, b.code), (0, 0), "{}\n{}", a.stderr, b.stderr);
+    let all: Vec<(String, String)> = decided(&lines(&a.stdout))
+        .into_iter()
+        .chain(decided(&lines(&b.stdout)))
+        .collect();
+    // Each daemon's clock is its own (virtual) one, so one may run ahead of
+    // the other by more than a lease and take over a run the other is
+    // still doing: then the window ends `ran` or `resumed` by the one, and
+    // `lease-lost` for the other. Either way it finishes once.
+    let ran: Vec<&String> = all
+        .iter()
+        .filter(|(_, w)| w == "ran" || w == "resumed")
+        .map(|(k, _)| k)
+        .collect();
+    let unique: BTreeSet<&String> = ran.iter().copied().collect();
+    assert_eq!(ran.len(), unique.len(), "no window ran twice: {all:?}");
+    assert_eq!(
+        unique.len(),
+        25,
+        "the hour before and the day's 24: {all:?}\n{}\n{}",
+        a.stderr,
+        b.stderr
+    );
+    let delivered = std::fs::read_to_string(dir.join("hourly.jsonl")).unwrap();
+    assert_eq!(delivered.lines().count(), 25, "one delivery per window");
+}
+
+fn wait_until_stopped(child: &Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+        if stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('T'))
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the daemon never reached its failpoint"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: signalling a child process we own.
+    unsafe {
+        libc::kill(child.id() as i32, sig);
+    }
+}
+
+#[test]
+fn sigterm_while_a_guest_runs_lets_it_finish_and_exits_0_and_a_second_signal_exits_at_once() {
+    let dir = scratch();
+    let daily = job(dir.path(), "daily", "day", "UTC", "");
+    let store = dir.path().join("s.db");
+    // The first run stops inside the guest; SIGTERM arrives meanwhile.
+    let child = daemon_command(
+        &[&daily],
+        s(&store),
+        "2026-11-09T00:30:00Z",
+        "2026-11-20T00:30:00Z",
+    )
+    .env("JOBHOST_TEST_FAILPOINT", "in-guest:stop")
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_until_stopped(&child);
+    signal(&child, libc::SIGTERM);
+    signal(&child, libc::SIGCONT);
+    let run = to_run(child.wait_with_output().unwrap());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = decided(&lines(&run.stdout));
+    assert_eq!(
+        out,
+        [("daily:2026-11-08".to_string(), "ran".to_string())],
+        "the run in progress finished; nothing new was claimed"
+    );
+    assert_eq!(history(&store)[0]["state"], "DONE");
+
+    // A second signal: the daemon exits at once, mid-run; the window is
+    // finished later, exactly once.
+    let child = daemon_command(
+        &[&daily],
+        s(&store),
+        "2026-11-10T00:30:00Z",
+        "2026-11-20T00:30:00Z",
+    )
+    .env("JOBHOST_TEST_FAILPOINT", "in-guest:stop")
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_until_stopped(&child);
+    // Two different signals: the same one twice would merge while the
+    // process is stopped.
+    signal(&child, libc::SIGTERM);
+    signal(&child, libc::SIGINT);
+    signal(&child, libc::SIGCONT);
+    let run = to_run(child.wait_with_output().unwrap());
+    assert_eq!(run.code, 130, "{}", run.stderr);
+    assert!(
+        run.stdout.is_empty(),
+        "it ended before any receipt: {}",
+        run.stdout
+    );
+    let out = daemon(
+        &[&daily],
+        s(&store),
+        "2026-11-10T06:30:00Z",
+        "2026-11-10T07:00:00Z",
+    );
+    assert_eq!(
+        decided(&out),
+        [("daily:2026-11-09".to_string(), "ran".to_string())]
+    );
+    let delivered = std::fs::read_to_string(dir.path().join("daily.jsonl")).unwrap();
+    assert_eq!(delivered.lines().count(), 2, "each window delivered once");
+}
