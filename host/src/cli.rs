@@ -50,7 +50,7 @@ struct DaemonArgs {
     /// A TOML job config; give it once per job.
     #[arg(long, value_name = "FILE", required = true)]
     config: Vec<PathBuf>,
-    /// The claim store, for every job [default: each config's, else $JOBHOST_STORE, else ./state/jobhost.db].
+    /// The claim store, for every job [default: $JOBHOST_STORE, else each config's, else ./state/jobhost.db].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
     /// On start, also consider every window from this instant on that the
@@ -75,7 +75,7 @@ struct StatusArgs {
     /// As if it were this instant [default: the system clock].
     #[arg(long, value_name = "TIME")]
     now: Option<String>,
-    /// The claim store, for every job [default: each config's, else $JOBHOST_STORE, else ./state/jobhost.db].
+    /// The claim store, for every job [default: $JOBHOST_STORE, else each config's, else ./state/jobhost.db].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
     /// One JSON object per job instead of text.
@@ -96,7 +96,7 @@ struct PlanArgs {
     /// window).
     #[arg(long, value_name = "TIME")]
     since: Option<String>,
-    /// The claim store, for every job [default: each config's, else $JOBHOST_STORE, else ./state/jobhost.db].
+    /// The claim store, for every job [default: $JOBHOST_STORE, else each config's, else ./state/jobhost.db].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
     /// One JSON object per window instead of text.
@@ -228,8 +228,6 @@ pub fn main_with(runtime: &Runtime) -> i32 {
                 e.exit_code()
             }
         },
-        // 0 identical, 1 different, 2 bad input, 3 no comparable result
-        // (the guest failed or diverged, or the host could not run it).
         Command::Daemon(args) => match daemon(args, runtime) {
             Ok(()) => 0,
             Err(e) => {
@@ -251,6 +249,8 @@ pub fn main_with(runtime: &Runtime) -> i32 {
                 e.exit_code()
             }
         },
+        // 0 identical, 1 different, 2 bad input, 3 no comparable result
+        // (the guest failed or diverged, or the host could not run it).
         Command::Replay(args) => match replay(args) {
             Ok(code) => code,
             Err(e) => {
@@ -345,6 +345,21 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
             })
         })
         .collect::<Result<Vec<_>, Error>>()?;
+    // Refused before any store is opened (or created).
+    for c in &configs {
+        if let (true, Some(path)) = (c.require_durable_store, c.store.sqlite_path())
+            && let Some(fs) = crate::store::durable::ephemeral_filesystem(path)
+        {
+            return Err(Error::input(format!(
+                "store `{}` of job `{}` is on {}: {}; put it on a persistent volume or use a \
+                 PostgreSQL store (refused because a durable store is required)",
+                path.display(),
+                c.job,
+                fs.name(),
+                fs.dies_with()
+            )));
+        }
+    }
     let clock: Box<dyn Clock> = match (start, runtime.virtual_time) {
         (Some(t), true) => Box::new(VirtualClock::new(t)),
         (Some(t), false) => Box::new(crate::daemon::ShiftedClock::starting_at(t)),

@@ -266,6 +266,7 @@ impl Config {
             zone: self.zone.clone(),
             delay: self.delay,
             jitter: self.jitter,
+            grace: self.grace,
         }
     }
 
@@ -394,9 +395,13 @@ impl Config {
             )));
         }
         let jitter = file.jitter_seconds.unwrap_or(0);
-        if jitter > MAX_JITTER_SECONDS {
+        let widest = crate::schedule::max_jitter(window)
+            .as_secs()
+            .min(MAX_JITTER_SECONDS);
+        if jitter > widest {
             return Err(Error::input(format!(
-                "invalid `jitter_seconds = {jitter}`: at most {MAX_JITTER_SECONDS} (1 day)"
+                "invalid `jitter_seconds = {jitter}`: at most {widest} for {window} windows, \
+                 less than the shortest window, so windows stay due in order"
             )));
         }
         let max_catch_up = file.max_catch_up.unwrap_or(DEFAULT_MAX_CATCH_UP);

@@ -52,6 +52,10 @@ pub struct Options<'a> {
 /// receipt, not an error.
 pub fn run(configs: &[Config], opts: &Options<'_>, out: &mut dyn Write) -> Result<()> {
     let mut since = opts.since;
+    // Per job, the end of the newest window decided in this process: a
+    // skipped window is not recorded in the store, so without this it would
+    // be decided again at every wake-up.
+    let mut decided_until: Vec<Option<Timestamp>> = vec![None; configs.len()];
     loop {
         if opts.stop.load(Ordering::SeqCst) {
             return Ok(());
@@ -59,21 +63,36 @@ pub fn run(configs: &[Config], opts: &Options<'_>, out: &mut dyn Write) -> Resul
         let now = opts.clock.now();
         let mut wake: Option<Timestamp> = None;
         let mut earliest = |t: Timestamp| wake = Some(wake.map_or(t, |w| w.min(t)));
-        for config in configs {
-            let (todo, next) = work(config, now, since)?;
+        for (i, config) in configs.iter().enumerate() {
+            let (todo, next) = match work(config, opts.clock, now, since, decided_until[i]) {
+                Ok(w) => w,
+                Err(e) => {
+                    // One job's store failing stops none of the others.
+                    eprintln!(
+                        "jobhost: error: job `{}`: {e}; trying again in a minute",
+                        config.job
+                    );
+                    earliest(crate::delivery::after(now, Duration::from_secs(60)));
+                    continue;
+                }
+            };
             earliest(next);
+            let mut ran_any = false;
             for item in todo {
                 if opts.stop.load(Ordering::SeqCst) {
                     return Ok(());
                 }
                 match item {
                     Work::Run(window) => {
+                        decided_until[i] = decided_until[i].max(Some(window.end));
                         let mut at_now = config.clone();
-                        at_now.now = Some(now);
+                        at_now.now = Some(opts.clock.now());
                         let outcome = job::run_window(&at_now, Some(&window), opts.runtime);
                         let _ = writeln!(out, "{}", outcome.receipt.to_json_line());
+                        ran_any = true;
                     }
                     Work::Skip(window, why) => {
+                        decided_until[i] = decided_until[i].max(Some(window.end));
                         let line = serde_json::json!({
                             "event": "skipped",
                             "reason": "catch-up",
@@ -85,6 +104,20 @@ pub fn run(configs: &[Config], opts: &Options<'_>, out: &mut dyn Write) -> Resul
                         let _ = writeln!(out, "{line}");
                     }
                     Work::Later(t) => earliest(t),
+                }
+            }
+            if ran_any {
+                // A run may have failed and left a retry, or found a window
+                // busy: look again when that is due, not at the next window.
+                match unfinished(config, opts.clock, now) {
+                    Ok(items) => items.iter().for_each(|w| {
+                        if let Work::Later(t) = w {
+                            earliest(*t);
+                        } else {
+                            earliest(crate::delivery::after(now, Duration::from_secs(1)));
+                        }
+                    }),
+                    Err(e) => eprintln!("jobhost: error: job `{}`: {e}", config.job),
                 }
             }
         }
@@ -110,14 +143,43 @@ enum Work {
 /// What `config`'s job needs at `now`, and when its next window is due.
 fn work(
     config: &Config,
+    clock: &dyn Clock,
     now: Timestamp,
     since: Option<Timestamp>,
+    decided_until: Option<Timestamp>,
 ) -> Result<(Vec<Work>, Timestamp)> {
     let schedule = config.schedule();
-    let mut store = store::open(&config.store)?;
-    let mut todo = Vec::new();
     // Unfinished runs first: they are older than anything newly due.
-    let mut unfinished: Vec<RunRecord> = store
+    let mut todo = unfinished(config, clock, now)?;
+    let mut store = store::open(&config.store)?;
+    let plan = plan::plan_after(config, now, since, decided_until, Some(store.as_mut()))?;
+    drop(store);
+    let mut next = schedule.next_due(now)?.1;
+    for e in plan.entries {
+        match e.what {
+            What::Run
+                if !todo
+                    .iter()
+                    .any(|w| matches!(w, Work::Run(r) if r.key() == e.window.key())) =>
+            {
+                todo.push(Work::Run(e.window));
+            }
+            What::Run | What::Recorded(_) => {}
+            What::Skip(why) => todo.push(Work::Skip(e.window, why)),
+            What::Next => next = e.due,
+        }
+    }
+    Ok((todo, next))
+}
+
+/// The job's unfinished runs: to run now (a retry whose backoff passed, a
+/// dead owner's expired claim, a committed report to deliver), or a later
+/// moment to look again. Leases and retry times are judged on the store's
+/// clock as the host sees it (`lease_now`), and a wait is capped at one
+/// lease, so a clock that disagrees cannot make the daemon oversleep.
+fn unfinished(config: &Config, clock: &dyn Clock, now: Timestamp) -> Result<Vec<Work>> {
+    let mut store = store::open(&config.store)?;
+    let mut rows: Vec<RunRecord> = store
         .history(Some(config.job.as_str()))?
         .into_iter()
         .filter(|r| {
@@ -125,43 +187,27 @@ fn work(
                 || (r.state == RunState::Failed && r.retry_at.is_some())
         })
         .collect();
-    unfinished.reverse();
-    for r in unfinished {
-        let ready = match r.state {
-            RunState::Failed | RunState::Prepared if r.retry_at.is_some() => {
-                r.retry_at.unwrap_or(now)
-            }
-            _ => r.lease_until,
-        };
-        if ready <= now {
-            let window =
-                Window::containing(&config.job, config.window, &config.zone, r.window_start)?;
+    rows.reverse();
+    let lease_now = clock.lease_now();
+    let mut todo = Vec::new();
+    for r in rows {
+        let ready = r.retry_at.unwrap_or(r.lease_until);
+        let window = Window::containing(&config.job, config.window, &config.zone, r.window_start)?;
+        if window.key() != r.key {
+            // The job's window or zone changed since: not this config's to run.
+            continue;
+        }
+        if ready <= lease_now {
             todo.push(Work::Run(window));
         } else {
-            // Leases and retry times are on the store's clock (the
-            // database's, for PostgreSQL), not the daemon's: look again a
-            // second after the daemon's clock says so, but never later than
-            // a lease from now, so a clock that disagrees cannot make the
-            // daemon oversleep.
-            let soon = crate::delivery::after(now, config.lease);
-            let ready = ready
-                .checked_add(SignedDuration::from_secs(1))
-                .unwrap_or(ready);
-            todo.push(Work::Later(ready.min(soon)));
+            let wait = lease_now.duration_until(ready) + SignedDuration::from_secs(1);
+            let wait = Duration::try_from(wait)
+                .unwrap_or(config.lease)
+                .min(config.lease);
+            todo.push(Work::Later(crate::delivery::after(now, wait)));
         }
     }
-    let plan = plan::plan(config, now, since, Some(store.as_mut()))?;
-    drop(store);
-    let mut next = schedule.next_due(now)?.1;
-    for e in plan.entries {
-        match e.what {
-            What::Run => todo.push(Work::Run(e.window)),
-            What::Skip(why) => todo.push(Work::Skip(e.window, why)),
-            What::Recorded(_) => {}
-            What::Next => next = e.due,
-        }
-    }
-    Ok((todo, next))
+    Ok(todo)
 }
 
 /// Sleeps on the daemon's clock until `wake`, in slices, watching for a
@@ -200,6 +246,8 @@ pub fn stop_on_signals() -> &'static AtomicBool {
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_signal as *const () as usize;
+            // Reads and writes of the run in progress go on, not EINTR.
+            action.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut action.sa_mask);
             libc::sigaction(signal, &action, std::ptr::null_mut());
         }

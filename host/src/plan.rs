@@ -3,10 +3,12 @@
 //! plan` shows it without running anything; the scheduling daemon will act
 //! on the same plan.
 //!
-//! Which windows count: those after the newest window the store knows for
-//! the job; on a store that knows none, only the newest due window (a fresh
-//! store does not back-fill history); with `since`, every window from then
-//! on that the store does not know yet.
+//! Which windows count: those after the newest due window the store knows
+//! for the job (a row for a window not due yet, run ahead with `--now`,
+//! does not count); on a store that knows none, only the newest due window
+//! (a fresh store does not back-fill history); with `since`, every window
+//! from then on. A window the store holds is shown as recorded, never
+//! decided again.
 
 use jiff::Timestamp;
 
@@ -68,17 +70,38 @@ pub fn plan(
     since: Option<Timestamp>,
     store: Option<&mut dyn ClaimStore>,
 ) -> Result<Plan> {
+    plan_after(config, now, since, None, store)
+}
+
+/// [`plan`], leaving out windows that start before `decided_until` (the
+/// daemon's memory of what it already decided in this process).
+///
+/// # Errors
+///
+/// As [`plan`].
+pub fn plan_after(
+    config: &Config,
+    now: Timestamp,
+    since: Option<Timestamp>,
+    decided_until: Option<Timestamp>,
+    store: Option<&mut dyn ClaimStore>,
+) -> Result<Plan> {
     let schedule = config.schedule();
     let mut store = store;
+    let last_due = schedule.last_due(now)?;
     let newest_known = match store.as_deref_mut() {
-        Some(s) => s.history(Some(config.job.as_str()))?.into_iter().next(),
+        Some(s) => s
+            .history(Some(config.job.as_str()))?
+            .into_iter()
+            .find(|r| r.window_end <= last_due.end),
         None => None,
     };
     let from = match (since, &newest_known) {
         (Some(t), _) => t,
         (None, Some(run)) => run.window_end,
-        (None, None) => schedule.last_due(now)?.start,
+        (None, None) => last_due.start,
     };
+    let from = decided_until.map_or(from, |d| from.max(d));
     let mut due = schedule.due_since(from, now, MAX_WINDOWS + 1)?;
     let truncated = due.len() > MAX_WINDOWS;
     if truncated {
@@ -89,8 +112,8 @@ pub fn plan(
     let mut open = Vec::new();
     for w in due {
         let row = match store.as_deref_mut() {
-            Some(s) if since.is_some() => s.peek(&w.key())?,
-            _ => None,
+            Some(s) => s.peek(&w.key())?,
+            None => None,
         };
         match row {
             Some(r) => recorded.push((w, r.state)),

@@ -34,6 +34,8 @@ pub struct Schedule {
     pub delay: Duration,
     /// The most a window's due moment is spread out after the delay.
     pub jitter: Duration,
+    /// How long after its due moment a window still counts as on time.
+    pub grace: Duration,
 }
 
 impl Schedule {
@@ -41,13 +43,14 @@ impl Schedule {
     /// jitter (fixed by its key).
     pub fn due_at(&self, w: &Window) -> Timestamp {
         let jitter_ms = u64::try_from(self.jitter.as_millis()).unwrap_or(u64::MAX);
-        let share = if jitter_ms == 0 {
-            0
-        } else {
-            let digest = Sha256::digest(w.key().as_str().as_bytes());
-            let mut first = [0u8; 8];
-            first.copy_from_slice(&digest[..8]);
-            u64::from_be_bytes(first) % (jitter_ms + 1)
+        let share = match jitter_ms.checked_add(1) {
+            Some(span) if jitter_ms > 0 => {
+                let digest = Sha256::digest(w.key().as_str().as_bytes());
+                let mut first = [0u8; 8];
+                first.copy_from_slice(&digest[..8]);
+                u64::from_be_bytes(first) % span
+            }
+            _ => 0,
         };
         let after = SignedDuration::try_from(self.delay)
             .unwrap_or(SignedDuration::MAX)
@@ -106,7 +109,9 @@ impl Schedule {
         let mut out = Vec::new();
         let mut w = self.last_due(now)?;
         while w.start >= from && out.len() < limit {
-            out.push(w.clone());
+            if self.due_at(&w) <= now {
+                out.push(w.clone());
+            }
             w = self.previous(&w)?;
         }
         out.reverse();
@@ -125,8 +130,9 @@ pub enum CatchUp {
     },
     /// Run the newest missed window only.
     Latest,
-    /// Run a window only while it is the newest due one and became due
-    /// within the job's window length; skip the others.
+    /// Run a window only while it is the newest due one and became due no
+    /// longer ago than the job's grace: windows that fell due while
+    /// nothing ran are skipped.
     None,
 }
 
@@ -179,9 +185,20 @@ pub enum Verdict {
     Skip(String),
 }
 
+/// The widest jitter a kind of window allows: less than its shortest
+/// length (a 23-hour day, a 167-hour week), so due moments keep the
+/// windows' order.
+pub fn max_jitter(kind: WindowKind) -> Duration {
+    match kind {
+        WindowKind::Hour => Duration::from_secs(3600 - 1),
+        WindowKind::Day => Duration::from_secs(23 * 3600 - 1),
+        WindowKind::Week => Duration::from_secs(167 * 3600 - 1),
+    }
+}
+
 /// Decides over `due`: the undecided windows due at `now`, oldest first.
-/// A window that became due no longer ago than one window length counts as
-/// on time, not missed: it runs under every policy.
+/// The newest one, when it became due no longer ago than the schedule's
+/// grace, counts as on time, not missed: it runs under every policy.
 pub fn decide(
     schedule: &Schedule,
     policy: CatchUp,
@@ -193,9 +210,8 @@ pub fn decide(
         .enumerate()
         .map(|(i, w)| {
             let newest = i + 1 == n;
-            let on_time = newest
-                && now.duration_since(schedule.due_at(w))
-                    <= w.end.duration_since(w.start).max(SignedDuration::ZERO);
+            let grace = SignedDuration::try_from(schedule.grace).unwrap_or(SignedDuration::MAX);
+            let on_time = newest && now.duration_since(schedule.due_at(w)) <= grace;
             let verdict = match policy {
                 CatchUp::All { max } if n - i <= max as usize => Verdict::Run,
                 CatchUp::All { max } => Verdict::Skip(format!(
@@ -226,6 +242,7 @@ mod tests {
             zone: Zone::new(zone).unwrap(),
             delay: Duration::from_secs(delay),
             jitter: Duration::from_secs(jitter),
+            grace: Duration::from_secs(3600),
         }
     }
 
@@ -294,7 +311,11 @@ mod tests {
             due >= after_delay && due <= at("2026-11-09T01:10:00Z"),
             "{due}"
         );
-        assert_eq!(s.due_at(&w), due, "the same every time, on every host");
+        assert_eq!(
+            due,
+            at("2026-11-09T01:00:52.482Z"),
+            "the same on every host and every version: the share comes from the key"
+        );
         // At 00:30 the window has closed but is not due: the one before is.
         assert_eq!(
             s.last_due(at("2026-11-09T00:30:00Z")).unwrap().label,
@@ -362,7 +383,17 @@ mod tests {
                 Verdict::Skip(why) => why.contains("missed"),
             }));
         }
-        // Two days late, `none` skips even the newest.
+        // Past the grace (an hour), `none` skips even the newest; `latest`
+        // runs it.
+        let late = at("2026-11-10T01:00:01Z");
+        let due = s.due_since(at("2026-11-08T00:00:00Z"), late, 100).unwrap();
+        let decided = decide(&s, CatchUp::None, &due, late);
+        assert_eq!(due.len(), 2);
+        assert!(
+            decided.iter().all(|(_, v)| matches!(v, Verdict::Skip(_))),
+            "{decided:?}"
+        );
+        assert_eq!(decide(&s, CatchUp::Latest, &due, late)[1].1, Verdict::Run);
         let late = at("2026-11-11T00:05:00Z");
         let due = s.due_since(at("2026-11-08T00:00:00Z"), late, 100).unwrap();
         let decided = decide(&s, CatchUp::None, &due, late);

@@ -1,10 +1,12 @@
 //! Whether a job is keeping up, for a person or a monitor: its last DONE
 //! window, the newest window that should be done by now, how late that one
-//! is, and the windows since the last DONE one that need a person (failed
-//! for good or abandoned). A job is `failed` when such a window exists,
-//! `late` when the newest due window is not DONE more than the job's grace
-//! after it became due, and `healthy` otherwise (a run in progress or
-//! waiting out a retry within the grace is healthy).
+//! is, and the windows that need a person (failed for good or abandoned,
+//! however old: they stay until a person removes their rows). A job is
+//! `failed` when such a window exists; `late` when the newest due window is
+//! not DONE more than the job's grace after it became due, or an older run
+//! is stuck (its retry or its dead owner's lease more than the grace in the
+//! past); `healthy` otherwise (a run in progress or waiting out a retry
+//! within the grace is healthy).
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -61,8 +63,7 @@ pub struct Status {
     /// How long `expected` has been due without being DONE (zero when it
     /// is DONE).
     pub late_by: SignedDuration,
-    /// Windows since the last DONE one that failed for good or were
-    /// abandoned, newest first.
+    /// Windows that failed for good or were abandoned, newest first.
     pub needs_a_person: Vec<RunRecord>,
 }
 
@@ -85,15 +86,26 @@ pub fn status(
         None => Vec::new(),
     };
     let last_done = runs.iter().find(|r| r.state == RunState::Done).cloned();
-    let since = last_done.as_ref().map(|r| r.window_start);
     let needs_a_person: Vec<RunRecord> = runs
         .iter()
-        .take_while(|r| since.is_none_or(|s| r.window_start > s))
         .filter(|r| {
             r.state == RunState::Abandoned || (r.state == RunState::Failed && r.retry_at.is_none())
         })
         .cloned()
         .collect();
+    let grace_d = SignedDuration::try_from(config.grace).unwrap_or(SignedDuration::MAX);
+    // Leases and retry times are on the store's clock; real time stands in
+    // for it here.
+    let real_now = Timestamp::now().max(now);
+    let stuck = runs.iter().any(|r| {
+        let unfinished = matches!(r.state, RunState::Claimed | RunState::Prepared)
+            || (r.state == RunState::Failed && r.retry_at.is_some());
+        let ready = r.retry_at.unwrap_or(r.lease_until);
+        unfinished
+            && r.key != expected.key()
+            && real_now.duration_since(ready) > grace_d
+            && now.duration_since(r.window_end) > grace_d
+    });
     let expected_state = runs
         .iter()
         .find(|r| r.key == expected.key())
@@ -106,7 +118,7 @@ pub fn status(
     let grace = SignedDuration::try_from(config.grace).unwrap_or(SignedDuration::MAX);
     let health = if !needs_a_person.is_empty() {
         Health::Failed
-    } else if late_by > grace {
+    } else if late_by > grace || stuck {
         Health::Late
     } else {
         Health::Healthy

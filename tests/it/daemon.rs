@@ -414,3 +414,54 @@ fn sigterm_while_a_guest_runs_lets_it_finish_and_exits_0_and_a_second_signal_exi
     let delivered = std::fs::read_to_string(dir.path().join("daily.jsonl")).unwrap();
     assert_eq!(delivered.lines().count(), 2, "each window delivered once");
 }
+
+#[test]
+fn a_failed_delivery_is_retried_after_its_backoff_not_at_the_next_window() {
+    let sink = jobhost_tests::sink::Sink::start();
+    sink.script(
+        "/digest",
+        &[
+            jobhost_tests::sink::Reply::Status(503),
+            jobhost_tests::sink::Reply::Status(200),
+        ],
+    );
+    let dir = scratch();
+    let cfg = crate::effects::http_config(
+        dir.path(),
+        "",
+        &format!(
+            "[destinations.digest]\ntype = \"http\"\nurl = \"{}\"\ntries = 1\ntimeout_seconds = 2\n",
+            sink.url("/digest")
+        ),
+    );
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        text.replace("retry_delay_seconds = 0", "retry_delay_seconds = 60"),
+    )
+    .unwrap();
+    let store = dir.path().join("s.db");
+    // A daily job: the next window is due a day later; the retry must not
+    // wait for it.
+    let out = daemon(
+        &[&cfg],
+        s(&store),
+        "2026-11-09T00:30:00Z",
+        "2026-11-09T06:00:00Z",
+    );
+    let events: Vec<(String, String)> = decided(&out);
+    assert_eq!(
+        events,
+        [
+            ("daily-report:2026-11-08".to_string(), "failed".to_string()),
+            ("daily-report:2026-11-08".to_string(), "resumed".to_string()),
+        ],
+        "{out:?}"
+    );
+    assert_eq!(
+        out[1]["now"], "2026-11-09T00:31:01Z",
+        "run again a second after its backoff of 60 s"
+    );
+    assert_eq!(history(&store)[0]["state"], "DONE");
+    assert_eq!(sink.requests().len(), 2, "the same message, sent twice");
+}

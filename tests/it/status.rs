@@ -112,6 +112,27 @@ fn a_job_with_an_abandoned_window_has_failed_until_a_person_looks() {
     );
     assert_eq!(lines[0]["needs_a_person"][0]["state"], "ABANDONED");
     assert!(text.contains("a person must look"), "{text}");
+
+    // The next window runs fine (the destination is now a file): the
+    // abandoned one still needs a person, so the job stays failed.
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let start = text.find("[destinations.digest]").unwrap();
+    std::fs::write(
+        &cfg,
+        format!(
+            "{}[destinations.digest]\ntype = \"file\"\npath = \"out.jsonl\"\n",
+            &text[..start]
+        ),
+    )
+    .unwrap();
+    let next = run_job(&cfg, &store, "2026-11-10T00:05:00Z");
+    assert_eq!(next.event(), "ran", "{}", next.stdout);
+    let (code, lines, _) = status(&[&cfg], &store, "2026-11-10T00:10:00Z");
+    assert_eq!(
+        code, 4,
+        "an abandoned window stays until a person removes its row"
+    );
+    assert_eq!(lines[0]["last_done"], "daily-report:2026-11-09");
 }
 
 #[test]
