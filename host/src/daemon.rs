@@ -23,7 +23,7 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::job::{self, Runtime};
 use crate::plan::{self, What};
-use crate::store::{self, RunRecord, RunState};
+use crate::store::{self, ClaimStore, RunRecord, RunState};
 use crate::window::Window;
 
 /// How the daemon runs.
@@ -109,7 +109,9 @@ pub fn run(configs: &[Config], opts: &Options<'_>, out: &mut dyn Write) -> Resul
             if ran_any {
                 // A run may have failed and left a retry, or found a window
                 // busy: look again when that is due, not at the next window.
-                match unfinished(config, opts.clock, now) {
+                match store::open(&config.store)
+                    .and_then(|mut s| unfinished(config, s.as_mut(), opts.clock, now))
+                {
                     Ok(items) => items.iter().for_each(|w| {
                         if let Work::Later(t) = w {
                             earliest(*t);
@@ -149,9 +151,9 @@ fn work(
     decided_until: Option<Timestamp>,
 ) -> Result<(Vec<Work>, Timestamp)> {
     let schedule = config.schedule();
-    // Unfinished runs first: they are older than anything newly due.
-    let mut todo = unfinished(config, clock, now)?;
     let mut store = store::open(&config.store)?;
+    // Unfinished runs first: they are older than anything newly due.
+    let mut todo = unfinished(config, store.as_mut(), clock, now)?;
     let plan = plan::plan_after(config, now, since, decided_until, Some(store.as_mut()))?;
     drop(store);
     let mut next = schedule.next_due(now)?.1;
@@ -177,8 +179,12 @@ fn work(
 /// moment to look again. Leases and retry times are judged on the store's
 /// clock as the host sees it (`lease_now`), and a wait is capped at one
 /// lease, so a clock that disagrees cannot make the daemon oversleep.
-fn unfinished(config: &Config, clock: &dyn Clock, now: Timestamp) -> Result<Vec<Work>> {
-    let mut store = store::open(&config.store)?;
+fn unfinished(
+    config: &Config,
+    store: &mut dyn ClaimStore,
+    clock: &dyn Clock,
+    now: Timestamp,
+) -> Result<Vec<Work>> {
     let mut rows: Vec<RunRecord> = store
         .history(Some(config.job.as_str()))?
         .into_iter()

@@ -87,15 +87,16 @@ pub fn plan_after(
     store: Option<&mut dyn ClaimStore>,
 ) -> Result<Plan> {
     let schedule = config.schedule();
-    let mut store = store;
     let last_due = schedule.last_due(now)?;
-    let newest_known = match store.as_deref_mut() {
-        Some(s) => s
-            .history(Some(config.job.as_str()))?
-            .into_iter()
-            .find(|r| r.window_end <= last_due.end),
-        None => None,
+    // One read of the job's rows: the newest due one, and the state of every
+    // window the store holds (no query per window).
+    let runs = match store {
+        Some(s) => s.history(Some(config.job.as_str()))?,
+        None => Vec::new(),
     };
+    let newest_known = runs.iter().find(|r| r.window_end <= last_due.end);
+    let held: std::collections::HashMap<&str, RunState> =
+        runs.iter().map(|r| (r.key.as_str(), r.state)).collect();
     let from = match (since, &newest_known) {
         (Some(t), _) => t,
         (None, Some(run)) => run.window_end,
@@ -111,12 +112,8 @@ pub fn plan_after(
     let mut recorded = Vec::new();
     let mut open = Vec::new();
     for w in due {
-        let row = match store.as_deref_mut() {
-            Some(s) => s.peek(&w.key())?,
-            None => None,
-        };
-        match row {
-            Some(r) => recorded.push((w, r.state)),
+        match held.get(w.key().as_str()) {
+            Some(state) => recorded.push((w, *state)),
             None => open.push(w),
         }
     }

@@ -390,11 +390,7 @@ fn a_stalled_owner_cannot_write_or_send_after_a_takeover(backend: Backend) {
         assert_eq!(sent_by_taker, 2);
 
         // The stalled owner wakes up: it must notice and stop.
-        // SAFETY: signalling a child process we own.
-        unsafe {
-            libc::kill(stalled.id() as i32, libc::SIGCONT);
-        }
-        let woke = to_run(stalled.wait_with_output().unwrap());
+        let woke = resume(stalled);
         let wr = woke.receipt();
         assert_eq!(
             (woke.code, wr["event"].as_str()),
@@ -413,26 +409,6 @@ fn a_stalled_owner_cannot_write_or_send_after_a_takeover(backend: Backend) {
             (Some("DONE"), Some(2)),
             "{h}"
         );
-    }
-}
-
-fn wait_until_stopped(child: &Child, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
-        // The state follows the parenthesised command name.
-        if stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('T'))
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: the process never reached its failpoint"
-        );
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

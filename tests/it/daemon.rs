@@ -4,8 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
 
 use jobhost::window::{JobName, Window, WindowKind, Zone};
 use serde_json::Value;
@@ -319,32 +318,6 @@ fn two_daemons_run_each_window_once(dir: &Path, store: &str) {
     assert_eq!(delivered.lines().count(), 25, "one delivery per window");
 }
 
-fn wait_until_stopped(child: &Child) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
-        if stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('T'))
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the daemon never reached its failpoint"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: signalling a child process we own.
-    unsafe {
-        libc::kill(child.id() as i32, sig);
-    }
-}
-
 #[test]
 fn sigterm_while_a_guest_runs_lets_it_finish_and_exits_0_and_a_second_signal_exits_at_once() {
     let dir = scratch();
@@ -362,10 +335,9 @@ fn sigterm_while_a_guest_runs_lets_it_finish_and_exits_0_and_a_second_signal_exi
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    wait_until_stopped(&child);
+    wait_until_stopped(&child, "in-guest");
     signal(&child, libc::SIGTERM);
-    signal(&child, libc::SIGCONT);
-    let run = to_run(child.wait_with_output().unwrap());
+    let run = resume(child);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let out = decided(&lines(&run.stdout));
     assert_eq!(
@@ -388,13 +360,12 @@ fn sigterm_while_a_guest_runs_lets_it_finish_and_exits_0_and_a_second_signal_exi
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    wait_until_stopped(&child);
+    wait_until_stopped(&child, "in-guest");
     // Two different signals: the same one twice would merge while the
     // process is stopped.
     signal(&child, libc::SIGTERM);
     signal(&child, libc::SIGINT);
-    signal(&child, libc::SIGCONT);
-    let run = to_run(child.wait_with_output().unwrap());
+    let run = resume(child);
     assert_eq!(run.code, 130, "{}", run.stderr);
     assert!(
         run.stdout.is_empty(),

@@ -3,7 +3,7 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
 use std::sync::OnceLock;
 
 use serde_json::Value;
@@ -180,4 +180,40 @@ pub fn job_command(cfg: &Path, store: impl AsRef<OsStr>, now: &str) -> Command {
         .arg(store)
         .env("JOBHOST_TEST_VIRTUAL_TIME", "1");
     cmd
+}
+
+/// Waits until `child` has stopped itself (SIGSTOP at a failpoint); `what`
+/// names the failpoint for the failure message.
+pub fn wait_until_stopped(child: &Child, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+        // The state follows the parenthesised command name.
+        if stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('T'))
+        {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: the process never reached its failpoint"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Sends `sig` to `child`.
+pub fn signal(child: &Child, sig: i32) {
+    // SAFETY: signalling a child process we own.
+    unsafe {
+        libc::kill(child.id() as i32, sig);
+    }
+}
+
+/// Lets a stopped `child` go on, and waits for its end.
+pub fn resume(child: Child) -> Run {
+    signal(&child, libc::SIGCONT);
+    to_run(child.wait_with_output().expect("wait"))
 }

@@ -50,32 +50,6 @@ fn closed_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
-fn stopped(child: &std::process::Child) -> bool {
-    std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
-        .unwrap_or_default()
-        .rsplit_once(") ")
-        .is_some_and(|(_, rest)| rest.starts_with('T'))
-}
-
-fn wait_until_stopped(child: &std::process::Child) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !stopped(child) {
-        assert!(
-            Instant::now() < deadline,
-            "the process never reached its failpoint"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn resume(child: std::process::Child) -> Run {
-    // SAFETY: signalling a child process we own.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGCONT);
-    }
-    to_run(child.wait_with_output().unwrap())
-}
-
 /// Six hosts per window for three windows, all started at once on `store`:
 /// each window is run by exactly one of them, the others skip it.
 fn race_three_windows(cfg: &Path, store: &str, extra: &[&str]) {
@@ -170,7 +144,7 @@ fn hosts_whose_clocks_disagree_by_minutes_never_take_a_live_lease() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_until_stopped(&a);
+    wait_until_stopped(&a, "the failpoint");
     let claimed_at = jiff::Timestamp::now();
     // Hosts B and C read 20 minutes later and 20 minutes earlier: by B's
     // clock, A's lease ran out 19 minutes ago. The database says otherwise.
@@ -216,7 +190,7 @@ fn a_database_that_goes_away_mid_run_fails_the_run_and_posts_nothing() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        wait_until_stopped(&a);
+        wait_until_stopped(&a, "the failpoint");
         assert!(
             db.cut_connections() >= 1,
             "{boundary}: a connection was cut"
@@ -526,7 +500,7 @@ fn tls_is_used_and_checked_as_sslmode_asks() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        wait_until_stopped(&child);
+        wait_until_stopped(&child, "the failpoint");
         let ssl: bool = db
             .client()
             .query_one(
