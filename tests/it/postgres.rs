@@ -113,12 +113,21 @@ fn several_hosts_racing_the_same_windows_on_postgres_run_each_window_once() {
         h.iter().all(|r| r["state"] == "DONE" && r["fence"] == 1),
         "{h:?}"
     );
-    let versions: i64 = db
-        .client()
-        .query_one("SELECT count(*) FROM jobhost_schema", &[])
-        .unwrap()
-        .get(0);
-    assert_eq!(versions, 1, "the migration was applied once");
+    let (versions, distinct): (i64, i64) = {
+        let row = db
+            .client()
+            .query_one(
+                "SELECT count(*), count(DISTINCT version) FROM jobhost_schema",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(
+        (versions, distinct),
+        (2, 2),
+        "each of the two migrations was applied once"
+    );
 }
 
 #[test]
@@ -685,7 +694,10 @@ fn a_store_in_a_schema_with_a_mixed_case_name_opens_and_keeps_its_runs() {
         .unwrap();
     assert_eq!(first.event(), "ran", "{}", first.stderr);
     assert_eq!(second.receipt()["reason"], "done", "{}", second.stdout);
-    assert_eq!(tables, 4, "the tables went into the schema the URL names");
+    assert_eq!(
+        tables, 5,
+        "the tables (runs, outbox, cursors, schedule, schema) went into the schema the URL names"
+    );
 }
 
 #[test]
@@ -746,4 +758,90 @@ fn plan_reads_a_postgres_store_and_creates_nothing_in_it() {
             "next daily-report:2026-11-11"
         ]
     );
+}
+
+#[test]
+fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_skips() {
+    let Some(db) = Scratch::new(
+        "postgres::a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_skips",
+    ) else {
+        return;
+    };
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 100);
+    let first = run_job(&cfg, db.url(), "2026-11-06T00:05:00Z");
+    assert_eq!(first.event(), "ran", "{}", first.stderr);
+    // Back to the tables of version 1, as the previous jobhost left them.
+    db.client()
+        .batch_execute(
+            "DROP TABLE jobhost_schedule;
+             ALTER TABLE jobhost_runs DROP CONSTRAINT jobhost_runs_state_check;
+             ALTER TABLE jobhost_runs ADD CONSTRAINT jobhost_runs_state_check CHECK (state IN
+                 ('CLAIMED', 'PREPARED', 'DONE', 'FAILED', 'ABANDONED'));
+             DELETE FROM jobhost_schema WHERE version > 1;",
+        )
+        .unwrap();
+    let refused = jobhost(&["history", "--store", &db.url()]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains("run `jobhost run` with it once to upgrade it"),
+        "{}",
+        refused.stderr
+    );
+    // The daemon catches up three days later: its store is upgraded, the
+    // old run kept, and the missed days decided (`latest`: one runs, the
+    // others are recorded as skipped).
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("catch_up = \"latest\"\n{text}")).unwrap();
+    let out = to_run(
+        command(
+            &root(),
+            &[
+                "daemon",
+                "--config",
+                s(&cfg),
+                "--store",
+                &db.url(),
+                "--now",
+                "2026-11-09T00:30:00Z",
+                "--until",
+                "2026-11-09T01:00:00Z",
+            ],
+        )
+        .env("JOBHOST_TEST_VIRTUAL_TIME", "1")
+        .output()
+        .unwrap(),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let states: Vec<(String, String)> = history(db.url())
+        .iter()
+        .map(|r| {
+            (
+                r["key"].as_str().unwrap().to_string(),
+                r["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let want = [
+        ("daily-report:2026-11-08", "DONE"),
+        ("daily-report:2026-11-07", "SKIPPED"),
+        ("daily-report:2026-11-06", "SKIPPED"),
+        ("daily-report:2026-11-05", "DONE"),
+    ];
+    assert_eq!(
+        states,
+        want.map(|(k, v)| (k.to_string(), v.to_string())),
+        "{}",
+        out.stdout
+    );
+    let versions: Vec<i64> = db
+        .client()
+        .query("SELECT version FROM jobhost_schema ORDER BY version", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, [1, 2]);
 }

@@ -17,7 +17,7 @@ use jiff::{SignedDuration, Timestamp};
 use jobhost::Error;
 use jobhost::store::{
     Attempted, Claim, ClaimRequest, ClaimStore, Failure, Fence, Lease, PostgresStore, PostgresUrl,
-    RunState, SqliteStore, StagedMessage, StoredReport,
+    RunState, Skip, SqliteStore, StagedMessage, StoredReport,
 };
 use jobhost::window::{JobName, Window, WindowKind, Zone};
 use jobhost_tests::pg::Scratch;
@@ -618,6 +618,73 @@ fn opening_a_migrated_store_again_changes_nothing(f: &mut Fixture) {
     }
 }
 
+fn a_skip_is_recorded_once_and_never_over_a_run_and_a_run_on_purpose_takes_it_over(
+    f: &mut Fixture,
+) {
+    let mut s = f.open();
+    let (missed, running) = (window("2026-11-07"), window("2026-11-08"));
+    f.run(s.as_mut(), &running, "runner", 3);
+    let skips = [
+        Skip {
+            window: &missed,
+            reason: "missed (catch_up = \"latest\")",
+        },
+        Skip {
+            window: &running,
+            reason: "missed",
+        },
+    ];
+    assert_eq!(
+        s.record_skips(&skips, "daemon-a", f.now).unwrap(),
+        [true, false],
+        "the row already there wins"
+    );
+    assert_eq!(
+        f.open().record_skips(&skips, "daemon-b", f.now).unwrap(),
+        [false, false],
+        "a second scheduler decides nothing again"
+    );
+    let row = s.peek(&missed.key()).unwrap().unwrap();
+    assert_eq!(
+        (row.state, row.attempt, row.owner.as_str()),
+        (RunState::Skipped, 0, "daemon-a")
+    );
+    assert_eq!(row.error.as_deref(), Some("missed (catch_up = \"latest\")"));
+    assert_eq!(
+        (row.window_start, row.window_end),
+        (missed.start, missed.end)
+    );
+    assert_eq!(
+        s.peek(&running.key()).unwrap().unwrap().state,
+        RunState::Claimed
+    );
+    // Nothing ran in a skipped window, so a run asked for on purpose gets
+    // it, under a claim like any other, and the reason is not its error.
+    let Claim::Run { lease, takeover } = f.claim(s.as_mut(), &missed, "person", 3) else {
+        panic!("a skipped window can be run on purpose")
+    };
+    assert!(takeover);
+    assert_eq!((lease.fence, lease.attempt), (Fence(1), 1));
+    let row = s.peek(&missed.key()).unwrap().unwrap();
+    assert_eq!((row.state, row.error), (RunState::Claimed, None));
+    assert!(
+        matches!(f.claim(s.as_mut(), &missed, "other", 3), Claim::Busy { .. }),
+        "and holds it"
+    );
+}
+
+fn decided_until_moves_only_forward_per_job(f: &mut Fixture) {
+    let mut s = f.open();
+    let job = JobName::new("daily-report").unwrap();
+    let other = JobName::new("other").unwrap();
+    assert_eq!(s.decided_until(&job).unwrap(), None);
+    let (early, late) = (window("2026-11-07").end, window("2026-11-08").end);
+    s.set_decided_until(&job, late, f.now).unwrap();
+    s.set_decided_until(&job, early, f.now).unwrap();
+    assert_eq!(f.open().decided_until(&job).unwrap(), Some(late));
+    assert_eq!(s.decided_until(&other).unwrap(), None);
+}
+
 /// Runs each listed contract test on every backend.
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
@@ -651,4 +718,6 @@ contract!(
     history_lists_newest_windows_first_with_their_messages,
     racing_claims_on_one_window_give_exactly_one_run,
     opening_a_migrated_store_again_changes_nothing,
+    a_skip_is_recorded_once_and_never_over_a_run_and_a_run_on_purpose_takes_it_over,
+    decided_until_moves_only_forward_per_job,
 );

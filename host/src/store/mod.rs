@@ -15,7 +15,9 @@
 //! A run moves `CLAIMED -> PREPARED -> DONE`; it may instead end `FAILED`
 //! (retryable failures are claimed again after a backoff, up to the job's
 //! attempts; permanent ones never) or `ABANDONED` (the host gave up and a
-//! person must look). Every write after the claim names the fence it was
+//! person must look). A window the scheduler decided not to run is a row in
+//! `SKIPPED`, written only where no row exists; per job, the store also
+//! keeps how far the scheduler has decided every window. Every write after the claim names the fence it was
 //! claimed with; a write that matches no row means another process took the
 //! run over, and the writer must stop without writing or delivering.
 
@@ -89,6 +91,10 @@ pub enum RunState {
     Failed,
     /// The host gave up; a person must look.
     Abandoned,
+    /// The scheduler decided not to run the window (its job's catch-up
+    /// policy); `error` holds the reason. Nothing ran and nothing was sent,
+    /// so a run asked for on purpose may still claim it.
+    Skipped,
 }
 
 impl RunState {
@@ -100,6 +106,7 @@ impl RunState {
             RunState::Done => "DONE",
             RunState::Failed => "FAILED",
             RunState::Abandoned => "ABANDONED",
+            RunState::Skipped => "SKIPPED",
         }
     }
 
@@ -111,6 +118,7 @@ impl RunState {
             "DONE" => RunState::Done,
             "FAILED" => RunState::Failed,
             "ABANDONED" => RunState::Abandoned,
+            "SKIPPED" => RunState::Skipped,
             _ => return None,
         })
     }
@@ -493,6 +501,46 @@ pub trait ClaimStore {
     ///
     /// `Error::Store`.
     fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>>;
+
+    /// Records each of `skips` as SKIPPED with its reason, all in one
+    /// transaction, unless the store already holds a row for the window (a
+    /// run, or another scheduler's decision): the row that is there wins.
+    /// Returns, in order, whether this call recorded each one.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn record_skips(
+        &mut self,
+        skips: &[Skip<'_>],
+        owner: &str,
+        now: Timestamp,
+    ) -> Result<Vec<bool>>;
+
+    /// The end of the newest window up to which a scheduler has decided
+    /// (run or skipped) every window of `job`; `None` before the first.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn decided_until(&mut self, job: &JobName) -> Result<Option<Timestamp>>;
+
+    /// Moves `job`'s [`ClaimStore::decided_until`] forward to `until`
+    /// (never back).
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn set_decided_until(&mut self, job: &JobName, until: Timestamp, now: Timestamp) -> Result<()>;
+}
+
+/// A window a scheduler decided not to run, and why.
+#[derive(Debug, Clone, Copy)]
+pub struct Skip<'a> {
+    /// The window.
+    pub window: &'a Window,
+    /// Why, for a person: the catch-up policy that skipped it.
+    pub reason: &'a str,
 }
 
 /// What a claim found in an existing row, read under the row's write lock,
@@ -590,7 +638,11 @@ pub fn decide(existing: &Existing, req: &ClaimRequest<'_>) -> Result<Decision> {
             )
         )),
         RunState::Prepared => Decision::TakeOver { resume: true },
-        RunState::Claimed | RunState::Failed => Decision::TakeOver { resume: false },
+        // A skip is a decision, not an effect: run on purpose, the window
+        // runs (once, under the claim, as any other).
+        RunState::Claimed | RunState::Failed | RunState::Skipped => {
+            Decision::TakeOver { resume: false }
+        }
     })
 }
 

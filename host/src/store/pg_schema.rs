@@ -59,6 +59,16 @@ const MIGRATIONS: &[&str] = &[
         window_end       timestamptz NOT NULL,
         updated_at       timestamptz NOT NULL
     );",
+    // v2: windows the scheduler skipped, and how far each job's windows
+    // have all been decided.
+    "ALTER TABLE jobhost_runs DROP CONSTRAINT IF EXISTS jobhost_runs_state_check;
+    ALTER TABLE jobhost_runs ADD CONSTRAINT jobhost_runs_state_check CHECK (state IN
+        ('CLAIMED', 'PREPARED', 'DONE', 'FAILED', 'ABANDONED', 'SKIPPED'));
+    CREATE TABLE jobhost_schedule (
+        job              text PRIMARY KEY,
+        decided_until    timestamptz NOT NULL,  -- every window ending by then is decided
+        updated_at       timestamptz NOT NULL
+    );",
 ];
 
 /// The transaction-scoped advisory lock that serialises migrations ("jobhost"

@@ -29,8 +29,8 @@ use super::pg_support::{BEGIN, Tx, boolean, bytea, float8, int8, pg, text};
 
 use super::{
     Attempted, Claim, ClaimRequest, ClaimStore, Decision, Existing, Failure, Fence, Lease,
-    PendingMessage, PostgresUrl, RunRecord, RunState, StagedMessage, StoredReport, decide, decided,
-    fenced, lease_lost, undelivered,
+    PendingMessage, PostgresUrl, RunRecord, RunState, Skip, StagedMessage, StoredReport, decide,
+    decided, fenced, lease_lost, undelivered,
 };
 use crate::error::{Error, Result};
 use crate::window::{JobName, WindowKey};
@@ -335,6 +335,7 @@ impl ClaimStore for PostgresStore {
                         fence = $3, owner = $4, lease_expires_at = now() + make_interval(secs => $5),
                         attempt = $6,
                         component = CASE state WHEN 'PREPARED' THEN component ELSE $7 END,
+                        error = CASE state WHEN 'SKIPPED' THEN NULL ELSE error END,
                         retry_at = NULL, updated_at = now()
                      WHERE key = $1 AND fence = $2",
                     &[text(&key.as_str()), int8(&existing.fence), int8(&(existing.fence + 1)), text(&req.owner), float8(&lease_s), int8(&i64::from(existing.attempt + 1)), text(&req.component)],
@@ -653,5 +654,84 @@ impl ClaimStore for PostgresStore {
             .query_typed(&sql, &[text(&job)])
             .map_err(|e| pg("cannot read history", &e))?;
         rows.iter().map(run_record).collect()
+    }
+
+    fn record_skips(
+        &mut self,
+        skips: &[Skip<'_>],
+        owner: &str,
+        _now: Timestamp,
+    ) -> Result<Vec<bool>> {
+        if skips.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = skips.iter().map(|s| s.window.key().to_string()).collect();
+        let jobs: Vec<&str> = skips.iter().map(|s| s.window.job.as_str()).collect();
+        let starts: Vec<f64> = skips.iter().map(|s| unix_seconds(s.window.start)).collect();
+        let ends: Vec<f64> = skips.iter().map(|s| unix_seconds(s.window.end)).collect();
+        let zones: Vec<&str> = skips.iter().map(|s| s.window.zone.name()).collect();
+        let reasons: Vec<&str> = skips.iter().map(|s| s.reason).collect();
+        // One statement (one round trip) for all of them; the keys it
+        // inserted come back, the others were already there.
+        let rows = self
+            .client
+            .query_typed(
+                "INSERT INTO jobhost_runs (key, job, window_start, window_end, timezone, state,
+                    fence, owner, lease_expires_at, attempt, component, error, created_at,
+                    updated_at)
+                 SELECT s.key, s.job, to_timestamp(s.window_start), to_timestamp(s.window_end),
+                    s.timezone, 'SKIPPED', 0, $7, now(), 0, '', s.reason, now(), now()
+                 FROM unnest($1, $2, $3, $4, $5, $6)
+                    AS s (key, job, window_start, window_end, timezone, reason)
+                 ON CONFLICT (key) DO NOTHING
+                 RETURNING key",
+                &[
+                    (&keys, Type::TEXT_ARRAY),
+                    (&jobs, Type::TEXT_ARRAY),
+                    (&starts, Type::FLOAT8_ARRAY),
+                    (&ends, Type::FLOAT8_ARRAY),
+                    (&zones, Type::TEXT_ARRAY),
+                    (&reasons, Type::TEXT_ARRAY),
+                    text(&owner),
+                ],
+            )
+            .map_err(|e| pg("cannot record skipped windows", &e))?;
+        let inserted: std::collections::HashSet<String> =
+            rows.iter().map(|r| r.get::<_, String>(0)).collect();
+        Ok(keys.iter().map(|k| inserted.contains(k)).collect())
+    }
+
+    fn decided_until(&mut self, job: &JobName) -> Result<Option<Timestamp>> {
+        let row = self
+            .client
+            .query_typed_opt(
+                concat!(
+                    "SELECT ",
+                    us!("decided_until"),
+                    " FROM jobhost_schedule WHERE job = $1"
+                ),
+                &[text(&job.as_str())],
+            )
+            .map_err(|e| pg("cannot read the schedule", &e))?;
+        row.map(|r| instant(r.get(0))).transpose()
+    }
+
+    fn set_decided_until(
+        &mut self,
+        job: &JobName,
+        until: Timestamp,
+        _now: Timestamp,
+    ) -> Result<()> {
+        self.client
+            .execute_typed(
+                "INSERT INTO jobhost_schedule (job, decided_until, updated_at)
+                 VALUES ($1, to_timestamp($2), now())
+                 ON CONFLICT (job) DO UPDATE SET
+                    decided_until = greatest(jobhost_schedule.decided_until, excluded.decided_until),
+                    updated_at = excluded.updated_at",
+                &[text(&job.as_str()), float8(&unix_seconds(until))],
+            )
+            .map_err(|e| pg("cannot record the schedule", &e))?;
+        Ok(())
     }
 }

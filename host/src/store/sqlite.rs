@@ -15,7 +15,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionB
 
 use super::{
     Attempted, Claim, ClaimRequest, ClaimStore, Decision, Existing, Failure, Fence, Lease,
-    PendingMessage, RunRecord, RunState, StagedMessage, StoredReport, decide, decided,
+    PendingMessage, RunRecord, RunState, Skip, StagedMessage, StoredReport, decide, decided,
 };
 use crate::error::{Error, Result};
 use crate::window::{JobName, WindowKey};
@@ -69,6 +69,46 @@ const MIGRATIONS: &[&str] = &[
     // v2: backoff between attempts, and at-most-once sends in flight.
     "ALTER TABLE runs ADD COLUMN retry_at INTEGER;  -- unix seconds, UTC; no attempt before
     ALTER TABLE outbox ADD COLUMN in_flight INTEGER NOT NULL DEFAULT 0;",
+    // v3: windows the scheduler skipped (a state the CHECK must allow, and
+    // SQLite cannot alter a CHECK: the table is rebuilt, foreign keys off),
+    // and how far each job's windows have all been decided.
+    "CREATE TABLE runs_v3 (
+        key              TEXT PRIMARY KEY,
+        job              TEXT NOT NULL,
+        window_start     INTEGER NOT NULL,  -- unix seconds, UTC
+        window_end       INTEGER NOT NULL,  -- unix seconds, UTC, exclusive
+        timezone         TEXT NOT NULL,
+        state            TEXT NOT NULL CHECK (state IN
+                             ('CLAIMED', 'PREPARED', 'DONE', 'FAILED', 'ABANDONED', 'SKIPPED')),
+        fence            INTEGER NOT NULL,
+        owner            TEXT NOT NULL,
+        lease_expires_at INTEGER NOT NULL,  -- unix seconds, UTC
+        attempt          INTEGER NOT NULL,
+        component        TEXT NOT NULL,     -- sha256:<hex> of the .wasm; empty when skipped
+        report           TEXT,
+        report_cursor    TEXT,
+        journal          BLOB,
+        error            TEXT,              -- the last error; the reason, when skipped
+        retryable        INTEGER NOT NULL DEFAULT 0,
+        created_at       INTEGER NOT NULL,
+        updated_at       INTEGER NOT NULL,
+        retry_at         INTEGER            -- unix seconds, UTC; no attempt before
+    ) STRICT;
+    INSERT INTO runs_v3 (key, job, window_start, window_end, timezone, state, fence, owner,
+        lease_expires_at, attempt, component, report, report_cursor, journal, error, retryable,
+        created_at, updated_at, retry_at)
+    SELECT key, job, window_start, window_end, timezone, state, fence, owner,
+        lease_expires_at, attempt, component, report, report_cursor, journal, error, retryable,
+        created_at, updated_at, retry_at
+    FROM runs;
+    DROP TABLE runs;
+    ALTER TABLE runs_v3 RENAME TO runs;
+    CREATE INDEX runs_by_job ON runs (job, window_start);
+    CREATE TABLE schedule (
+        job              TEXT PRIMARY KEY,
+        decided_until    INTEGER NOT NULL,  -- unix seconds, UTC: every window ending by then is decided
+        updated_at       INTEGER NOT NULL
+    ) STRICT;",
 ];
 
 /// How long a writer waits for another process's write lock.
@@ -191,6 +231,22 @@ impl SqliteStore {
         if version == latest {
             return Ok(());
         }
+        // A migration may rebuild a table that others reference; SQLite
+        // ignores this pragma inside a transaction, so it is set around it,
+        // and the references are checked before the commit instead.
+        let path = self.path.clone();
+        self.conn
+            .execute_batch("PRAGMA foreign_keys = OFF")
+            .map_err(|e| open_error(&path, e))?;
+        let migrated = self.migrate_in_transaction();
+        self.conn
+            .execute_batch("PRAGMA foreign_keys = ON")
+            .map_err(|e| open_error(&path, e))?;
+        migrated
+    }
+
+    fn migrate_in_transaction(&mut self) -> Result<()> {
+        let latest = MIGRATIONS.len() as i64;
         let path = self.path.clone();
         let tx = self
             .conn
@@ -215,6 +271,21 @@ impl SqliteStore {
                     e,
                 )
             })?;
+        }
+        let dangling: Option<String> = tx
+            .query_row(
+                "SELECT \"table\" FROM pragma_foreign_key_check LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| open_error(&path, e))?;
+        if let Some(table) = dangling {
+            return Err(Error::Store(format!(
+                "cannot migrate store `{}`: table `{table}` would refer to rows that do not \
+                 exist; the store is left as it was",
+                path.display()
+            )));
         }
         tx.pragma_update(None, "user_version", latest)
             .map_err(|e| open_error(&path, e))?;
@@ -856,6 +927,77 @@ impl ClaimStore for SqliteStore {
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>());
         rows.map_err(|e| Error::store("cannot read history", e))
     }
+
+    fn record_skips(
+        &mut self,
+        skips: &[Skip<'_>],
+        owner: &str,
+        now: Timestamp,
+    ) -> Result<Vec<bool>> {
+        if skips.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = secs(now);
+        let tx = self.immediate()?;
+        let mut recorded = Vec::with_capacity(skips.len());
+        {
+            // Only a row already there is passed over; any other violation
+            // is an error (`INSERT OR IGNORE` would hide it).
+            let mut insert = tx
+                .prepare(
+                    "INSERT INTO runs (key, job, window_start, window_end, timezone, state,
+                        fence, owner, lease_expires_at, attempt, component, error,
+                        created_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 'SKIPPED', 0, ?6, ?7, 0, '', ?8, ?7, ?7)
+                     ON CONFLICT (key) DO NOTHING",
+                )
+                .map_err(|e| Error::store("cannot record skipped windows", e))?;
+            for skip in skips {
+                let w = skip.window;
+                let n = insert
+                    .execute(params![
+                        w.key().as_str(),
+                        w.job.as_str(),
+                        secs(w.start),
+                        secs(w.end),
+                        w.zone.name(),
+                        owner,
+                        now,
+                        skip.reason
+                    ])
+                    .map_err(|e| Error::store("cannot record a skipped window", e))?;
+                recorded.push(n == 1);
+            }
+        }
+        tx.commit()
+            .map_err(|e| Error::store("cannot record skipped windows", e))?;
+        Ok(recorded)
+    }
+
+    fn decided_until(&mut self, job: &JobName) -> Result<Option<Timestamp>> {
+        self.conn
+            .query_row(
+                "SELECT decided_until FROM schedule WHERE job = ?1",
+                [job.as_str()],
+                |r| stored_instant(r, 0),
+            )
+            .optional()
+            .map_err(|e| self.err("read the schedule", e))
+    }
+
+    fn set_decided_until(&mut self, job: &JobName, until: Timestamp, now: Timestamp) -> Result<()> {
+        let tx = self.immediate()?;
+        tx.execute(
+            "INSERT INTO schedule (job, decided_until, updated_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT (job) DO UPDATE SET
+                decided_until = max(decided_until, excluded.decided_until),
+                updated_at = excluded.updated_at",
+            params![job.as_str(), secs(until), secs(now)],
+        )
+        .map_err(|e| Error::store("cannot record the schedule", e))?;
+        tx.commit()
+            .map_err(|e| Error::store("cannot record the schedule", e))
+    }
 }
 
 /// Inside a write transaction: confirms the run is still ours and
@@ -910,6 +1052,7 @@ fn take_over(
         "UPDATE runs SET state = CASE state WHEN 'PREPARED' THEN 'PREPARED' ELSE 'CLAIMED' END,
             fence = ?3, owner = ?4, lease_expires_at = ?5, attempt = ?6,
             component = CASE state WHEN 'PREPARED' THEN component ELSE ?7 END,
+            error = CASE state WHEN 'SKIPPED' THEN NULL ELSE error END,
             retry_at = NULL, updated_at = ?8
          WHERE key = ?1 AND fence = ?2",
         params![
@@ -939,6 +1082,86 @@ mod tests {
         let mut s = SqliteStore::open(&path).unwrap();
         assert_eq!(s.user_version().unwrap(), MIGRATIONS.len() as i64);
         s.migrate().unwrap();
+    }
+
+    #[test]
+    fn a_version_2_store_keeps_its_runs_and_messages_when_migrated_to_take_skips() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        {
+            // A store as the previous jobhost left it: one DONE run with a
+            // delivered message, one FAILED run waiting to retry.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.execute_batch(MIGRATIONS[1]).unwrap();
+            conn.execute_batch(
+                "INSERT INTO runs (key, job, window_start, window_end, timezone, state, fence,
+                    owner, lease_expires_at, attempt, component, report, journal, created_at,
+                    updated_at, retry_at)
+                 VALUES ('j:2026-11-08', 'j', 1794096000, 1794182400, 'UTC', 'DONE', 2, 'a',
+                    0, 2, 'sha256:ab', 'the report', x'0102', 5, 6, NULL),
+                    ('j:2026-11-09', 'j', 1794182400, 1794268800, 'UTC', 'FAILED', 1, 'a',
+                    0, 1, 'sha256:ab', NULL, NULL, 7, 8, 1794300000);
+                 INSERT INTO outbox (key, seq, destination, idempotency_key, content_type, body,
+                    state, attempts, updated_at)
+                 VALUES ('j:2026-11-08', 1, 'digest', 'j:2026-11-08#1', 'text/plain', x'41',
+                    'DELIVERED', 1, 6);
+                 PRAGMA user_version = 2;",
+            )
+            .unwrap();
+        }
+        let mut s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.user_version().unwrap(), MIGRATIONS.len() as i64);
+        let h = s.history(None).unwrap();
+        assert_eq!(h.len(), 2);
+        let done = &h[1];
+        assert_eq!(
+            (
+                done.state,
+                done.fence,
+                done.attempt,
+                done.messages,
+                done.delivered
+            ),
+            (RunState::Done, Fence(2), 2, 1, 1)
+        );
+        assert_eq!(done.journal_bytes, Some(2));
+        assert_eq!(done.report.as_ref().unwrap().summary, "the report");
+        assert_eq!(
+            h[0].retry_at,
+            Some(Timestamp::from_second(1794300000).unwrap())
+        );
+        // References still hold, and are enforced again.
+        let on: i64 = s
+            .conn
+            .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(on, 1);
+        let err = s
+            .conn
+            .execute(
+                "INSERT INTO outbox (key, seq, destination, idempotency_key, content_type, body,
+                    state, updated_at) VALUES ('nope', 1, 'd', 'nope#1', 't', x'00', 'PENDING', 0)",
+                [],
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("FOREIGN KEY"), "{err}");
+        // And the new state is accepted.
+        let job = JobName::new("j").unwrap();
+        let w = crate::window::Window::containing(
+            &job,
+            crate::window::WindowKind::Day,
+            &crate::window::Zone::utc(),
+            Timestamp::from_second(1794300000).unwrap(),
+        )
+        .unwrap();
+        let now = Timestamp::from_second(1794400000).unwrap();
+        let skip = Skip {
+            window: &w,
+            reason: "missed",
+        };
+        assert_eq!(s.record_skips(&[skip], "d", now).unwrap(), [true]);
+        assert_eq!(s.peek(&w.key()).unwrap().unwrap().state, RunState::Skipped);
     }
 
     #[test]
