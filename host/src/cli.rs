@@ -367,9 +367,13 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
         (None, false) => Box::new(SystemClock),
     };
     let stop = crate::daemon::stop_on_signals();
+    let runtime = Runtime {
+        stop: Some(stop),
+        ..runtime.clone()
+    };
     let opts = crate::daemon::Options {
         clock: clock.as_ref(),
-        runtime,
+        runtime: &runtime,
         since,
         until,
         stop,
@@ -433,6 +437,21 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                     })
                 })
                 .collect();
+            let retrying: Vec<serde_json::Value> = st
+                .retrying
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "key": r.key.as_str(), "attempt": r.attempt,
+                        "retry_at": r.retry_at.map(rfc3339), "error": r.error,
+                    })
+                })
+                .collect();
+            let skipped: Vec<serde_json::Value> = st
+                .skipped
+                .iter()
+                .map(|r| serde_json::json!({"key": r.key.as_str(), "reason": r.error}))
+                .collect();
             let line = serde_json::json!({
                 "job": config.job.as_str(),
                 "health": st.health.as_str(),
@@ -444,6 +463,8 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                 "grace_seconds": config.grace.as_secs(),
                 "last_done": last_done,
                 "needs_a_person": people,
+                "retrying": retrying,
+                "skipped_since_last_done": skipped,
             });
             let _ = writeln!(out, "{line}");
             continue;
@@ -487,7 +508,27 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                 )
             }
         };
-        let _ = writeln!(out, "{line}");
+        let mut notes = Vec::new();
+        if let Some(r) = st.retrying.first() {
+            notes.push(format!(
+                "{} window(s) waiting to retry, the newest {} (attempt {}) at {}",
+                st.retrying.len(),
+                r.key,
+                r.attempt,
+                r.retry_at.map(rfc3339).unwrap_or_default()
+            ));
+        }
+        if !st.skipped.is_empty() {
+            notes.push(format!(
+                "{} window(s) skipped by catch-up since the last done one",
+                st.skipped.len()
+            ));
+        }
+        if notes.is_empty() {
+            let _ = writeln!(out, "{line}");
+        } else {
+            let _ = writeln!(out, "{line}; {}", notes.join("; "));
+        }
     }
     Ok(worst.exit_code())
 }
@@ -667,7 +708,10 @@ fn history_json(r: &RunRecord) -> serde_json::Value {
         "journal_bytes": r.journal_bytes,
         "messages": r.messages,
         "delivered": r.delivered,
-        "error": r.error,
+        // A skipped window's row keeps the scheduler's reason where a run
+        // keeps its last error.
+        "error": if r.state == store::RunState::Skipped { None } else { r.error.as_deref() },
+        "reason": if r.state == store::RunState::Skipped { r.error.as_deref() } else { None },
         "created_at": rfc3339(r.created_at),
         "updated_at": rfc3339(r.updated_at),
     })
@@ -690,13 +734,18 @@ fn write_table(out: &mut impl Write, runs: &[RunRecord]) -> std::io::Result<()> 
         .iter()
         .map(|r| {
             let component = r.component.strip_prefix("sha256:").unwrap_or(&r.component);
+            let component = if component.is_empty() {
+                "-".to_string()
+            } else {
+                format!("sha256:{}", component.chars().take(12).collect::<String>())
+            };
             [
                 r.key.to_string(),
                 r.state.to_string(),
                 r.attempt.to_string(),
                 r.fence.to_string(),
                 format!("{}/{}", r.delivered, r.messages),
-                format!("sha256:{}", component.chars().take(12).collect::<String>()),
+                component,
                 r.journal_bytes.map(human_bytes).unwrap_or_default(),
                 r.error.clone().unwrap_or_default(),
             ]
@@ -710,7 +759,7 @@ fn write_table(out: &mut impl Write, runs: &[RunRecord]) -> std::io::Result<()> 
         "SENT",
         "COMPONENT",
         "JOURNAL",
-        "ERROR",
+        "DETAIL",
     ];
     let mut widths = header.map(str::len);
     for row in &rows {

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::outbox::{DeliveryMode, Destination, HttpTarget, Redactor, RetryPolicy, Target};
+use crate::ping::Pings;
 use crate::sandbox::GuestLimits;
 use crate::schedule::{CatchUp, DEFAULT_MAX_CATCH_UP, Schedule};
 use crate::source::SourceSpec;
@@ -104,6 +105,8 @@ pub struct ConfigFile {
     /// Free-form parameters handed to the guest.
     #[serde(default)]
     pub params: BTreeMap<String, toml::Value>,
+    /// URLs pinged when a run starts, succeeds or fails.
+    pub ping: Option<crate::ping::PingFile>,
 }
 
 /// `[source]`.
@@ -255,6 +258,8 @@ pub struct Config {
     pub lease: Duration,
     /// Guest parameters, sorted.
     pub params: Vec<(String, String)>,
+    /// URLs pinged when a run starts, succeeds or fails.
+    pub pings: Pings,
 }
 
 impl Config {
@@ -442,6 +447,7 @@ impl Config {
             )));
         }
         let timeout = Duration::from_secs_f64(timeout_s);
+        let pings = Pings::from_file(file.ping.unwrap_or_default(), env, &mut redactor)?;
         // A lease is renewed before every send, so it must cover the longer
         // of the guest's run and one send plus the wait before it.
         let send_window = destinations
@@ -449,13 +455,23 @@ impl Config {
             .map(|d| d.retry.max_backoff + d.timeout())
             .max()
             .unwrap_or_default();
-        let must_outlive = timeout.max(send_window);
+        // The start ping is sent under the claim, before the guest runs.
+        let run_time = timeout + pings.start_budget();
+        let must_outlive = run_time.max(send_window);
         let lease = match l.lease_seconds {
             Some(s) if Duration::from_secs(s) <= must_outlive => {
                 return Err(Error::input(format!(
                     "invalid `limits.lease_seconds = {s}`: a lease must outlive the guest's time limit \
-                     ({timeout_s} s) and a destination's timeout plus its longest backoff ({} s); \
+                     ({timeout_s} s{}) and a destination's timeout plus its longest backoff ({} s); \
                      raise it above {} s",
+                    if pings.start_budget().is_zero() {
+                        String::new()
+                    } else {
+                        format!(
+                            " plus {} s for the start ping",
+                            pings.start_budget().as_secs_f64()
+                        )
+                    },
                     send_window.as_secs_f64(),
                     must_outlive.as_secs_f64()
                 )));
@@ -517,6 +533,7 @@ impl Config {
             batch_rows: l.batch_rows.unwrap_or(8192).clamp(1, 1 << 20),
             lease,
             params,
+            pings,
         })
     }
 }
@@ -859,7 +876,11 @@ mod tests {
         let body = &readme[start + "```toml\n".len()..];
         let toml = &body[..body.find("```").expect("closed code block")];
         let (_dir, p) = write(toml);
-        let env = |name: &str| (name == "LEDGER_TOKEN").then(|| "t0ken-from-env".into());
+        let env = |name: &str| match name {
+            "LEDGER_TOKEN" => Some("t0ken-from-env".into()),
+            "HC_UUID" => Some("hc-uuid-from-env".into()),
+            _ => None,
+        };
         let c = Config::resolve_with_env(
             &RunFlags {
                 config: Some(p),
@@ -878,6 +899,8 @@ mod tests {
             "Debug hides credentials"
         );
         assert_eq!(c.redactor.scrub("sent t0ken-from-env"), "sent ***");
+        assert!(!c.pings.is_empty());
+        assert_eq!(c.redactor.scrub("hc-uuid-from-env"), "***");
         assert_eq!(c.limits.report_bytes, 1 << 20);
         assert_eq!(c.params, vec![("top".to_string(), "5".to_string())]);
     }

@@ -1,17 +1,24 @@
 //! `jobhost daemon`: one process that runs every job's due windows at the
 //! right moments, through the same path as `jobhost run`. At each wake-up
-//! it plans each job (see `plan`): windows to run are run, one after
-//! another; missed windows the job's catch-up policy skips are reported as
-//! skipped; unfinished runs (a retry whose backoff has passed, a dead
-//! owner's expired claim, a committed report still to deliver) are run
-//! again. Then it sleeps until the earliest moment any job needs it.
+//! it plans each job (see `plan`): missed windows the job's catch-up policy
+//! skips are recorded in the store as SKIPPED, with the reason, and
+//! reported; windows to run are run, one after another; unfinished runs (a
+//! retry whose backoff has passed, a dead owner's expired claim, a
+//! committed report still to deliver) are run again. Then the store's
+//! `decided_until` moves past every window that now has a row, so a
+//! restarted daemon knows where to go on from, and a window that got no
+//! row (its run failed before any claim) is decided again. Then it sleeps
+//! until the earliest moment any job needs it.
 //!
 //! Several daemons on one store need no leader: each window's claim lets
-//! one of them run it, and the others skip it. The clock is injected, so
-//! tests advance time instead of sleeping. A stop request (SIGTERM or
-//! SIGINT) is honoured between runs: the run in progress finishes within
-//! its own time limit, nothing new is claimed, and the daemon returns.
+//! one of them run it, a skip is recorded only where no row exists, and the
+//! others find the row and leave it. The clock is injected, so tests
+//! advance time instead of sleeping. A stop request (SIGTERM or SIGINT) is
+//! honoured between runs: the run in progress finishes within its own time
+//! limit (or, waiting to retry a delivery, lets its claim go), nothing new
+//! is claimed, and the daemon returns.
 
+use std::collections::HashSet;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -23,7 +30,7 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::job::{self, Runtime};
 use crate::plan::{self, What};
-use crate::store::{self, ClaimStore, RunRecord, RunState};
+use crate::store::{self, RunRecord, RunState, Skip};
 use crate::window::Window;
 
 /// How the daemon runs.
@@ -48,79 +55,32 @@ pub struct Options<'a> {
 ///
 /// # Errors
 ///
-/// `Error::Store` when a store cannot be planned over; a failed run is a
-/// receipt, not an error.
+/// None so far: a job whose store fails is reported on stderr and tried
+/// again a minute later, and a failed run is a receipt, not an error.
 pub fn run(configs: &[Config], opts: &Options<'_>, out: &mut dyn Write) -> Result<()> {
     let mut since = opts.since;
-    // Per job, the end of the newest window decided in this process: a
-    // skipped window is not recorded in the store, so without this it would
-    // be decided again at every wake-up.
-    let mut decided_until: Vec<Option<Timestamp>> = vec![None; configs.len()];
+    let owner = job::owner_id();
     loop {
-        if opts.stop.load(Ordering::SeqCst) {
+        if stopping(opts) {
             return Ok(());
         }
         let now = opts.clock.now();
         let mut wake: Option<Timestamp> = None;
-        let mut earliest = |t: Timestamp| wake = Some(wake.map_or(t, |w| w.min(t)));
-        for (i, config) in configs.iter().enumerate() {
-            let (todo, next) = match work(config, opts.clock, now, since, decided_until[i]) {
-                Ok(w) => w,
+        for config in configs {
+            let next = match wake_job(config, opts, &owner, now, since, out) {
+                Ok(next) => next,
                 Err(e) => {
                     // One job's store failing stops none of the others.
                     eprintln!(
                         "jobhost: error: job `{}`: {e}; trying again in a minute",
                         config.job
                     );
-                    earliest(crate::delivery::after(now, Duration::from_secs(60)));
-                    continue;
+                    crate::delivery::after(now, RETRY_SOON)
                 }
             };
-            earliest(next);
-            let mut ran_any = false;
-            for item in todo {
-                if opts.stop.load(Ordering::SeqCst) {
-                    return Ok(());
-                }
-                match item {
-                    Work::Run(window) => {
-                        decided_until[i] = decided_until[i].max(Some(window.end));
-                        let mut at_now = config.clone();
-                        at_now.now = Some(opts.clock.now());
-                        let outcome = job::run_window(&at_now, Some(&window), opts.runtime);
-                        let _ = writeln!(out, "{}", outcome.receipt.to_json_line());
-                        ran_any = true;
-                    }
-                    Work::Skip(window, why) => {
-                        decided_until[i] = decided_until[i].max(Some(window.end));
-                        let line = serde_json::json!({
-                            "event": "skipped",
-                            "reason": "catch-up",
-                            "job": config.job.as_str(),
-                            "key": window.key().as_str(),
-                            "now": rfc3339(now),
-                            "detail": why,
-                        });
-                        let _ = writeln!(out, "{line}");
-                    }
-                    Work::Later(t) => earliest(t),
-                }
-            }
-            if ran_any {
-                // A run may have failed and left a retry, or found a window
-                // busy: look again when that is due, not at the next window.
-                match store::open(&config.store)
-                    .and_then(|mut s| unfinished(config, s.as_mut(), opts.clock, now))
-                {
-                    Ok(items) => items.iter().for_each(|w| {
-                        if let Work::Later(t) = w {
-                            earliest(*t);
-                        } else {
-                            earliest(crate::delivery::after(now, Duration::from_secs(1)));
-                        }
-                    }),
-                    Err(e) => eprintln!("jobhost: error: job `{}`: {e}", config.job),
-                }
+            wake = Some(wake.map_or(next, |w| w.min(next)));
+            if stopping(opts) {
+                return Ok(());
             }
         }
         since = None;
@@ -132,46 +92,143 @@ pub fn run(configs: &[Config], opts: &Options<'_>, out: &mut dyn Write) -> Resul
     }
 }
 
+/// How soon a job is looked at again after its store failed or a run could
+/// not claim its window (a database restart, a component being replaced).
+const RETRY_SOON: Duration = Duration::from_secs(60);
+
+fn stopping(opts: &Options<'_>) -> bool {
+    opts.stop.load(Ordering::SeqCst)
+}
+
+/// One wake-up of one job: records the skipped windows, runs the
+/// unfinished and the due ones, moves the store's `decided_until`, and
+/// returns when the job next needs the daemon.
+fn wake_job(
+    config: &Config,
+    opts: &Options<'_>,
+    owner: &str,
+    now: Timestamp,
+    since: Option<Timestamp>,
+    out: &mut dyn Write,
+) -> Result<Timestamp> {
+    let clock = opts.clock;
+    let mut store = store::open(&config.store)?;
+    // One read of the job's rows serves both: unfinished runs first (they
+    // are older than anything newly due), then the plan.
+    let runs = store.history(Some(config.job.as_str()))?;
+    let mut todo = unfinished(config, &runs, clock)?;
+    let decided_until = store.decided_until(&config.job)?;
+    let plan = plan::plan_over(config, now, since, &runs, decided_until)?;
+    let mut next = plan
+        .entries
+        .iter()
+        .find(|e| e.what == What::Next)
+        .map_or(Timestamp::MAX, |e| e.due);
+    if plan.truncated
+        && let Some(first) = plan.entries.first()
+    {
+        eprintln!(
+            "jobhost: warning: job `{}`: more than {} windows fell due while no scheduler ran; \
+             windows before `{}` were not considered and have no decision",
+            config.job,
+            plan::MAX_WINDOWS,
+            first.window.key()
+        );
+    }
+    // Every skip of this wake-up in one transaction, before any run: they
+    // are older than the windows that run. A window another daemon decided
+    // in the meantime keeps its decision, and is not reported again here.
+    let skips: Vec<(&Window, &str)> = plan
+        .entries
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::Skip(why) => Some((&e.window, why.as_str())),
+            _ => None,
+        })
+        .collect();
+    let as_skips: Vec<Skip<'_>> = skips
+        .iter()
+        .map(|(window, reason)| Skip { window, reason })
+        .collect();
+    let recorded = store.record_skips(&as_skips, owner, clock.lease_now())?;
+    drop(store);
+    for ((window, why), mine) in skips.iter().zip(&recorded) {
+        if *mine {
+            let line = serde_json::json!({
+                "event": "skipped",
+                "reason": "catch-up",
+                "job": config.job.as_str(),
+                "key": window.key().as_str(),
+                "now": rfc3339(now),
+                "detail": why,
+            });
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    todo.extend(plan.entries.iter().filter_map(|e| match e.what {
+        What::Run => Some(Work::Run(e.window.clone())),
+        _ => None,
+    }));
+    let mut claimed = HashSet::new();
+    let mut ran_any = false;
+    for item in todo {
+        let window = match item {
+            Work::Run(window) => window,
+            Work::Later(t) => {
+                next = next.min(t);
+                continue;
+            }
+        };
+        if stopping(opts) {
+            return Ok(next);
+        }
+        let mut at_now = config.clone();
+        at_now.now = Some(clock.now());
+        let outcome = job::run_window(&at_now, Some(&window), opts.runtime);
+        let _ = writeln!(out, "{}", outcome.receipt.to_json_line());
+        ran_any = true;
+        if outcome.receipt.fence.is_some() {
+            claimed.insert(window.key());
+        } else if outcome.exit_code != 0 {
+            // It failed before any claim (the store unreachable, the
+            // component missing): so would the job's later windows. They
+            // stay undecided, and the job is looked at again soon.
+            next = next.min(crate::delivery::after(now, RETRY_SOON));
+            break;
+        }
+    }
+    let through = plan.decided_through(&|e| match &e.what {
+        What::Skip(_) => true,
+        What::Run => claimed.contains(&e.window.key()),
+        _ => false,
+    });
+    let moves = through.is_some_and(|t| plan.decided_until.is_none_or(|d| t > d));
+    if ran_any || moves {
+        let mut store = store::open(&config.store)?;
+        if let (true, Some(t)) = (moves, through) {
+            store.set_decided_until(&config.job, t, clock.lease_now())?;
+        }
+        if ran_any {
+            // A run may have failed and left a retry, or found a window
+            // busy: look again when that is due, not at the next window.
+            let runs = store.history(Some(config.job.as_str()))?;
+            for w in unfinished(config, &runs, clock)? {
+                next = next.min(match w {
+                    Work::Later(t) => t,
+                    Work::Run(_) => crate::delivery::after(clock.now(), Duration::from_secs(1)),
+                });
+            }
+        }
+    }
+    Ok(next)
+}
+
 /// One thing to do for a job at a wake-up.
 enum Work {
     /// Run this window.
     Run(Window),
-    /// Skip this missed window, for this reason.
-    Skip(Window, String),
     /// Wake up again at this instant (a retry or a lease runs out then).
     Later(Timestamp),
-}
-
-/// What `config`'s job needs at `now`, and when its next window is due.
-fn work(
-    config: &Config,
-    clock: &dyn Clock,
-    now: Timestamp,
-    since: Option<Timestamp>,
-    decided_until: Option<Timestamp>,
-) -> Result<(Vec<Work>, Timestamp)> {
-    let schedule = config.schedule();
-    let mut store = store::open(&config.store)?;
-    // Unfinished runs first: they are older than anything newly due.
-    let mut todo = unfinished(config, store.as_mut(), clock, now)?;
-    let plan = plan::plan_after(config, now, since, decided_until, Some(store.as_mut()))?;
-    drop(store);
-    let mut next = schedule.next_due(now)?.1;
-    for e in plan.entries {
-        match e.what {
-            What::Run
-                if !todo
-                    .iter()
-                    .any(|w| matches!(w, Work::Run(r) if r.key() == e.window.key())) =>
-            {
-                todo.push(Work::Run(e.window));
-            }
-            What::Run | What::Recorded(_) => {}
-            What::Skip(why) => todo.push(Work::Skip(e.window, why)),
-            What::Next => next = e.due,
-        }
-    }
-    Ok((todo, next))
 }
 
 /// The job's unfinished runs: to run now (a retry whose backoff passed, a
@@ -179,21 +236,13 @@ fn work(
 /// moment to look again. Leases and retry times are judged on the store's
 /// clock as the host sees it (`lease_now`), and a wait is capped at one
 /// lease, so a clock that disagrees cannot make the daemon oversleep.
-fn unfinished(
-    config: &Config,
-    store: &mut dyn ClaimStore,
-    clock: &dyn Clock,
-    now: Timestamp,
-) -> Result<Vec<Work>> {
-    let mut rows: Vec<RunRecord> = store
-        .history(Some(config.job.as_str()))?
-        .into_iter()
-        .filter(|r| {
-            matches!(r.state, RunState::Claimed | RunState::Prepared)
-                || (r.state == RunState::Failed && r.retry_at.is_some())
-        })
-        .collect();
-    rows.reverse();
+fn unfinished(config: &Config, runs: &[RunRecord], clock: &dyn Clock) -> Result<Vec<Work>> {
+    // Oldest first (the store lists the newest window first).
+    let rows = runs.iter().rev().filter(|r| {
+        matches!(r.state, RunState::Claimed | RunState::Prepared)
+            || (r.state == RunState::Failed && r.retry_at.is_some())
+    });
+    let now = clock.now();
     let lease_now = clock.lease_now();
     let mut todo = Vec::new();
     for r in rows {

@@ -12,6 +12,7 @@
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -506,6 +507,10 @@ pub struct Delivery<'a> {
     pub failpoints: Option<&'a dyn Failpoints>,
     /// An earlier process may have sent some of these messages.
     pub resumed: bool,
+    /// Set when the process is asked to stop: instead of waiting to send a
+    /// message again, the run lets its claim go, and a later invocation
+    /// resumes the delivery.
+    pub stop: Option<&'a AtomicBool>,
 }
 
 /// `now + d`, saturating.
@@ -548,6 +553,7 @@ pub fn deliver(
         clock,
         failpoints,
         resumed,
+        stop,
     } = d;
     let sender = Sender::new(config.redactor.clone());
     let mut rng = StdRng::seed_from_u64(
@@ -712,6 +718,24 @@ pub fn deliver(
                         store.not_sent(lease, m.seq, &f.message, now)?;
                     }
                     let wait = dest.retry.wait(info.attempts + 1, f.retry_after, &mut rng);
+                    if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+                        let why = format!(
+                            "{} (after {} send(s)); asked to stop, so the claim is let go instead \
+                             of waiting {:.1} s to send it again, and a later invocation resumes \
+                             the delivery",
+                            f.message,
+                            info.attempts,
+                            wait.as_secs_f64()
+                        );
+                        let done = Attempted {
+                            seq: m.seq,
+                            tries: uncounted,
+                            status: &f.message,
+                        };
+                        let how = Failure::Retry { after: wait };
+                        store.fail(lease, &why, how, Some(&done), now)?;
+                        return Ok(ended(how, why, info));
+                    }
                     clock.sleep(wait);
                 }
             }

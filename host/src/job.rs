@@ -5,6 +5,7 @@
 //! second effect (DESIGN.md section 1).
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use jiff::Timestamp;
 
@@ -16,6 +17,7 @@ use crate::error::Result;
 use crate::failpoint::{Boundary, Failpoints};
 use crate::guest_log::GuestLog;
 use crate::outbox::Staging;
+use crate::ping::Signal;
 use crate::receipt::{Event, MessageInfo, Receipt, ReportInfo};
 use crate::sandbox::{ComponentFile, RunInput, Sandbox};
 use crate::source::SourceAccess;
@@ -44,6 +46,9 @@ pub struct Runtime {
     pub virtual_time: bool,
     /// Stops at named boundaries (tests).
     pub failpoints: Option<Arc<dyn Failpoints>>,
+    /// Set when the process is asked to stop (the daemon's signal
+    /// handler): a delivery waiting to send again lets its claim go instead.
+    pub stop: Option<&'static AtomicBool>,
 }
 
 /// Runs the job described by `config` once.
@@ -77,7 +82,56 @@ pub fn run_window(config: &Config, window: Option<&Window>, runtime: &Runtime) -
             e.exit_code()
         }
     };
+    // After everything else: a monitor hears of the outcome, and nothing
+    // it does changes that outcome.
+    match receipt.event {
+        Event::Ran | Event::Resumed => ping(config, Signal::Success, &mut receipt, clock.as_ref()),
+        Event::Failed | Event::Abandoned => {
+            ping(config, Signal::Failure, &mut receipt, clock.as_ref());
+        }
+        Event::Skipped => {}
+    }
     Outcome { receipt, exit_code }
+}
+
+/// Sends the job's `signal` ping, if it has one, and notes how it went in
+/// the receipt (and on stderr when it failed). Its body is one line: the
+/// event, the key and, for a failure, the error; never the report.
+fn ping(config: &Config, signal: Signal, receipt: &mut Receipt, clock: &dyn Clock) {
+    if config.pings.is_empty() {
+        return;
+    }
+    let key = receipt.key.as_deref().unwrap_or("-");
+    let mut line = match signal {
+        Signal::Start => format!("start {key} attempt {}", receipt.attempt.unwrap_or(0)),
+        Signal::Success | Signal::Failure => {
+            let event = serde_json::to_value(receipt.event)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            match &receipt.error {
+                Some(e) => format!("{event} {key}: {}: {}", e.kind, e.message),
+                None => format!("{event} {key}"),
+            }
+        }
+    };
+    if line.len() > 2000 {
+        let mut cut = 2000;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        line.truncate(cut);
+    }
+    let Some(info) = config.pings.send(signal, &line, clock, &config.redactor) else {
+        return;
+    };
+    if let Some(detail) = info.detail.as_deref().filter(|_| info.status != "sent") {
+        eprintln!(
+            "jobhost: warning: {detail} (after {} request(s)); the run itself is not affected",
+            info.attempts
+        );
+    }
+    receipt.pings.insert(signal.as_str(), info);
 }
 
 fn run_inner(
@@ -241,11 +295,12 @@ fn run_inner(
         }
         Claim::Resume { lease } => {
             receipt.event = Event::Resumed;
+            note_lease(receipt, &lease);
+            ping(config, Signal::Start, receipt, clock);
             // The messages were rendered by the component recorded with the run.
             if let Some(component) = recorded_component {
                 receipt.component = Some(component);
             }
-            note_lease(receipt, &lease);
             if let Some(report) = store.report(&key)? {
                 receipt.report = Some(ReportInfo {
                     summary: report.summary,
@@ -260,6 +315,7 @@ fn run_inner(
         Claim::Run { lease, .. } => lease,
     };
     note_lease(receipt, &lease);
+    ping(config, Signal::Start, receipt, clock);
     reach(Boundary::AfterClaim);
     let component = match component {
         Some(c) => c,
@@ -388,6 +444,7 @@ fn deliver(
             clock,
             failpoints: runtime.failpoints.as_deref(),
             resumed,
+            stop: runtime.stop,
         },
         key,
         pending,
@@ -488,7 +545,7 @@ fn note_claim(receipt: &mut Receipt, attempt: u32, fence: i64) {
 }
 
 /// `<host>:<pid>:<start nanos>`: unique per process, readable in `history`.
-fn owner_id() -> String {
+pub fn owner_id() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "localhost".to_string());

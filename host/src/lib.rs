@@ -20,6 +20,7 @@ pub mod guest_log;
 pub mod job;
 pub mod journal;
 pub mod outbox;
+pub mod ping;
 pub mod plan;
 pub mod receipt;
 pub mod replay;

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::cache::CacheOutcome;
 use crate::clock::rfc3339;
+use crate::ping::PingInfo;
 use crate::sandbox::GuestStats;
 use crate::window::Window;
 
@@ -187,6 +188,10 @@ pub struct Receipt {
     /// Where the compiled code came from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compiled: Option<CacheOutcome>,
+    /// The job's pings this invocation sent (`start`, `success`,
+    /// `failure`) and how each went.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub pings: BTreeMap<&'static str, PingInfo>,
     /// What failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,
@@ -213,6 +218,7 @@ impl Receipt {
             destinations: None,
             stats: None,
             compiled: None,
+            pings: BTreeMap::new(),
             error: None,
         }
     }

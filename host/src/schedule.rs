@@ -199,17 +199,21 @@ pub fn max_jitter(kind: WindowKind) -> Duration {
 /// Decides over `due`: the undecided windows due at `now`, oldest first.
 /// The newest one, when it became due no longer ago than the schedule's
 /// grace, counts as on time, not missed: it runs under every policy.
+/// `newest_recorded` is the start of the newest due window the store
+/// already holds: an undecided window older than it (a hole left while no
+/// scheduler ran) is never "the newest" for `latest`.
 pub fn decide(
     schedule: &Schedule,
     policy: CatchUp,
     due: &[Window],
     now: Timestamp,
+    newest_recorded: Option<Timestamp>,
 ) -> Vec<(Window, Verdict)> {
     let n = due.len();
     due.iter()
         .enumerate()
         .map(|(i, w)| {
-            let newest = i + 1 == n;
+            let newest = i + 1 == n && newest_recorded.is_none_or(|t| w.start > t);
             let grace = SignedDuration::try_from(schedule.grace).unwrap_or(SignedDuration::MAX);
             let on_time = newest && now.duration_since(schedule.due_at(w)) <= grace;
             let verdict = match policy {
@@ -218,6 +222,10 @@ pub fn decide(
                     "missed, and older than the {max} newest missed window(s) that catch_up = \"all\" runs"
                 )),
                 CatchUp::Latest if newest => Verdict::Run,
+                CatchUp::Latest if i + 1 == n => Verdict::Skip(
+                    "missed, and a newer window has run already (catch_up = \"latest\")"
+                        .to_string(),
+                ),
                 CatchUp::Latest => Verdict::Skip(
                     "missed, and a newer window is due (catch_up = \"latest\")".to_string(),
                 ),
@@ -355,6 +363,29 @@ mod tests {
     }
 
     #[test]
+    fn latest_never_goes_back_for_a_hole_older_than_a_window_that_ran() {
+        let s = schedule(WindowKind::Day, "UTC", 0, 0);
+        let now = at("2026-11-09T00:05:00Z");
+        // The 5th and 6th have no row; the 7th and 8th ran already.
+        let holes = s
+            .due_since(at("2026-11-05T00:00:00Z"), at("2026-11-07T00:00:00Z"), 10)
+            .unwrap();
+        assert_eq!(holes.len(), 2);
+        let ran_already = Some(at("2026-11-08T00:00:00Z"));
+        let latest = decide(&s, CatchUp::Latest, &holes, now, ran_already);
+        assert!(
+            latest
+                .iter()
+                .all(|(_, v)| matches!(v, Verdict::Skip(why) if why.contains("run already") || why.contains("newer window is due"))),
+            "{latest:?}"
+        );
+        let all = decide(&s, CatchUp::All { max: 3 }, &holes, now, ran_already);
+        assert!(all.iter().all(|(_, v)| *v == Verdict::Run), "{all:?}");
+        let none = decide(&s, CatchUp::None, &holes, now, ran_already);
+        assert!(none.iter().all(|(_, v)| matches!(v, Verdict::Skip(_))));
+    }
+
+    #[test]
     fn each_policy_decides_every_missed_window_once() {
         let s = schedule(WindowKind::Day, "UTC", 0, 0);
         // Down from the 3rd to the 9th: windows 3..=8 are due on the 9th.
@@ -362,7 +393,7 @@ mod tests {
         let due = s.due_since(at("2026-11-03T00:00:00Z"), now, 100).unwrap();
         assert_eq!(due.len(), 6);
         let runs = |policy| -> Vec<String> {
-            decide(&s, policy, &due, now)
+            decide(&s, policy, &due, now, None)
                 .into_iter()
                 .filter(|(_, v)| *v == Verdict::Run)
                 .map(|(w, _)| w.label)
@@ -376,7 +407,7 @@ mod tests {
         assert_eq!(runs(CatchUp::Latest), ["2026-11-08"]);
         assert_eq!(runs(CatchUp::None), ["2026-11-08"], "the 8th is on time");
         for policy in [CatchUp::All { max: 3 }, CatchUp::Latest, CatchUp::None] {
-            let decided = decide(&s, policy, &due, now);
+            let decided = decide(&s, policy, &due, now, None);
             assert_eq!(decided.len(), 6, "{policy}: every window has a decision");
             assert!(decided.iter().all(|(_, v)| match v {
                 Verdict::Run => true,
@@ -387,16 +418,19 @@ mod tests {
         // runs it.
         let late = at("2026-11-10T01:00:01Z");
         let due = s.due_since(at("2026-11-08T00:00:00Z"), late, 100).unwrap();
-        let decided = decide(&s, CatchUp::None, &due, late);
+        let decided = decide(&s, CatchUp::None, &due, late, None);
         assert_eq!(due.len(), 2);
         assert!(
             decided.iter().all(|(_, v)| matches!(v, Verdict::Skip(_))),
             "{decided:?}"
         );
-        assert_eq!(decide(&s, CatchUp::Latest, &due, late)[1].1, Verdict::Run);
+        assert_eq!(
+            decide(&s, CatchUp::Latest, &due, late, None)[1].1,
+            Verdict::Run
+        );
         let late = at("2026-11-11T00:05:00Z");
         let due = s.due_since(at("2026-11-08T00:00:00Z"), late, 100).unwrap();
-        let decided = decide(&s, CatchUp::None, &due, late);
+        let decided = decide(&s, CatchUp::None, &due, late, None);
         assert_eq!(decided.len(), 3);
         assert_eq!(
             decided.last().unwrap().1,

@@ -3,10 +3,12 @@
 //! is, and the windows that need a person (failed for good or abandoned,
 //! however old: they stay until a person removes their rows). A job is
 //! `failed` when such a window exists; `late` when the newest due window is
-//! not DONE more than the job's grace after it became due, or an older run
-//! is stuck (its retry or its dead owner's lease more than the grace in the
-//! past); `healthy` otherwise (a run in progress or waiting out a retry
-//! within the grace is healthy).
+//! not DONE more than the job's grace after it became due (a window the
+//! scheduler skipped is not done either), or an older run is stuck (its
+//! retry or its dead owner's lease more than the grace in the past);
+//! `healthy` otherwise (a run in progress or waiting out a retry within the
+//! grace is healthy). Retries pending and windows skipped since the last
+//! DONE one are listed too, for a person.
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -65,6 +67,12 @@ pub struct Status {
     pub late_by: SignedDuration,
     /// Windows that failed for good or were abandoned, newest first.
     pub needs_a_person: Vec<RunRecord>,
+    /// Windows whose last attempt failed and that wait for a retry,
+    /// newest first.
+    pub retrying: Vec<RunRecord>,
+    /// Windows the scheduler skipped (catch-up) since the last DONE one,
+    /// newest first.
+    pub skipped: Vec<RunRecord>,
 }
 
 /// The status of `config`'s job at `now`, over `store` (`None`: no store
@@ -90,6 +98,21 @@ pub fn status(
         .iter()
         .filter(|r| {
             r.state == RunState::Abandoned || (r.state == RunState::Failed && r.retry_at.is_none())
+        })
+        .cloned()
+        .collect();
+    let retrying: Vec<RunRecord> = runs
+        .iter()
+        .filter(|r| r.state == RunState::Failed && r.retry_at.is_some())
+        .cloned()
+        .collect();
+    let skipped: Vec<RunRecord> = runs
+        .iter()
+        .filter(|r| {
+            r.state == RunState::Skipped
+                && last_done
+                    .as_ref()
+                    .is_none_or(|d| r.window_start > d.window_start)
         })
         .cloned()
         .collect();
@@ -131,5 +154,7 @@ pub fn status(
         expected_state,
         late_by,
         needs_a_person,
+        retrying,
+        skipped,
     })
 }

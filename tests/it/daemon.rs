@@ -169,17 +169,193 @@ fn a_simulated_month_with_an_outage_decides_every_window_exactly_once_under_each
             hourly_runs_after_outage,
             "{policy}"
         );
+        // The store holds every decision: no silent hole in its history,
+        // whichever daemon process made it.
         let h = history(store);
-        assert!(
-            h.iter().all(|r| r["state"] == "DONE"),
-            "{policy}: every run finished"
-        );
+        let rows: BTreeMap<&str, &Value> =
+            h.iter().map(|r| (r["key"].as_str().unwrap(), r)).collect();
+        assert_eq!(rows.len(), h.len(), "{policy}: one row per window");
         assert_eq!(
-            h.len(),
-            decided.iter().filter(|(_, w)| w == "ran").count(),
-            "{policy}: one run per ran window"
+            rows.keys().map(|k| k.to_string()).collect::<BTreeSet<_>>(),
+            want,
+            "{policy}: a row for every window of the month"
         );
+        for (key, what) in &seen {
+            let row = rows[key.as_str()];
+            if what == "ran" {
+                assert_eq!(row["state"], "DONE", "{policy}: {key}");
+            } else {
+                assert_eq!(row["state"], "SKIPPED", "{policy}: {key}");
+                assert!(
+                    row["reason"].as_str().unwrap().contains("catch_up"),
+                    "{policy}: {key}: {row}"
+                );
+            }
+        }
     }
+}
+
+#[test]
+fn windows_left_without_a_decision_while_no_daemon_ran_are_decided_when_it_comes_back() {
+    let dir = scratch();
+    let hourly = job(
+        dir.path(),
+        "hourly",
+        "hour",
+        "UTC",
+        "catch_up = \"all\"\nmax_catch_up = 2",
+    );
+    let store = dir.path().join("s.db");
+    let store = s(&store);
+    let first = daemon(
+        &[&hourly],
+        store,
+        "2026-11-09T00:30:00Z",
+        "2026-11-09T03:30:00Z",
+    );
+    assert_eq!(decided(&first).len(), 4, "23:00 to 02:00: {first:?}");
+    // While no daemon runs, cron runs the newest due window at 07:05: the
+    // hours from 03:00 to 05:00 get no row.
+    let ran = run_job(&hourly, store, "2026-11-09T07:05:00Z");
+    assert_eq!(ran.event(), "ran", "{}", ran.stderr);
+    let plan = jobhost(&[
+        "plan",
+        "--config",
+        s(&hourly),
+        "--store",
+        store,
+        "--now",
+        "2026-11-09T07:30:00Z",
+        "--json",
+    ]);
+    assert!(
+        plan.stdout.contains("hourly:2026-11-09T03:00+00:00"),
+        "the plan shows the hole: {}",
+        plan.stdout
+    );
+    let back = daemon(
+        &[&hourly],
+        store,
+        "2026-11-09T07:30:00Z",
+        "2026-11-09T07:45:00Z",
+    );
+    assert_eq!(
+        decided(&back),
+        [
+            (
+                "hourly:2026-11-09T03:00+00:00".to_string(),
+                "skipped:catch-up".to_string()
+            ),
+            (
+                "hourly:2026-11-09T04:00+00:00".to_string(),
+                "ran".to_string()
+            ),
+            (
+                "hourly:2026-11-09T05:00+00:00".to_string(),
+                "ran".to_string()
+            ),
+        ],
+        "the newest two missed hours run, the older one is skipped: {back:?}"
+    );
+    let keys: Vec<String> = history(store)
+        .iter()
+        .map(|r| r["key"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        keys.len(),
+        8,
+        "23:00 to 06:00, each once, no hole: {keys:?}"
+    );
+    // `latest` never goes back to run a hole older than a window that ran.
+    let dir = scratch();
+    let latest = job(dir.path(), "hourly", "hour", "UTC", "catch_up = \"latest\"");
+    let store = dir.path().join("s.db");
+    let store = s(&store);
+    daemon(
+        &[&latest],
+        store,
+        "2026-11-09T00:30:00Z",
+        "2026-11-09T01:30:00Z",
+    );
+    run_job(&latest, store, "2026-11-09T04:05:00Z");
+    let back = daemon(
+        &[&latest],
+        store,
+        "2026-11-09T04:30:00Z",
+        "2026-11-09T04:45:00Z",
+    );
+    assert_eq!(
+        decided(&back)
+            .iter()
+            .map(|(k, w)| format!("{k} {w}"))
+            .collect::<Vec<_>>(),
+        [
+            "hourly:2026-11-09T01:00+00:00 skipped:catch-up",
+            "hourly:2026-11-09T02:00+00:00 skipped:catch-up"
+        ]
+    );
+    assert!(
+        back[1]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("has run already")
+    );
+}
+
+#[test]
+fn a_window_whose_run_failed_before_its_claim_stays_undecided_and_runs_once_the_cause_is_fixed() {
+    let dir = scratch();
+    let daily = job(dir.path(), "daily", "day", "UTC", "");
+    let store = dir.path().join("s.db");
+    let store = s(&store);
+    daemon(
+        &[&daily],
+        store,
+        "2026-11-08T00:30:00Z",
+        "2026-11-08T01:00:00Z",
+    );
+    // The component is gone (a deploy replacing it): the run fails before
+    // it claims, and is tried again a minute later, not a day later.
+    let text = std::fs::read_to_string(&daily).unwrap();
+    std::fs::write(
+        &daily,
+        text.replace(
+            guests().report.to_str().unwrap(),
+            s(&dir.path().join("gone.wasm")),
+        ),
+    )
+    .unwrap();
+    let out = daemon(
+        &[&daily],
+        store,
+        "2026-11-09T00:30:00Z",
+        "2026-11-09T00:32:30Z",
+    );
+    assert_eq!(
+        out.len(),
+        3,
+        "now, a minute later, two minutes later: {out:?}"
+    );
+    assert!(out.iter().all(|l| l["key"] == "daily:2026-11-08"
+        && l["event"] == "failed"
+        && l["error"]["kind"] == "invalid-input"
+        && l.get("fence").is_none()));
+    assert_eq!(history(store).len(), 1, "no row for the 8th");
+    std::fs::write(&daily, &text).unwrap();
+    // Back two days later: the 8th was never decided, so it is caught up.
+    let out = daemon(
+        &[&daily],
+        store,
+        "2026-11-10T00:30:00Z",
+        "2026-11-10T01:00:00Z",
+    );
+    assert_eq!(
+        decided(&out),
+        [
+            ("daily:2026-11-08".to_string(), "ran".to_string()),
+            ("daily:2026-11-09".to_string(), "ran".to_string())
+        ]
+    );
 }
 
 #[test]
@@ -387,6 +563,87 @@ fn sigterm_while_a_guest_runs_lets_it_finish_and_exits_0_and_a_second_signal_exi
 }
 
 #[test]
+fn sigterm_while_a_delivery_waits_to_retry_lets_the_claim_go_and_the_window_is_delivered_once_later()
+ {
+    let sink = jobhost_tests::sink::Sink::start();
+    sink.script(
+        "/digest",
+        &[
+            jobhost_tests::sink::Reply::Status(503),
+            jobhost_tests::sink::Reply::Status(503),
+            jobhost_tests::sink::Reply::Status(201),
+        ],
+    );
+    let dir = scratch();
+    let cfg = crate::effects::http_config(
+        dir.path(),
+        "",
+        &format!(
+            "[destinations.digest]\ntype = \"http\"\nurl = \"{}\"\ntries = 10\n\
+             timeout_seconds = 2\nbackoff_seconds = 30\nmax_backoff_seconds = 30\n",
+            sink.url("/digest")
+        ),
+    );
+    let store = dir.path().join("s.db");
+    // Stopped just before the second send; the signal arrives then.
+    let child = daemon_command(
+        &[&cfg],
+        s(&store),
+        "2026-11-09T00:30:00Z",
+        "2026-11-20T00:00:00Z",
+    )
+    .env("JOBHOST_TEST_FAILPOINT", "before-send@2:stop")
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_until_stopped(&child, "before-send@2");
+    signal(&child, libc::SIGTERM);
+    let run = resume(child);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = lines(&run.stdout);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0]["event"], "failed");
+    assert_eq!(out[0]["error"]["retryable"], true);
+    assert!(
+        out[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("asked to stop"),
+        "{}",
+        out[0]
+    );
+    assert_eq!(sink.requests().len(), 2, "no third send after the signal");
+    let h = history(&store);
+    assert_eq!(
+        (h[0]["state"].as_str(), h[0]["delivered"].as_u64()),
+        (Some("PREPARED"), Some(0)),
+        "the committed report is kept, its claim let go: {:?}",
+        h[0]
+    );
+    // The next daemon delivers the same message, once.
+    let out = daemon(
+        &[&cfg],
+        s(&store),
+        "2026-11-09T01:00:00Z",
+        "2026-11-09T01:30:00Z",
+    );
+    assert_eq!(
+        decided(&out),
+        [("daily-report:2026-11-08".to_string(), "resumed".to_string())]
+    );
+    let requests = sink.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.idempotency_key() == Some("daily-report:2026-11-08#1")),
+        "the same message each time"
+    );
+    assert_eq!(history(&store)[0]["state"], "DONE");
+}
+
+#[test]
 fn a_failed_delivery_is_retried_after_its_backoff_not_at_the_next_window() {
     let sink = jobhost_tests::sink::Sink::start();
     sink.script(
@@ -435,4 +692,98 @@ fn a_failed_delivery_is_retried_after_its_backoff_not_at_the_next_window() {
     );
     assert_eq!(history(&store)[0]["state"], "DONE");
     assert_eq!(sink.requests().len(), 2, "the same message, sent twice");
+}
+
+#[test]
+fn status_lists_windows_skipped_since_the_last_done_one_and_a_skipped_newest_window_is_late() {
+    let dir = scratch();
+    let hourly = job(
+        dir.path(),
+        "hourly",
+        "hour",
+        "UTC",
+        "catch_up = \"none\"\ngrace_seconds = 600",
+    );
+    let store = dir.path().join("s.db");
+    let store = s(&store);
+    daemon(
+        &[&hourly],
+        store,
+        "2026-11-09T00:05:00Z",
+        "2026-11-09T01:30:00Z",
+    );
+    // Down from 01:30 to 05:30: every hour since fell due more than the
+    // grace ago, so `none` skips all four, the newest included.
+    let out = daemon(
+        &[&hourly],
+        store,
+        "2026-11-09T05:30:00Z",
+        "2026-11-09T05:31:00Z",
+    );
+    assert_eq!(out.len(), 4, "{out:?}");
+    assert!(out.iter().all(|l| l["reason"] == "catch-up"));
+    let st = jobhost(&[
+        "status",
+        "--config",
+        s(&hourly),
+        "--store",
+        store,
+        "--now",
+        "2026-11-09T05:35:00Z",
+        "--json",
+    ]);
+    assert_eq!(st.code, 3, "late: {}{}", st.stdout, st.stderr);
+    let v: Value = serde_json::from_str(st.stdout.trim()).unwrap();
+    assert_eq!(v["health"], "late");
+    assert_eq!(v["expected_state"], "SKIPPED");
+    assert_eq!(v["last_done"], "hourly:2026-11-09T00:00+00:00");
+    let skipped: Vec<&str> = v["skipped_since_last_done"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            "hourly:2026-11-09T04:00+00:00",
+            "hourly:2026-11-09T03:00+00:00",
+            "hourly:2026-11-09T02:00+00:00",
+            "hourly:2026-11-09T01:00+00:00"
+        ]
+    );
+    let text = jobhost(&[
+        "status",
+        "--config",
+        s(&hourly),
+        "--store",
+        store,
+        "--now",
+        "2026-11-09T05:35:00Z",
+    ]);
+    assert!(
+        text.stdout.contains(
+            "is SKIPPED; last done hourly:2026-11-09T00:00+00:00; 4 window(s) skipped by catch-up"
+        ),
+        "{}",
+        text.stdout
+    );
+    // The next hour runs on time: healthy again.
+    daemon(
+        &[&hourly],
+        store,
+        "2026-11-09T06:01:00Z",
+        "2026-11-09T06:02:00Z",
+    );
+    let st = jobhost(&[
+        "status",
+        "--config",
+        s(&hourly),
+        "--store",
+        store,
+        "--now",
+        "2026-11-09T06:05:00Z",
+        "--json",
+    ]);
+    assert_eq!(st.code, 0, "{}", st.stdout);
 }

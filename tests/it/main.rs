@@ -11,6 +11,7 @@ mod effects;
 mod harness;
 mod history;
 mod journal;
+mod pings;
 mod plan;
 mod postgres;
 mod races;

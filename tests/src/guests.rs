@@ -34,6 +34,29 @@ pub fn workspace_root() -> PathBuf {
 ///
 /// Cargo's stderr when the build fails.
 pub fn build(target_dir: &Path) -> Result<Guests, String> {
+    match build_once(target_dir) {
+        // rust-toolchain.toml lists the target, but rustup adds listed
+        // targets only when it installs the toolchain: a machine that had
+        // the toolchain already lacks it. Add it once and build again.
+        Err(e) if e.contains("target may not be installed") => {
+            let added = Command::new("rustup")
+                .args(["target", "add", "wasm32-wasip2"])
+                .current_dir(workspace_root())
+                .output()
+                .map_err(|err| format!("{e}\ncannot run rustup to add the target: {err}"))?;
+            if !added.status.success() {
+                return Err(format!(
+                    "{e}\n`rustup target add wasm32-wasip2` failed:\n{}",
+                    String::from_utf8_lossy(&added.stderr)
+                ));
+            }
+            build_once(target_dir)
+        }
+        other => other,
+    }
+}
+
+fn build_once(target_dir: &Path) -> Result<Guests, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let out = Command::new(cargo)
         .current_dir(workspace_root())
