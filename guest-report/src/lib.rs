@@ -1,11 +1,13 @@
 //! The reference "daily sales digest" report component.
 //!
 //! This file is the thin adapter between the jobhost WIT contract
-//! (`jobhost:report@0.1.0`, world `reporter`) and the host-independent logic:
+//! (`jobhost:report@0.1.0`, world `describing-reporter`) and the
+//! host-independent logic:
 //! it is the only place that touches wit-bindgen's generated types. It opens
 //! the window's source, moves each generated batch into the plain
 //! [`batch`] types, feeds them to a [`digest::Digest`], stages the JSON
-//! digest in the outbox and returns a one-paragraph text as the run's report. The aggregation
+//! digest in the outbox and returns a one-paragraph text as the run's report,
+//! and says what a language model should describe of it. The aggregation
 //! itself lives in [`digest`], its rendering in [`summary`], the formats in
 //! [`format`](mod@format).
 
@@ -15,9 +17,11 @@ pub mod format;
 pub mod summary;
 
 wit_bindgen::generate!({
-    world: "reporter",
+    world: "describing-reporter",
     path: "../wit",
 });
+
+use std::cell::RefCell;
 
 use jobhost::report::source::{self, SourceError};
 // `world reporter { use types.{run-context, report, run-error} }` makes
@@ -30,8 +34,15 @@ const BATCH_ROWS: u32 = 8192;
 /// The content type of the staged digest.
 const CONTENT_TYPE: &str = "application/json";
 
-/// The component: one [`Guest::run`] per instance, no state in between.
+/// The component: one [`Guest::run`] per instance, no state in between
+/// runs. Within one instance, `run` leaves the text to describe for
+/// [`Guest::describe`], which the host calls right after it.
 pub struct SalesDigest;
+
+thread_local! {
+    /// The prompt `run` made, for `describe` on the same instance.
+    static PROMPT: RefCell<Option<String>> = const { RefCell::new(None) };
+}
 
 impl Guest for SalesDigest {
     fn run(ctx: RunContext) -> Result<Report, RunError> {
@@ -67,12 +78,17 @@ impl Guest for SalesDigest {
                 destinations.len()
             ),
         );
+        PROMPT.with(|p| *p.borrow_mut() = Some(summary.to_prompt()));
         // The report a person reads in the receipt is the one-paragraph
         // text; the machine-readable digest travels as the message.
         Ok(Report {
             summary: summary.to_text(),
             cursor,
         })
+    }
+
+    fn describe(_ctx: RunContext, _report: Report) -> Option<String> {
+        PROMPT.with(|p| p.borrow_mut().take())
     }
 }
 

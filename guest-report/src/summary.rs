@@ -153,6 +153,29 @@ impl Summary {
         out
     }
 
+    /// What a language model is asked to describe: an instruction, then
+    /// the window and the digest's figures as JSON. Deterministic, like
+    /// [`Summary::to_json`]; the model's answer never comes back here.
+    pub fn to_prompt(&self) -> String {
+        let w = &self.window;
+        let what = if self.totals.orders == 0 {
+            "There were no sales in this window: say so in one sentence."
+        } else {
+            "Write a short digest, at most three sentences, of these sales for the sales \
+             team: the totals, the strongest region and product, and anything unusual (for \
+             example rows skipped for missing values). Use only the figures given; do not \
+             invent numbers or comparisons."
+        };
+        format!(
+            "{what}\n\nWindow: {} ({}, time zone {})\nFigures as JSON (money in the \
+             shop's currency, instants in UTC):\n{}",
+            w.key,
+            w.label,
+            w.timezone,
+            self.to_json()
+        )
+    }
+
     /// The digest as one human-readable paragraph.
     pub fn to_text(&self) -> String {
         let t = &self.totals;

@@ -43,6 +43,32 @@ enum Command {
     /// Run every job's due windows at the right moments, until stopped;
     /// one JSON line per run or skipped window on stdout.
     Daemon(DaemonArgs),
+    /// Make (or find in the cache) the digest of a DONE run, and send its
+    /// message if the job names a destination for it.
+    Digest(DigestArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct DigestArgs {
+    /// The run's window key, as `history` shows it.
+    #[arg(value_name = "KEY")]
+    key: String,
+    /// The job's TOML config (its `[digest]` model and destinations).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// The claim store [default: $JOBHOST_STORE, else the config's, else ./state/jobhost.db].
+    #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
+    store: Option<PathBuf>,
+    /// Ask the model even when the cache holds a fresh digest.
+    #[arg(long)]
+    refresh: bool,
+    /// As if it were this instant (the cache's TTL is judged on it).
+    #[arg(long, value_name = "TIME")]
+    now: Option<String>,
+    /// Cache folder; digests are kept under `digests/` in it, unless the
+    /// config's `digest.cache_dir` says otherwise.
+    #[arg(long, value_name = "DIR", env = "JOBHOST_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -174,6 +200,9 @@ struct HistoryArgs {
     /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else ./state/jobhost.db].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
+    /// Where runs' digests are looked up [default: digests/ in $JOBHOST_CACHE_DIR, else in $XDG_CACHE_HOME/jobhost or ~/.cache/jobhost].
+    #[arg(long, value_name = "DIR")]
+    digest_cache: Option<PathBuf>,
     /// Only this job's runs.
     #[arg(long, value_name = "NAME")]
     job: Option<String>,
@@ -228,6 +257,7 @@ pub fn main_with(runtime: &Runtime) -> i32 {
                 e.exit_code()
             }
         },
+        Command::Digest(args) => digest(args, runtime),
         Command::Daemon(args) => match daemon(args, runtime) {
             Ok(()) => 0,
             Err(e) => {
@@ -303,15 +333,143 @@ fn history(args: HistoryArgs) -> anyhow::Result<()> {
     let runs = store
         .history(args.job.as_deref())
         .with_context(|| format!("cannot list store `{location}`"))?;
+    let cache = args
+        .digest_cache
+        .or_else(|| {
+            std::env::var_os("JOBHOST_CACHE_DIR")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(crate::cache::CompileCache::default_dir)
+                .map(|d| crate::digest::digest_dir(&d))
+        })
+        .map(crate::digest::cache::DigestCache::new);
     let mut out = std::io::stdout().lock();
     if args.json {
         for r in &runs {
-            writeln!(out, "{}", history_json(r))?;
+            let mut line = history_json(r);
+            if let Some(d) = digest_view(r, cache.as_ref()) {
+                line["digest"] = d;
+            }
+            writeln!(out, "{line}")?;
         }
     } else {
-        write_table(&mut out, &runs)?;
+        write_table(&mut out, &runs, cache.as_ref())?;
     }
     Ok(())
+}
+
+/// A run's digest as `history` shows it: the text when the cache still
+/// holds it, or that it is missing (`jobhost digest KEY` makes it again),
+/// or why the last attempt failed.
+fn digest_view(
+    r: &RunRecord,
+    cache: Option<&crate::digest::cache::DigestCache>,
+) -> Option<serde_json::Value> {
+    use crate::digest::cache::Lookup;
+    let d = r.digest.as_ref()?;
+    let mut v = serde_json::json!({
+        "model": d.model,
+        "sent_at": d.sent_at.map(rfc3339),
+    });
+    if let Some(e) = &d.error {
+        v["error"] = e.as_str().into();
+    }
+    let found = match (&d.cache_key, cache) {
+        (Some(k), Some(c)) => c.get(k, jiff::Timestamp::now(), std::time::Duration::MAX),
+        _ => Lookup::Missing,
+    };
+    match found {
+        Lookup::Fresh(entry) | Lookup::Expired(entry) => {
+            v["status"] = "cached".into();
+            v["text"] = entry.text.into();
+            v["created_at"] = rfc3339(entry.created_at).into();
+        }
+        _ if d.cache_key.is_none() => v["status"] = "failed".into(),
+        _ => v["status"] = "missing".into(),
+    }
+    Some(v)
+}
+
+/// Makes a DONE run's digest (`jobhost digest KEY`): 0 when there is one,
+/// 1 when the model failed, 2 for bad input.
+fn digest(args: DigestArgs, runtime: &Runtime) -> i32 {
+    match digest_inner(args, runtime) {
+        Ok((line, code)) => {
+            println!("{line}");
+            code
+        }
+        Err(e) => {
+            eprintln!("jobhost: error: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn digest_inner(args: DigestArgs, runtime: &Runtime) -> Result<(serde_json::Value, i32), Error> {
+    use crate::clock::{Clock, FixedClock, SystemClock, VirtualClock};
+    let config = Config::resolve(&RunFlags {
+        config: Some(args.config.clone()),
+        store: args.store.clone(),
+        now: args.now.clone(),
+        cache_dir: args.cache_dir.clone(),
+        ..RunFlags::default()
+    })?;
+    let Some(settings) = &config.digest else {
+        return Err(Error::input(format!(
+            "job `{}` has no [digest] section in `{}`; name a model there (base_url, model) to \
+             make digests",
+            config.job,
+            args.config.display()
+        )));
+    };
+    let key = crate::window::WindowKey::from_stored(args.key.clone());
+    let run = store::open_read_only(&config.store)?
+        .peek(&key)?
+        .ok_or_else(|| crate::store::no_such_run(&key))?;
+    if run.state != store::RunState::Done {
+        return Err(Error::input(format!(
+            "run `{key}` is {}, not DONE: a digest describes a finished run",
+            run.state
+        )));
+    }
+    let clock: Box<dyn Clock> = match (config.now, runtime.virtual_time) {
+        (start, true) => Box::new(VirtualClock::new(
+            start.unwrap_or_else(jiff::Timestamp::now),
+        )),
+        (Some(t), false) => Box::new(FixedClock(t)),
+        (None, false) => Box::new(SystemClock),
+    };
+    let wanted = crate::digest::Wanted {
+        key: key.clone(),
+        prompt: run.report.and_then(|r| r.prompt),
+        already_sent: run.digest.is_some_and(|d| d.sent_at.is_some()),
+        refresh: args.refresh,
+    };
+    let mut store = store::open(&config.store)?;
+    let info = crate::digest::make(
+        settings,
+        &config.destinations,
+        &config.redactor,
+        store.as_mut(),
+        &wanted,
+        clock.as_ref(),
+    );
+    let code = match info.status {
+        "generated" | "cached" => 0,
+        "nothing" => 2,
+        _ => 1,
+    };
+    if let Some(why) = &info.error {
+        eprintln!("jobhost: error: no digest of `{key}`: {why}");
+    }
+    let line = serde_json::json!({
+        "event": "digest",
+        "job": config.job.as_str(),
+        "key": key.as_str(),
+        "now": rfc3339(clock.now()),
+        "digest": info,
+    });
+    Ok((line, code))
 }
 
 /// `--store`, or `$JOBHOST_STORE`, or the default; `${VAR}` in a URL is
@@ -583,6 +741,9 @@ fn plan(args: PlanArgs) -> Result<(), Error> {
                 if !detail.is_empty() {
                     line["detail"] = detail.into();
                 }
+                if plan.truncated {
+                    line["truncated"] = true.into();
+                }
                 let _ = writeln!(out, "{line}");
             } else {
                 let _ = writeln!(
@@ -704,7 +865,7 @@ fn history_json(r: &RunRecord) -> serde_json::Value {
         "lease_until": rfc3339(r.lease_until),
         "retry_at": r.retry_at.map(rfc3339),
         "component": r.component,
-        "report": r.report.as_ref().map(|rep| serde_json::json!({"summary": rep.summary, "cursor": rep.cursor})),
+        "report": r.report.as_ref().map(|rep| serde_json::json!({"summary": rep.summary, "cursor": rep.cursor, "describe": rep.prompt})),
         "journal_bytes": r.journal_bytes,
         "messages": r.messages,
         "delivered": r.delivered,
@@ -717,6 +878,22 @@ fn history_json(r: &RunRecord) -> serde_json::Value {
     })
 }
 
+/// A run's digest in a table cell: its status and the start of its text.
+fn digest_cell(r: &RunRecord, cache: Option<&crate::digest::cache::DigestCache>) -> String {
+    let Some(v) = digest_view(r, cache) else {
+        return String::new();
+    };
+    let status = v["status"].as_str().unwrap_or_default();
+    match v["text"].as_str() {
+        Some(text) => {
+            let short: String = text.chars().take(40).collect();
+            let more = if text.chars().count() > 40 { "…" } else { "" };
+            format!("{status}: {}{more}", short.replace(['\n', '\r'], " "))
+        }
+        None => status.to_string(),
+    }
+}
+
 /// `1536` -> `1.5 KiB`.
 fn human_bytes(n: u64) -> String {
     match n {
@@ -726,11 +903,15 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
-fn write_table(out: &mut impl Write, runs: &[RunRecord]) -> std::io::Result<()> {
+fn write_table(
+    out: &mut impl Write,
+    runs: &[RunRecord],
+    cache: Option<&crate::digest::cache::DigestCache>,
+) -> std::io::Result<()> {
     if runs.is_empty() {
         return writeln!(out, "no runs recorded");
     }
-    let rows: Vec<[String; 8]> = runs
+    let rows: Vec<[String; 9]> = runs
         .iter()
         .map(|r| {
             let component = r.component.strip_prefix("sha256:").unwrap_or(&r.component);
@@ -747,6 +928,7 @@ fn write_table(out: &mut impl Write, runs: &[RunRecord]) -> std::io::Result<()> 
                 format!("{}/{}", r.delivered, r.messages),
                 component,
                 r.journal_bytes.map(human_bytes).unwrap_or_default(),
+                digest_cell(r, cache),
                 r.error.clone().unwrap_or_default(),
             ]
         })
@@ -759,6 +941,7 @@ fn write_table(out: &mut impl Write, runs: &[RunRecord]) -> std::io::Result<()> 
         "SENT",
         "COMPONENT",
         "JOURNAL",
+        "DIGEST",
         "DETAIL",
     ];
     let mut widths = header.map(str::len);

@@ -107,6 +107,8 @@ pub struct ConfigFile {
     pub params: BTreeMap<String, toml::Value>,
     /// URLs pinged when a run starts, succeeds or fails.
     pub ping: Option<crate::ping::PingFile>,
+    /// A language model that writes a digest of each DONE run.
+    pub digest: Option<crate::digest::DigestFile>,
 }
 
 /// `[source]`.
@@ -260,6 +262,8 @@ pub struct Config {
     pub params: Vec<(String, String)>,
     /// URLs pinged when a run starts, succeeds or fails.
     pub pings: Pings,
+    /// The language model that writes a digest of each DONE run, if any.
+    pub digest: Option<crate::digest::DigestSettings>,
 }
 
 impl Config {
@@ -448,6 +452,19 @@ impl Config {
         }
         let timeout = Duration::from_secs_f64(timeout_s);
         let pings = Pings::from_file(file.ping.unwrap_or_default(), env, &mut redactor)?;
+        let digest = file
+            .digest
+            .map(|d| {
+                crate::digest::DigestSettings::from_file(
+                    d,
+                    env,
+                    &mut redactor,
+                    &destinations,
+                    cache_dir.clone(),
+                    &from_file,
+                )
+            })
+            .transpose()?;
         // A lease is renewed before every send, so it must cover the longer
         // of the guest's run and one send plus the wait before it.
         let send_window = destinations
@@ -534,6 +551,7 @@ impl Config {
             lease,
             params,
             pings,
+            digest,
         })
     }
 }
@@ -903,6 +921,31 @@ mod tests {
         assert_eq!(c.redactor.scrub("hc-uuid-from-env"), "***");
         assert_eq!(c.limits.report_bytes, 1 << 20);
         assert_eq!(c.params, vec![("top".to_string(), "5".to_string())]);
+    }
+
+    #[test]
+    fn the_digest_config_shown_in_the_readme_is_valid() {
+        let readme = include_str!("../../README.md");
+        let start = readme
+            .find("```toml\n[digest]")
+            .expect("the README shows a digest config");
+        let body = &readme[start + "```toml\n".len()..];
+        let toml = &body[..body.find("```").expect("closed code block")];
+        let (_dir, p) = write(&format!(
+            "component = \"r.wasm\"\ncache_dir = \"c\"\n{toml}"
+        ));
+        let env = |name: &str| (name == "OPENAI_API_KEY").then(|| "sk-readme".into());
+        let c = Config::resolve_with_env(
+            &RunFlags {
+                config: Some(p),
+                ..RunFlags::default()
+            },
+            &env,
+        )
+        .unwrap();
+        let d = c.digest.expect("a digest model");
+        assert_eq!(d.model, "gpt-4o-mini");
+        assert_eq!(c.redactor.scrub("sk-readme"), "***");
     }
 
     #[test]

@@ -170,6 +170,10 @@ fn wake_job(
         _ => None,
     }));
     let mut claimed = HashSet::new();
+    // Windows another process holds or that wait out a retry: on the
+    // store's clock, which may disagree with this host's, so they are
+    // looked at again after a while, not at once.
+    let mut deferred = HashSet::new();
     let mut ran_any = false;
     for item in todo {
         let window = match item {
@@ -187,6 +191,12 @@ fn wake_job(
         let outcome = job::run_window(&at_now, Some(&window), opts.runtime);
         let _ = writeln!(out, "{}", outcome.receipt.to_json_line());
         ran_any = true;
+        if matches!(
+            outcome.receipt.reason.as_deref(),
+            Some("busy" | "retry-later")
+        ) {
+            deferred.insert(window.key());
+        }
         if outcome.receipt.fence.is_some() {
             claimed.insert(window.key());
         } else if outcome.exit_code != 0 {
@@ -215,6 +225,9 @@ fn wake_job(
             for w in unfinished(config, &runs, clock)? {
                 next = next.min(match w {
                     Work::Later(t) => t,
+                    Work::Run(w) if deferred.contains(&w.key()) => {
+                        crate::delivery::after(clock.now(), RETRY_SOON)
+                    }
                     Work::Run(_) => crate::delivery::after(clock.now(), Duration::from_secs(1)),
                 });
             }

@@ -718,13 +718,17 @@ pub fn deliver(
                         store.not_sent(lease, m.seq, &f.message, now)?;
                     }
                     let wait = dest.retry.wait(info.attempts + 1, f.retry_after, &mut rng);
-                    if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+                    if let Some(waited) = pause(clock, wait, stop) {
+                        // Asked to stop: let the claim go rather than wait
+                        // (or send again), keeping the committed report,
+                        // and without counting this attempt.
                         let why = format!(
-                            "{} (after {} send(s)); asked to stop, so the claim is let go instead \
-                             of waiting {:.1} s to send it again, and a later invocation resumes \
-                             the delivery",
+                            "{} (after {} send(s)); asked to stop after waiting {:.1} s of \
+                             {:.1} s to send it again, so the claim is let go and a later \
+                             invocation resumes the delivery",
                             f.message,
                             info.attempts,
+                            waited.as_secs_f64(),
                             wait.as_secs_f64()
                         );
                         let done = Attempted {
@@ -732,11 +736,12 @@ pub fn deliver(
                             tries: uncounted,
                             status: &f.message,
                         };
-                        let how = Failure::Retry { after: wait };
-                        store.fail(lease, &why, how, Some(&done), now)?;
+                        let how = Failure::Release {
+                            after: wait.saturating_sub(waited),
+                        };
+                        store.fail(lease, &why, how, Some(&done), clock.lease_now())?;
                         return Ok(ended(how, why, info));
                     }
-                    clock.sleep(wait);
                 }
             }
         }
@@ -750,9 +755,32 @@ pub fn deliver(
     Ok(Ended::Done)
 }
 
+/// Waits `wait` on `clock`, in short slices while a stop may be asked
+/// for. Returns how long it had waited when a stop was asked (before or
+/// during the wait), `None` when it waited it all.
+fn pause(clock: &dyn Clock, wait: Duration, stop: Option<&AtomicBool>) -> Option<Duration> {
+    let Some(stop) = stop else {
+        clock.sleep(wait);
+        return None;
+    };
+    const SLICE: Duration = Duration::from_millis(100);
+    let mut waited = Duration::ZERO;
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return Some(waited);
+        }
+        if waited >= wait {
+            return None;
+        }
+        let step = (wait - waited).min(SLICE);
+        clock.sleep(step);
+        waited += step;
+    }
+}
+
 /// The messages after one that failed for good are never sent.
 fn never_sent(how: Failure, rest: &mut [MessageInfo]) {
-    if !matches!(how, Failure::Retry { .. }) {
+    if !matches!(how, Failure::Retry { .. } | Failure::Release { .. }) {
         for m in rest {
             m.status = DeliveryStatus::NotSent;
         }
@@ -761,7 +789,7 @@ fn never_sent(how: Failure, rest: &mut [MessageInfo]) {
 
 fn ended(how: Failure, why: String, info: &mut MessageInfo) -> Ended {
     match how {
-        Failure::Retry { .. } => {
+        Failure::Retry { .. } | Failure::Release { .. } => {
             info.status = DeliveryStatus::Pending;
             Ended::Retry(why)
         }

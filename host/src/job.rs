@@ -13,6 +13,7 @@ use crate::cache::CompileCache;
 use crate::clock::{Clock, FixedClock, SystemClock, VirtualClock, rfc3339};
 use crate::config::Config;
 use crate::delivery::{self, Delivery, Ended, retry_or_abandon};
+use crate::digest::Wanted;
 use crate::error::Result;
 use crate::failpoint::{Boundary, Failpoints};
 use crate::guest_log::GuestLog;
@@ -71,7 +72,15 @@ pub fn run_window(config: &Config, window: Option<&Window>, runtime: &Runtime) -
         (None, false) => Box::new(SystemClock),
     };
     let mut receipt = Receipt::new(Event::Failed);
-    let result = run_inner(config, window, clock.as_ref(), runtime, &mut receipt);
+    let mut wanted = None;
+    let result = run_inner(
+        config,
+        window,
+        clock.as_ref(),
+        runtime,
+        &mut receipt,
+        &mut wanted,
+    );
     let exit_code = match result {
         Ok(()) => match receipt.event {
             Event::Failed | Event::Abandoned => 1,
@@ -91,7 +100,48 @@ pub fn run_window(config: &Config, window: Option<&Window>, runtime: &Runtime) -
         }
         Event::Skipped => {}
     }
+    // Last of all, the digest: the run is DONE, delivered and announced,
+    // and nothing the model does can change that.
+    if let (Some(settings), Some(wanted)) = (&config.digest, wanted) {
+        receipt.digest = Some(digest(config, settings, &wanted, clock.as_ref()));
+    }
     Outcome { receipt, exit_code }
+}
+
+/// Makes the digest of the DONE run `wanted` (see `digest`), and says on
+/// stderr when there is none.
+fn digest(
+    config: &Config,
+    settings: &crate::digest::DigestSettings,
+    wanted: &Wanted,
+    clock: &dyn Clock,
+) -> crate::digest::DigestInfo {
+    let info = match crate::store::open(&config.store) {
+        Ok(mut store) => crate::digest::make(
+            settings,
+            &config.destinations,
+            &config.redactor,
+            store.as_mut(),
+            wanted,
+            clock,
+        ),
+        Err(e) => crate::digest::DigestInfo {
+            status: "failed",
+            cache: None,
+            model: settings.model.clone(),
+            text: None,
+            error: Some(format!("the model was not asked: {e}")),
+            message: None,
+        },
+    };
+    if let (Some(why), "failed") = (&info.error, info.status) {
+        eprintln!(
+            "jobhost: warning: no digest of `{}`: {why}; the run is done all the same, and \
+             `jobhost digest {}` asks again",
+            wanted.key, wanted.key
+        );
+    }
+    info
 }
 
 /// Sends the job's `signal` ping, if it has one, and notes how it went in
@@ -102,7 +152,7 @@ fn ping(config: &Config, signal: Signal, receipt: &mut Receipt, clock: &dyn Cloc
         return;
     }
     let key = receipt.key.as_deref().unwrap_or("-");
-    let mut line = match signal {
+    let line = match signal {
         Signal::Start => format!("start {key} attempt {}", receipt.attempt.unwrap_or(0)),
         Signal::Success | Signal::Failure => {
             let event = serde_json::to_value(receipt.event)
@@ -115,6 +165,9 @@ fn ping(config: &Config, signal: Signal, receipt: &mut Receipt, clock: &dyn Cloc
             }
         }
     };
+    // Error messages hold no credentials; scrubbed all the same, since the
+    // line leaves for a third party.
+    let mut line = config.redactor.scrub(&line);
     if line.len() > 2000 {
         let mut cut = 2000;
         while !line.is_char_boundary(cut) {
@@ -134,12 +187,15 @@ fn ping(config: &Config, signal: Signal, receipt: &mut Receipt, clock: &dyn Cloc
     receipt.pings.insert(signal.as_str(), info);
 }
 
+/// Runs steps 3 to 9; sets `wanted` when the run is DONE and its digest
+/// should be made.
 fn run_inner(
     config: &Config,
     window: Option<&Window>,
     clock: &dyn Clock,
     runtime: &Runtime,
     receipt: &mut Receipt,
+    wanted: &mut Option<Wanted>,
 ) -> Result<()> {
     let reach = |b: Boundary| {
         if let Some(f) = &runtime.failpoints {
@@ -148,6 +204,9 @@ fn run_inner(
     };
     let now = clock.now();
     receipt.now = Some(rfc3339(now));
+    // The scheduler names its windows; a run without one is asked for by a
+    // person (or cron), and runs even a window the scheduler skipped.
+    let scheduled = window.is_some();
     // The newest window that is due: closed, and past the job's delay.
     let window = match window {
         Some(w) => w.clone(),
@@ -174,6 +233,11 @@ fn run_inner(
         check_same_window(run, &window)?;
         if run.state == RunState::Done {
             skip_done(receipt, &key);
+            note_claim(receipt, run.attempt, run.fence.0);
+            return Ok(());
+        }
+        if run.state == RunState::Skipped && scheduled {
+            skip_skipped(receipt, &key, run.error.as_deref());
             note_claim(receipt, run.attempt, run.fence.0);
             return Ok(());
         }
@@ -222,11 +286,17 @@ fn run_inner(
         now: claim_now,
         lease: config.lease,
         max_attempts: config.max_attempts,
+        take_skipped: !scheduled,
     })?;
     let lease = match claim {
         Claim::Done { attempt, fence } => {
             skip_done(receipt, &key);
             note_claim(receipt, attempt, fence.0);
+            return Ok(());
+        }
+        Claim::Skipped { reason } => {
+            skip_skipped(receipt, &key, reason.as_deref());
+            note_claim(receipt, 0, 0);
             return Ok(());
         }
         Claim::Busy {
@@ -301,16 +371,20 @@ fn run_inner(
             if let Some(component) = recorded_component {
                 receipt.component = Some(component);
             }
+            let mut prompt = None;
             if let Some(report) = store.report(&key)? {
+                prompt = report.prompt;
                 receipt.report = Some(ReportInfo {
                     summary: report.summary,
                     cursor: report.cursor,
                 });
             }
             let pending = store.pending_messages(&key)?;
-            return deliver(
+            deliver(
                 config, store, &lease, clock, runtime, &key, &pending, true, receipt,
-            );
+            )?;
+            *wanted = done(receipt).then(|| Wanted::new(key, prompt));
+            return Ok(());
         }
         Claim::Run { lease, .. } => lease,
     };
@@ -396,6 +470,13 @@ fn run_inner(
     };
     receipt.event = Event::Ran;
     receipt.stats = Some(success.stats);
+    if let Some(why) = &success.describe_error {
+        receipt.warnings.push(crate::receipt::Warning {
+            kind: "describe",
+            message: format!("{why}; the run stands, with nothing for a model to describe"),
+        });
+    }
+    let prompt = success.report.prompt.clone();
     receipt.report = Some(ReportInfo {
         summary: success.report.summary.clone(),
         cursor: success.report.cursor.clone(),
@@ -419,7 +500,14 @@ fn run_inner(
         .collect();
     deliver(
         config, store, &lease, clock, runtime, &key, &pending, false, receipt,
-    )
+    )?;
+    *wanted = done(receipt).then(|| Wanted::new(key, prompt));
+    Ok(())
+}
+
+/// Whether the run this receipt tells of is DONE.
+fn done(receipt: &Receipt) -> bool {
+    matches!(receipt.event, Event::Ran | Event::Resumed) && receipt.error.is_none()
 }
 
 /// Delivers a PREPARED run's messages and fills in the receipt.
@@ -526,6 +614,18 @@ fn skip_done(receipt: &mut Receipt, key: &WindowKey) {
         receipt,
         "done",
         format!("window `{key}` was already reported"),
+    );
+}
+
+fn skip_skipped(receipt: &mut Receipt, key: &WindowKey, why: Option<&str>) {
+    skipped(
+        receipt,
+        "catch-up",
+        format!(
+            "window `{key}` was skipped by a scheduler ({}); `jobhost run` for that window runs \
+             it on purpose",
+            why.unwrap_or("no reason recorded")
+        ),
     );
 }
 

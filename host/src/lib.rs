@@ -14,6 +14,7 @@ pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod delivery;
+pub mod digest;
 pub mod error;
 pub mod failpoint;
 pub mod guest_log;

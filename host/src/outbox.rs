@@ -309,6 +309,7 @@ pub struct Staging {
     total: u64,
     messages: Vec<StagedMessage>,
     failpoints: Option<Arc<dyn Failpoints>>,
+    closed: bool,
 }
 
 impl Staging {
@@ -330,7 +331,14 @@ impl Staging {
             total: 0,
             messages: Vec::new(),
             failpoints: None,
+            closed: false,
         }
+    }
+
+    /// Refuses every later message (as an unknown destination): once `run`
+    /// has returned, describing the run may cause no effect.
+    pub fn close(&mut self) {
+        self.closed = true;
     }
 
     /// Stops at [`Boundary::InGuest`] on every `send` (tests only).
@@ -350,7 +358,7 @@ impl Staging {
         body: Vec<u8>,
         content_type: String,
     ) -> std::result::Result<u32, StageError> {
-        if !self.destinations.contains(&destination) {
+        if self.closed || !self.destinations.contains(&destination) {
             return Err(StageError::UnknownDestination(destination));
         }
         let size = body.len() as u64;

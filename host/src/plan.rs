@@ -61,16 +61,29 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The end of the newest window up to which every due window of this
-    /// plan has a row, given which of the windows it decided now have one
-    /// (`has_row`, by key): where the store's `decided_until` may move.
+    /// The end of the newest window up to which every window has a row,
+    /// given which of the windows this plan decided now have one
+    /// (`has_row`): where the store's `decided_until` may move. It stops at
+    /// the first window without a row, and at any gap between the windows
+    /// (one not due yet while a later one is, in a zone whose clock hours
+    /// are shorter than the jitter): no window is ever passed over. Only a
+    /// truncated plan passes over what it left out, and says so.
     pub fn decided_through(&self, has_row: &dyn Fn(&Entry) -> bool) -> Option<Timestamp> {
-        self.entries
-            .iter()
-            .filter(|e| e.what != What::Next)
-            .take_while(|e| matches!(e.what, What::Recorded(_)) || has_row(e))
-            .map(|e| e.window.end)
-            .last()
+        let mut through = None;
+        let mut expected = if self.truncated {
+            None
+        } else {
+            self.decided_until
+        };
+        for e in self.entries.iter().filter(|e| e.what != What::Next) {
+            let contiguous = expected.is_none_or(|t| e.window.start <= t);
+            if !contiguous || !(matches!(e.what, What::Recorded(_)) || has_row(e)) {
+                break;
+            }
+            through = Some(e.window.end);
+            expected = Some(e.window.end);
+        }
+        through
     }
 }
 
@@ -176,4 +189,77 @@ pub fn plan_over(
         truncated,
         decided_until,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::{JobName, WindowKind, Zone};
+
+    fn hour(h: u32) -> Window {
+        let t: Timestamp = format!("2026-11-09T{h:02}:30:00Z").parse().unwrap();
+        Window::containing(
+            &JobName::new("j").unwrap(),
+            WindowKind::Hour,
+            &Zone::utc(),
+            t,
+        )
+        .unwrap()
+    }
+
+    fn entry(h: u32, what: What) -> Entry {
+        let window = hour(h);
+        Entry {
+            due: window.end,
+            window,
+            what,
+        }
+    }
+
+    fn plan(entries: Vec<Entry>, decided_until: Option<u32>, truncated: bool) -> Plan {
+        Plan {
+            now: hour(23).end,
+            entries,
+            truncated,
+            decided_until: decided_until.map(|h| hour(h).end),
+        }
+    }
+
+    #[test]
+    fn decided_until_moves_over_windows_with_rows_and_stops_at_the_first_without_one() {
+        let p = plan(
+            vec![
+                entry(3, What::Recorded(RunState::Done)),
+                entry(4, What::Skip("missed".into())),
+                entry(5, What::Run),
+                entry(6, What::Run),
+                entry(7, What::Next),
+            ],
+            Some(2),
+            false,
+        );
+        let all = p.decided_through(&|_| true);
+        assert_eq!(all, Some(hour(6).end));
+        // The run of 05:00 failed before its claim: 06:00 ran, but the
+        // mark stops before the hole.
+        let hole = p.decided_through(&|e| e.window.start != hour(5).start);
+        assert_eq!(hole, Some(hour(4).end));
+    }
+
+    #[test]
+    fn decided_until_never_passes_over_a_window_missing_from_the_plan() {
+        // 03:00 is not due yet (a long jitter in a short clock hour) while
+        // 04:00 is: the mark stays where it was.
+        let p = plan(vec![entry(4, What::Run)], Some(2), false);
+        assert_eq!(p.decided_through(&|_| true), None);
+        let p = plan(
+            vec![entry(3, What::Run), entry(5, What::Run)],
+            Some(2),
+            false,
+        );
+        assert_eq!(p.decided_through(&|_| true), Some(hour(3).end));
+        // A truncated plan says what it left out, and moves on.
+        let p = plan(vec![entry(9, What::Run)], Some(2), true);
+        assert_eq!(p.decided_through(&|_| true), Some(hour(9).end));
+    }
 }

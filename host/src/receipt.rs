@@ -188,6 +188,10 @@ pub struct Receipt {
     /// Where the compiled code came from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compiled: Option<CacheOutcome>,
+    /// What became of the run's digest (a job with a `[digest]` model,
+    /// once the run is DONE).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<crate::digest::DigestInfo>,
     /// The job's pings this invocation sent (`start`, `success`,
     /// `failure`) and how each went.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -218,6 +222,7 @@ impl Receipt {
             destinations: None,
             stats: None,
             compiled: None,
+            digest: None,
             pings: BTreeMap::new(),
             error: None,
         }

@@ -32,6 +32,9 @@ pub struct Recording {
     pub report: StoredReport,
     /// The messages it staged, in order.
     pub messages: Vec<StagedMessage>,
+    /// Whether the recording says what the run's `describe` gave (replay
+    /// files from before `describe` existed do not).
+    pub prompt_known: bool,
 }
 
 impl Recording {
@@ -67,6 +70,7 @@ impl Recording {
             component: run.component,
             report,
             messages: store.messages(key)?,
+            prompt_known: true,
         })
     }
 
@@ -125,7 +129,13 @@ impl Recording {
         if Sha256::digest(&plain).as_slice() != sum {
             return Err(damaged(&"its checksum does not match"));
         }
-        let body: FileBody = postcard::from_bytes(&plain).map_err(|e| damaged(&e))?;
+        let (body, prompt_known) = if format == 1 {
+            let v1: FileBodyV1 = postcard::from_bytes(&plain).map_err(|e| damaged(&e))?;
+            (v1.into_current(), false)
+        } else {
+            let body: FileBody = postcard::from_bytes(&plain).map_err(|e| damaged(&e))?;
+            (body, true)
+        };
         let digest = body.component.strip_prefix("sha256:").unwrap_or("");
         if !crate::cache::is_sha256_hex(digest) {
             return Err(damaged(&"its component digest is not a sha256"));
@@ -138,6 +148,7 @@ impl Recording {
             component: body.component,
             report: body.report,
             messages: body.messages,
+            prompt_known,
         })
     }
 
@@ -164,8 +175,9 @@ impl Recording {
 /// The first bytes of a replay file.
 const FILE_MAGIC: &[u8; 8] = b"JHREPLAY";
 
-/// The replay file format this host writes and reads.
-const FILE_FORMAT: u32 = 1;
+/// The replay file format this host writes; it reads this one and every
+/// earlier one. 2 added the text `describe` gave.
+const FILE_FORMAT: u32 = 2;
 
 /// The most a replay file may decompress to.
 const MAX_FILE_PLAIN: u64 = 1 << 30;
@@ -176,6 +188,37 @@ struct FileBody {
     report: StoredReport,
     messages: Vec<StagedMessage>,
     journal: Vec<u8>,
+}
+
+/// Format 1: the report without a prompt. Never written any more; read
+/// field by field as it was (postcard is not self-describing).
+#[derive(serde::Deserialize)]
+struct FileBodyV1 {
+    component: String,
+    report: ReportV1,
+    messages: Vec<StagedMessage>,
+    journal: Vec<u8>,
+}
+
+#[derive(serde::Deserialize)]
+struct ReportV1 {
+    summary: String,
+    cursor: Option<String>,
+}
+
+impl FileBodyV1 {
+    fn into_current(self) -> FileBody {
+        FileBody {
+            component: self.component,
+            report: StoredReport {
+                summary: self.report.summary,
+                cursor: self.report.cursor,
+                prompt: None,
+            },
+            messages: self.messages,
+            journal: self.journal,
+        }
+    }
 }
 
 /// What a replay produced.
@@ -306,6 +349,13 @@ pub fn differences(
             "report cursor: {} -> {}",
             old.cursor.as_deref().map_or("none".to_string(), quote),
             report.cursor.as_deref().map_or("none".to_string(), quote)
+        ));
+    }
+    if recording.prompt_known && old.prompt != report.prompt {
+        out.push(format!(
+            "text to describe: {} -> {}",
+            old.prompt.as_deref().map_or("none".to_string(), quote),
+            report.prompt.as_deref().map_or("none".to_string(), quote)
         ));
     }
     if recording.messages.len() != messages.len() {

@@ -23,7 +23,7 @@ use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
-use crate::bindings::{self, ReportWorldPre, WitRunContext, WitRunError};
+use crate::bindings::{self, ReportWorld, ReportWorldPre, WitReport, WitRunContext, WitRunError};
 use crate::cache::{CacheOutcome, CompileCache};
 use crate::capture::CappedOutput;
 use crate::error::{Error, Result};
@@ -84,6 +84,8 @@ impl ComponentFile {
 /// A component ready to instantiate.
 pub struct LoadedComponent {
     pre: ReportWorldPre<HostState>,
+    /// Whether it exports `describe` (the `describing-reporter` world).
+    pub describes: bool,
     /// `sha256:<hex>` of the `.wasm` file.
     pub digest: String,
     /// Whether the compiled code came from the cache.
@@ -120,6 +122,15 @@ fn world_mismatch(engine: &Engine, component: &Component) -> Option<String> {
         ));
     }
     None
+}
+
+/// Whether `component` exports `describe` (the `describing-reporter`
+/// world); its type is checked when it is called.
+fn exports_describe(engine: &Engine, component: &Component) -> bool {
+    component
+        .component_type()
+        .exports(engine)
+        .any(|(name, _)| name == "describe")
 }
 
 /// Resource limits for one run.
@@ -165,8 +176,11 @@ pub struct RunInput {
 /// A successful run: the report, its messages and some counts.
 #[derive(Debug)]
 pub struct GuestSuccess {
-    /// The report.
+    /// The report, with what the component says to describe of it.
     pub report: StoredReport,
+    /// Why `describe` gave nothing, when it failed (a trap, a timeout, a
+    /// text over the size limit). The run stands all the same.
+    pub describe_error: Option<String>,
     /// Messages staged, in order.
     pub messages: Vec<StagedMessage>,
     /// The run's journal (see `journal`), as stored.
@@ -426,6 +440,7 @@ impl Sandbox {
                 ))
             })?;
         Ok(LoadedComponent {
+            describes: exports_describe(&self.engine, &component),
             pre,
             digest: format!("sha256:{hex}"),
             cache: cache_outcome,
@@ -455,6 +470,7 @@ impl Sandbox {
                 ))
             })?;
         Ok(LoadedComponent {
+            describes: exports_describe(&self.engine, &component),
             pre,
             digest: format!("sha256:{hex}"),
             cache: CacheOutcome::Hit,
@@ -561,8 +577,22 @@ impl Sandbox {
         };
         let result = component
             .pre
+            .instance_pre()
             .instantiate(&mut store)
-            .and_then(|world| world.call_run(&mut store, &ctx));
+            .and_then(|instance| {
+                let world = ReportWorld::new(&mut store, &instance)?;
+                Ok((instance, world.call_run(&mut store, &ctx)?))
+            });
+        // Still under the same watchdog and limits: what a model is asked
+        // to describe, from the same instance.
+        let described = match &result {
+            Ok((instance, Ok(report))) if component.describes => {
+                store.data_mut().outbox.close();
+                Some(describe(&mut store, instance, &ctx, report))
+            }
+            _ => None,
+        };
+        let result = result.map(|(_, outcome)| outcome);
         drop(watchdog);
         let guest_ms = (started.elapsed().as_secs_f64() * 1e6).round() / 1000.0;
 
@@ -615,11 +645,40 @@ impl Sandbox {
                     message,
                     retryable: true,
                 })?;
+                let (prompt, describe_error) = match described {
+                    None => (None, None),
+                    Some(Ok(Some(text))) if text.len() > input.limits.report_bytes => (
+                        None,
+                        Some(format!(
+                            "`describe` returned {} bytes, over the limit of {} \
+                             (`limits.max_report_bytes`)",
+                            text.len(),
+                            input.limits.report_bytes
+                        )),
+                    ),
+                    Some(Ok(prompt)) => (prompt, None),
+                    Some(Err(e)) if timed_out.load(Ordering::Relaxed) => (
+                        None,
+                        Some(format!(
+                            "`describe` did not finish within the time limit ({})",
+                            one_line(&format!("{e:#}"))
+                        )),
+                    ),
+                    Some(Err(e)) => (
+                        None,
+                        Some(format!(
+                            "`describe` failed: {}",
+                            one_line(&format!("{e:#}"))
+                        )),
+                    ),
+                };
                 Ok(GuestSuccess {
                     report: StoredReport {
                         summary: report.summary,
                         cursor: report.cursor,
+                        prompt,
                     },
+                    describe_error,
                     messages: state.outbox.into_messages(),
                     stats: GuestStats {
                         journal_bytes: journal.len() as u64,
@@ -653,6 +712,21 @@ impl Sandbox {
             )),
         }
     }
+}
+
+/// Calls the component's `describe` export on `instance`, after `run`.
+fn describe(
+    store: &mut Store<HostState>,
+    instance: &wasmtime::component::Instance,
+    ctx: &WitRunContext,
+    report: &WitReport,
+) -> wasmtime::Result<Option<String>> {
+    let f = instance.get_typed_func::<(&WitRunContext, &WitReport), (Option<String>,)>(
+        &mut *store,
+        "describe",
+    )?;
+    let (prompt,) = f.call(&mut *store, (ctx, report))?;
+    Ok(prompt)
 }
 
 /// The most telling line of the guest's stderr: a Rust panic's location and

@@ -232,6 +232,7 @@ fn claim(store: &mut dyn ClaimStore, w: &Window) -> Lease {
             now,
             lease: Duration::from_secs(300),
             max_attempts: 3,
+            take_skipped: true,
         })
         .unwrap()
     {
@@ -251,6 +252,7 @@ fn prepare_and_finish(store: &mut dyn ClaimStore, w: &Window, lease: &Lease, che
     let report = StoredReport {
         summary: "240 orders".into(),
         cursor: Some("c".into()),
+        prompt: None,
     };
     store
         .prepare(lease, &report, &[message], &[0; 2048], w.end)

@@ -449,7 +449,15 @@ fn two_daemons_run_each_window_once(dir: &Path, store: &str) {
     let warm = scratch();
     let cfg = report_config(warm.path(), 100);
     let _ = run_job(&cfg, warm.path().join("w.db"), "2026-11-09T00:05:00Z");
-    let hourly = job(dir, "hourly", "hour", "UTC", "");
+    let hourly = job(
+        dir,
+        "hourly",
+        "hour",
+        "UTC",
+        "catch_up = \"all\"\nmax_catch_up = 3",
+    );
+    // Both start after a day nobody ran (`--since` its start, on a fresh
+    // store): they race to record the 21 skips as well as to run windows.
     let spawn = || {
         daemon_command(
             &[&hourly],
@@ -457,6 +465,7 @@ fn two_daemons_run_each_window_once(dir: &Path, store: &str) {
             "2026-11-09T00:30:00Z",
             "2026-11-10T00:30:00Z",
         )
+        .args(["--since", "2026-11-08T00:00:00Z"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -485,13 +494,34 @@ fn two_daemons_run_each_window_once(dir: &Path, store: &str) {
     assert_eq!(ran.len(), unique.len(), "no window ran twice: {all:?}");
     assert_eq!(
         unique.len(),
-        25,
-        "the hour before and the day's 24: {all:?}\n{}\n{}",
+        27,
+        "the newest 3 of the missed day, and the next day's 24: {all:?}\n{}\n{}",
         a.stderr,
         b.stderr
     );
+    // Each skip was recorded, and reported, by one of the two.
+    let skips: Vec<&String> = all
+        .iter()
+        .filter(|(_, w)| w == "skipped:catch-up")
+        .map(|(k, _)| k)
+        .collect();
+    let unique_skips: BTreeSet<&String> = skips.iter().copied().collect();
+    assert_eq!(skips.len(), unique_skips.len(), "{skips:?}");
+    assert_eq!(skips.len(), 21, "{skips:?}");
+    assert!(unique_skips.iter().all(|k| !unique.contains(k)));
+    let h = history(store);
+    assert_eq!(h.len(), 48, "one row per window, no hole");
+    assert_eq!(
+        h.iter().filter(|r| r["state"] == "SKIPPED").count(),
+        21,
+        "{h:?}"
+    );
+    assert!(
+        h.iter()
+            .all(|r| r["state"] == "SKIPPED" || r["state"] == "DONE")
+    );
     let delivered = std::fs::read_to_string(dir.join("hourly.jsonl")).unwrap();
-    assert_eq!(delivered.lines().count(), 25, "one delivery per window");
+    assert_eq!(delivered.lines().count(), 27, "one delivery per window run");
 }
 
 #[test]
@@ -641,6 +671,107 @@ fn sigterm_while_a_delivery_waits_to_retry_lets_the_claim_go_and_the_window_is_d
         "the same message each time"
     );
     assert_eq!(history(&store)[0]["state"], "DONE");
+}
+
+#[test]
+fn sigterm_during_a_real_wait_to_resend_lets_the_claim_go_at_once_without_using_up_an_attempt() {
+    let sink = jobhost_tests::sink::Sink::start();
+    // The destination asks for ten minutes before the next try.
+    sink.script(
+        "/digest",
+        &[jobhost_tests::sink::Reply::RetryAfter(503, 600)],
+    );
+    let dir = scratch();
+    let cfg = crate::effects::http_config(
+        dir.path(),
+        "max_attempts = 1\ncatch_up = \"latest\"",
+        &format!(
+            "[destinations.digest]\ntype = \"http\"\nurl = \"{}\"\ntries = 5\n\
+             timeout_seconds = 2\nmax_backoff_seconds = 600\n",
+            sink.url("/digest")
+        ),
+    );
+    let store = dir.path().join("s.db");
+    // Real time: the wait is a real one.
+    let mut child = command(
+        &root(),
+        &[
+            "daemon",
+            "--config",
+            s(&cfg),
+            "--store",
+            s(&store),
+            "--now",
+            "2026-11-09T00:30:00Z",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while sink.requests().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first send never came"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    signal(&child, libc::SIGTERM);
+    // It must end by itself, long before the ten minutes are up.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the daemon kept waiting to send again after SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let run = to_run(child.wait_with_output().unwrap());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = lines(&run.stdout);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0]["error"]["retryable"], true, "{}", out[0]);
+    assert!(
+        out[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("asked to stop"),
+        "{}",
+        out[0]
+    );
+    assert_eq!(sink.requests().len(), 1, "nothing sent after the signal");
+    let h = history(&store);
+    assert_eq!(
+        (h[0]["state"].as_str(), h[0]["attempt"].as_u64()),
+        (Some("PREPARED"), Some(0)),
+        "the report is kept and the stop used up no attempt: {:?}",
+        h[0]
+    );
+    // With `max_attempts = 1`, the next daemon (once the destination's ten
+    // minutes are over) still delivers it, as attempt 1, not abandons it.
+    let out = daemon(
+        &[&cfg],
+        s(&store),
+        "2027-01-01T00:30:00Z",
+        "2027-01-01T01:00:00Z",
+    );
+    let resumed: Vec<&Value> = out
+        .iter()
+        .filter(|l| l["key"] == "daily-report:2026-11-08")
+        .collect();
+    assert_eq!(resumed.len(), 1, "{out:?}");
+    assert_eq!(resumed[0]["event"], "resumed", "{}", resumed[0]);
+    assert_eq!(resumed[0]["attempt"], 1);
+    assert_eq!(
+        sink.requests().len(),
+        3,
+        "the resend, and the newest window"
+    );
+    assert_eq!(
+        sink.requests()[1].idempotency_key(),
+        Some("daily-report:2026-11-08#1")
+    );
 }
 
 #[test]

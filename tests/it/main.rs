@@ -6,6 +6,7 @@ mod bad_input;
 mod compile_cache;
 mod crashes;
 mod daemon;
+mod digest;
 mod durable_store;
 mod effects;
 mod harness;

@@ -125,8 +125,8 @@ fn several_hosts_racing_the_same_windows_on_postgres_run_each_window_once() {
     };
     assert_eq!(
         (versions, distinct),
-        (2, 2),
-        "each of the two migrations was applied once"
+        (3, 3),
+        "each of the three migrations was applied once"
     );
 }
 
@@ -695,8 +695,8 @@ fn a_store_in_a_schema_with_a_mixed_case_name_opens_and_keeps_its_runs() {
     assert_eq!(first.event(), "ran", "{}", first.stderr);
     assert_eq!(second.receipt()["reason"], "done", "{}", second.stdout);
     assert_eq!(
-        tables, 5,
-        "the tables (runs, outbox, cursors, schedule, schema) went into the schema the URL names"
+        tables, 6,
+        "the tables (runs, outbox, cursors, schedule, digests, schema) went into the schema the URL names"
     );
 }
 
@@ -774,7 +774,9 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
     // Back to the tables of version 1, as the previous jobhost left them.
     db.client()
         .batch_execute(
-            "DROP TABLE jobhost_schedule;
+            "DROP TABLE jobhost_digests;
+             ALTER TABLE jobhost_runs DROP COLUMN digest_prompt;
+             DROP TABLE jobhost_schedule;
              ALTER TABLE jobhost_runs DROP CONSTRAINT jobhost_runs_state_check;
              ALTER TABLE jobhost_runs ADD CONSTRAINT jobhost_runs_state_check CHECK (state IN
                  ('CLAIMED', 'PREPARED', 'DONE', 'FAILED', 'ABANDONED'));
@@ -843,5 +845,5 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, [1, 2]);
+    assert_eq!(versions, [1, 2, 3]);
 }

@@ -33,6 +33,7 @@ fn a_prepared_run_whose_owner_died_is_resumed_with_the_stored_bytes() {
             now: t0,
             lease: std::time::Duration::from_secs(60),
             max_attempts: 3,
+            take_skipped: true,
         })
         .unwrap()
     else {
@@ -48,6 +49,7 @@ fn a_prepared_run_whose_owner_died_is_resumed_with_the_stored_bytes() {
     let report = StoredReport {
         summary: "earlier report".into(),
         cursor: Some("c".into()),
+        prompt: None,
     };
     store.prepare(&lease, &report, &[stored], b"", t0).unwrap();
     drop(store);

@@ -267,3 +267,38 @@ timeout_seconds = 1
     assert_eq!(r["error"]["kind"], "guest-timeout", "{r}");
     assert_eq!(history(&store)[0]["state"], "FAILED");
 }
+
+#[test]
+fn a_describe_that_panics_spins_returns_too_much_or_sends_leaves_the_run_as_it_is() {
+    for (mode, limits, why) in [
+        ("describe-panic", "", "`describe` failed"),
+        ("describe-huge", "", "over the limit of 1048576"),
+        (
+            "describe-spin",
+            "timeout_seconds = 1",
+            "did not finish within the time limit",
+        ),
+    ] {
+        let (run, dir) = probe(mode, limits);
+        assert_eq!(run.code, 0, "{mode}: {}", run.stderr);
+        let r = run.receipt();
+        assert_eq!(r["event"], "ran", "{mode}: {r}");
+        let warning = r["warnings"]
+            .as_array()
+            .and_then(|w| w.iter().find(|w| w["kind"] == "describe"))
+            .unwrap_or_else(|| panic!("{mode}: no describe warning in {r}"));
+        assert!(
+            warning["message"].as_str().unwrap().contains(why),
+            "{mode}: {warning}"
+        );
+        let h = history(dir.path().join("s.db"));
+        assert_eq!(h[0]["state"], "DONE", "{mode}");
+        assert!(h[0]["report"]["describe"].is_null(), "{mode}: {}", h[0]);
+    }
+    // Sending from describe is refused: no message, and the text says so.
+    let (run, dir) = probe("describe-send", "");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let h = history(dir.path().join("s.db"));
+    assert_eq!(h[0]["messages"], 0, "{}", h[0]);
+    assert_eq!(h[0]["report"]["describe"], "unknown-destination: sink");
+}

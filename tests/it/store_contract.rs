@@ -97,6 +97,7 @@ impl Fixture {
             now: self.now,
             lease: self.lease(),
             max_attempts,
+            take_skipped: true,
         }
     }
 
@@ -137,6 +138,7 @@ fn report(cursor: Option<&str>) -> StoredReport {
     StoredReport {
         summary: "240 orders".into(),
         cursor: cursor.map(str::to_string),
+        prompt: Some(format!("describe {} orders", 240)),
     }
 }
 
@@ -657,6 +659,17 @@ fn a_skip_is_recorded_once_and_never_over_a_run_and_a_run_on_purpose_takes_it_ov
     assert_eq!(
         s.peek(&running.key()).unwrap().unwrap().state,
         RunState::Claimed
+    );
+    // The scheduler's own claims leave its decision standing.
+    let scheduled = ClaimRequest {
+        take_skipped: false,
+        ..f.req(&missed, "daemon-b", 3)
+    };
+    assert_eq!(
+        s.claim(&scheduled).unwrap(),
+        Claim::Skipped {
+            reason: Some("missed (catch_up = \"latest\")".to_string())
+        }
     );
     // Nothing ran in a skipped window, so a run asked for on purpose gets
     // it, under a claim like any other, and the reason is not its error.

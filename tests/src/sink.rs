@@ -1,8 +1,9 @@
 //! A real HTTP endpoint on 127.0.0.1 for the tests: it records every
 //! request it receives (path, headers, `Idempotency-Key`, body) and answers
 //! with scripted replies per path: a status (optionally with
-//! `Retry-After`), no answer at all (the connection hangs until the sink is
-//! dropped), or a closed connection. Unscripted requests get 200.
+//! `Retry-After`, or a body), no answer at all (the connection hangs until
+//! the sink is dropped), or a closed connection. Unscripted requests get
+//! 200.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -53,6 +54,8 @@ pub enum Reply {
     Hang,
     /// Record the request, close the connection without answering.
     Close,
+    /// This status with this body (for example a JSON answer).
+    Body(u16, &'static str),
 }
 
 #[derive(Default)]
@@ -190,6 +193,10 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
     let (status, extra) = match reply {
         Reply::Status(s) => (s, String::new()),
         Reply::RetryAfter(s, secs) => (s, format!("Retry-After: {secs}\r\n")),
+        Reply::Body(s, body) => {
+            content = body.to_string();
+            (s, String::new())
+        }
         Reply::Echo(s) => {
             content = format!("rejected request with headers:\n{echoed}");
             (s, String::new())

@@ -161,6 +161,25 @@ fn the_digest_renders_as_the_documented_json() {
 }
 
 #[test]
+fn the_text_a_model_is_asked_to_describe_is_an_instruction_then_the_figures() {
+    let prompt = summarize(&[batch(&SALES, false)], None).to_prompt();
+    let (instruction, rest) = prompt.split_once("\n\n").expect("an instruction first");
+    assert!(
+        instruction.contains("at most three sentences") && instruction.contains("do not invent"),
+        "{instruction}"
+    );
+    assert!(
+        rest.starts_with("Window: daily-report:2026-11-08 (2026-11-08, time zone Europe/Berlin)"),
+        "{rest}"
+    );
+    let json = rest.lines().last().unwrap();
+    assert_eq!(json, summarize(&[batch(&SALES, false)], None).to_json());
+    assert_eq!(prompt, summarize(&[batch(&SALES, true)], None).to_prompt());
+    let empty = summarize(&[], None).to_prompt();
+    assert!(empty.starts_with("There were no sales"), "{empty}");
+}
+
+#[test]
 fn dictionary_and_plain_text_give_the_same_digest() {
     let plain = summarize(&[batch(&SALES, false)], None);
     let dict = summarize(&[batch(&SALES, true)], None);

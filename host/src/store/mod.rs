@@ -159,6 +159,10 @@ pub struct ClaimRequest<'a> {
     pub lease: Duration,
     /// Attempts after which a failed window is no longer retried.
     pub max_attempts: u32,
+    /// Whether a window the scheduler skipped is run (a run asked for on
+    /// purpose) or answered [`Claim::Skipped`] (the scheduler's own runs:
+    /// a skip is that window's decision, and stands).
+    pub take_skipped: bool,
 }
 
 /// The answer to a claim attempt.
@@ -207,6 +211,12 @@ pub enum Claim {
         /// Until when.
         lease_until: Timestamp,
     },
+    /// A scheduler skipped the window (catch-up), and this claim does not
+    /// take skipped windows.
+    Skipped {
+        /// Why it was skipped.
+        reason: Option<String>,
+    },
     /// Failed permanently, or out of attempts.
     GaveUp {
         /// The current fence.
@@ -229,6 +239,13 @@ pub enum Failure {
     /// report and messages and lets its claim go, so that the next attempt
     /// delivers them.
     Retry {
+        /// The wait before the next attempt.
+        after: Duration,
+    },
+    /// Let the claim go, as `Retry`, without counting this attempt: the
+    /// process was asked to stop while waiting, and nothing failed for
+    /// good. A clean handover must never use up the window's attempts.
+    Release {
         /// The wait before the next attempt.
         after: Duration,
     },
@@ -284,6 +301,9 @@ pub struct StoredReport {
     pub summary: String,
     /// The cursor proposed by the run, applied when it is DONE.
     pub cursor: Option<String>,
+    /// What a language model is asked to describe of the run (the
+    /// component's `describe` export), if anything.
+    pub prompt: Option<String>,
 }
 
 /// A run's row, as `history` shows it.
@@ -327,6 +347,38 @@ pub struct RunRecord {
     pub created_at: Timestamp,
     /// When the row last changed.
     pub updated_at: Timestamp,
+    /// What became of the run's digest, once one was asked for.
+    pub digest: Option<DigestRecord>,
+}
+
+/// What the store knows of a run's digest: never the digest itself (that
+/// is a cache on the host's disk, made again from the prompt), only where
+/// to find it, why the last attempt failed, and whether its message went
+/// out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DigestRecord {
+    /// The cache entry of the newest digest made (sha256 hex of its model,
+    /// settings and prompt).
+    pub cache_key: Option<String>,
+    /// The model that made it, or was asked.
+    pub model: Option<String>,
+    /// Why the last attempt failed, when it did.
+    pub error: Option<String>,
+    /// When the digest message was delivered, if it was.
+    pub sent_at: Option<Timestamp>,
+    /// When this record last changed.
+    pub updated_at: Timestamp,
+}
+
+/// The outcome of one attempt at a run's digest, as recorded.
+#[derive(Debug, Clone, Copy)]
+pub struct DigestNote<'a> {
+    /// The cache entry it made or found, when it has one.
+    pub cache_key: Option<&'a str>,
+    /// The model asked.
+    pub model: &'a str,
+    /// Why it failed, when it did (scrubbed of credentials).
+    pub error: Option<&'a str>,
 }
 
 /// The error for a key the store already holds for another window: the
@@ -532,6 +584,34 @@ pub trait ClaimStore {
     ///
     /// `Error::Store`.
     fn set_decided_until(&mut self, job: &JobName, until: Timestamp, now: Timestamp) -> Result<()>;
+
+    /// Records the outcome of an attempt at a DONE run's digest (keeping
+    /// whether its message went out, and the last cache entry made when
+    /// this attempt made none).
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`; `Error::Input` when the store has no such run.
+    fn record_digest(
+        &mut self,
+        key: &WindowKey,
+        note: &DigestNote<'_>,
+        now: Timestamp,
+    ) -> Result<()>;
+
+    /// Records that the run's digest message was delivered.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`; `Error::Input` when the store has no such run.
+    fn digest_sent(&mut self, key: &WindowKey, now: Timestamp) -> Result<()>;
+}
+
+/// The error for a digest recorded for a run the store does not hold.
+pub fn no_such_run(key: &WindowKey) -> Error {
+    Error::input(format!(
+        "no run `{key}` in the store; `jobhost history` lists the keys"
+    ))
 }
 
 /// A window a scheduler decided not to run, and why.
@@ -621,6 +701,9 @@ pub fn decide(existing: &Existing, req: &ClaimRequest<'_>) -> Result<Decision> {
             })
         }
         RunState::Abandoned => gave_up(),
+        RunState::Skipped if !req.take_skipped => Decision::Answer(Claim::Skipped {
+            reason: existing.error.clone(),
+        }),
         RunState::Failed if !existing.retryable => gave_up(),
         _ if existing.retry_pending.is_some() => Decision::Answer(Claim::Wait {
             until: existing.retry_pending.unwrap_or(Timestamp::MAX),
@@ -741,6 +824,7 @@ mod tests {
             now,
             lease: Duration::from_secs(60),
             max_attempts: 3,
+            take_skipped: true,
         };
         let err = decide(&existing, &req).unwrap_err();
         assert!(err.to_string().contains("give the job a new name"), "{err}");

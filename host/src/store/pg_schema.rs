@@ -1,9 +1,11 @@
 //! The PostgreSQL store's schema: its migrations, applied once even when
 //! several hosts start together, and the version check that refuses a
 //! store written by a newer jobhost or a table that is not jobhost's. The
-//! two rules of the SQLite store hold here too: never remove or edit a
-//! shipped migration, and never break a store an older host of the same
-//! major version can read.
+//! rules of the SQLite store hold here too: never remove or edit a shipped
+//! migration, and keep every migration additive, so the data an older
+//! version wrote stays as it was. An older host refuses a store a newer
+//! one has migrated (it cannot know what the new states mean), so every
+//! host sharing a store runs the same version.
 
 use postgres::Client;
 
@@ -61,12 +63,25 @@ const MIGRATIONS: &[&str] = &[
     );",
     // v2: windows the scheduler skipped, and how far each job's windows
     // have all been decided.
+    // NOT VALID: every existing row passed the narrower check it replaces,
+    // so the table is not scanned while every host waits on its lock.
     "ALTER TABLE jobhost_runs DROP CONSTRAINT IF EXISTS jobhost_runs_state_check;
     ALTER TABLE jobhost_runs ADD CONSTRAINT jobhost_runs_state_check CHECK (state IN
-        ('CLAIMED', 'PREPARED', 'DONE', 'FAILED', 'ABANDONED', 'SKIPPED'));
+        ('CLAIMED', 'PREPARED', 'DONE', 'FAILED', 'ABANDONED', 'SKIPPED')) NOT VALID;
     CREATE TABLE jobhost_schedule (
         job              text PRIMARY KEY,
         decided_until    timestamptz NOT NULL,  -- every window ending by then is decided
+        updated_at       timestamptz NOT NULL
+    );",
+    // v3: what a language model is asked to describe of a run, and what
+    // became of its digest (the digest itself is a cache on the host).
+    "ALTER TABLE jobhost_runs ADD COLUMN digest_prompt text;
+    CREATE TABLE jobhost_digests (
+        key              text PRIMARY KEY REFERENCES jobhost_runs (key),
+        cache_key        text,                  -- sha256 hex of model, settings and prompt
+        model            text,
+        error            text,                  -- why the last attempt failed
+        sent_at          timestamptz,           -- the digest message delivered
         updated_at       timestamptz NOT NULL
     );",
 ];

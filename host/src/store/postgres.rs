@@ -28,9 +28,9 @@ use super::pg_schema::{check_version, latest, migrate, schema_version};
 use super::pg_support::{BEGIN, Tx, boolean, bytea, float8, int8, pg, text};
 
 use super::{
-    Attempted, Claim, ClaimRequest, ClaimStore, Decision, Existing, Failure, Fence, Lease,
-    PendingMessage, PostgresUrl, RunRecord, RunState, Skip, StagedMessage, StoredReport, decide,
-    decided, fenced, lease_lost, undelivered,
+    Attempted, Claim, ClaimRequest, ClaimStore, Decision, DigestNote, DigestRecord, Existing,
+    Failure, Fence, Lease, PendingMessage, PostgresUrl, RunRecord, RunState, Skip, StagedMessage,
+    StoredReport, decide, decided, fenced, lease_lost, undelivered,
 };
 use crate::error::{Error, Result};
 use crate::window::{JobName, WindowKey};
@@ -158,8 +158,15 @@ const RUN_COLUMNS: &str = concat!(
     us!("r.retry_at"),
     ", octet_length(r.journal)::int8, ",
     "(SELECT count(*) FROM jobhost_outbox o WHERE o.key = r.key), ",
-    "(SELECT count(*) FROM jobhost_outbox o WHERE o.key = r.key AND o.state = 'DELIVERED')"
+    "(SELECT count(*) FROM jobhost_outbox o WHERE o.key = r.key AND o.state = 'DELIVERED'), ",
+    "r.digest_prompt, d.key IS NOT NULL, d.cache_key, d.model, d.error, ",
+    us!("d.sent_at"),
+    ", ",
+    us!("d.updated_at")
 );
+
+/// The tables [`RUN_COLUMNS`] reads.
+const RUN_TABLES: &str = "jobhost_runs r LEFT JOIN jobhost_digests d ON d.key = r.key";
 
 fn run_record(r: &Row) -> Result<RunRecord> {
     let report: Option<String> = r.get(11);
@@ -178,6 +185,7 @@ fn run_record(r: &Row) -> Result<RunRecord> {
         report: report.map(|summary| StoredReport {
             summary,
             cursor: r.get(12),
+            prompt: r.get(20),
         }),
         error: r.get(13),
         created_at: instant(r.get(14))?,
@@ -186,6 +194,17 @@ fn run_record(r: &Row) -> Result<RunRecord> {
         journal_bytes: r.get::<_, Option<i64>>(17).map(i64::unsigned_abs),
         messages: count(r.get(18), "message count")?,
         delivered: count(r.get(19), "message count")?,
+        digest: if r.get::<_, bool>(21) {
+            Some(DigestRecord {
+                cache_key: r.get(22),
+                model: r.get(23),
+                error: r.get(24),
+                sent_at: r.get::<_, Option<i64>>(25).map(instant).transpose()?,
+                updated_at: instant(r.get(26))?,
+            })
+        } else {
+            None
+        },
     })
 }
 
@@ -267,7 +286,7 @@ fn staged(r: &Row) -> Result<StagedMessage> {
 
 impl ClaimStore for PostgresStore {
     fn peek(&mut self, key: &WindowKey) -> Result<Option<RunRecord>> {
-        let sql = format!("SELECT {RUN_COLUMNS} FROM jobhost_runs r WHERE r.key = $1");
+        let sql = format!("SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE r.key = $1");
         let row = self
             .client
             .query_typed_opt(&sql, &[text(&key.as_str())])
@@ -359,7 +378,7 @@ impl ClaimStore for PostgresStore {
         let changed = tx
             .execute_typed(
                 "UPDATE jobhost_runs SET state = 'PREPARED', report = $3, report_cursor = $4,
-                    journal = $5, error = NULL, updated_at = now()
+                    journal = $5, digest_prompt = $6, error = NULL, updated_at = now()
                  WHERE key = $1 AND fence = $2 AND state = 'CLAIMED'",
                 &[
                     text(&lease.key.as_str()),
@@ -367,6 +386,7 @@ impl ClaimStore for PostgresStore {
                     text(&report.summary),
                     text(&report.cursor),
                     bytea(&journal),
+                    text(&report.prompt),
                 ],
             )
             .map_err(|e| pg("cannot commit the report", &e))?;
@@ -449,7 +469,7 @@ impl ClaimStore for PostgresStore {
         let row = self
             .client
             .query_typed_opt(
-                "SELECT report, report_cursor FROM jobhost_runs
+                "SELECT report, report_cursor, digest_prompt FROM jobhost_runs
                  WHERE key = $1 AND report IS NOT NULL",
                 &[text(&key.as_str())],
             )
@@ -457,6 +477,7 @@ impl ClaimStore for PostgresStore {
         Ok(row.map(|r| StoredReport {
             summary: r.get(0),
             cursor: r.get(1),
+            prompt: r.get(2),
         }))
     }
 
@@ -590,10 +611,13 @@ impl ClaimStore for PostgresStore {
         _now: Timestamp,
     ) -> Result<()> {
         let (retry_after, run_state, message_state): (Option<f64>, Option<&str>, &str) = match how {
-            Failure::Retry { after } => (Some(seconds(after)), None, "PENDING"),
+            Failure::Retry { after } | Failure::Release { after } => {
+                (Some(seconds(after)), None, "PENDING")
+            }
             Failure::Permanent => (None, Some("FAILED"), "FAILED"),
             Failure::Abandon => (None, Some("ABANDONED"), "ABANDONED"),
         };
+        let uncounted = i64::from(matches!(how, Failure::Release { .. }));
         let mut tx = self.begin("record the failure")?;
         let changed = tx
             .execute_typed(
@@ -602,7 +626,8 @@ impl ClaimStore for PostgresStore {
                     retryable = $4,
                     retry_at = now() + make_interval(secs => $5),
                     error = $6, updated_at = now(),
-                    lease_expires_at = least(lease_expires_at, now())
+                    lease_expires_at = least(lease_expires_at, now()),
+                    attempt = greatest(attempt - $7, 0)
                  WHERE key = $1 AND fence = $2 AND state IN ('CLAIMED', 'PREPARED')",
                 &[
                     text(&lease.key.as_str()),
@@ -611,6 +636,7 @@ impl ClaimStore for PostgresStore {
                     boolean(&retry_after.is_some()),
                     float8(&retry_after),
                     text(&error),
+                    int8(&uncounted),
                 ],
             )
             .map_err(|e| pg("cannot record the failure", &e))?;
@@ -646,7 +672,7 @@ impl ClaimStore for PostgresStore {
 
     fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>> {
         let sql = format!(
-            "SELECT {RUN_COLUMNS} FROM jobhost_runs r WHERE $1::text IS NULL OR r.job = $1
+            "SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE $1::text IS NULL OR r.job = $1
              ORDER BY r.window_start DESC, r.key COLLATE \"C\""
         );
         let rows = self
@@ -732,6 +758,52 @@ impl ClaimStore for PostgresStore {
                 &[text(&job.as_str()), float8(&unix_seconds(until))],
             )
             .map_err(|e| pg("cannot record the schedule", &e))?;
+        Ok(())
+    }
+
+    fn record_digest(
+        &mut self,
+        key: &WindowKey,
+        note: &DigestNote<'_>,
+        _now: Timestamp,
+    ) -> Result<()> {
+        let changed = self
+            .client
+            .execute_typed(
+                "INSERT INTO jobhost_digests (key, cache_key, model, error, updated_at)
+                 SELECT key, $2, $3, $4, now() FROM jobhost_runs WHERE key = $1
+                 ON CONFLICT (key) DO UPDATE SET
+                    cache_key = coalesce(excluded.cache_key, jobhost_digests.cache_key),
+                    model = excluded.model, error = excluded.error,
+                    updated_at = excluded.updated_at",
+                &[
+                    text(&key.as_str()),
+                    text(&note.cache_key),
+                    text(&note.model),
+                    text(&note.error),
+                ],
+            )
+            .map_err(|e| pg("cannot record the digest", &e))?;
+        if changed == 0 {
+            return Err(super::no_such_run(key));
+        }
+        Ok(())
+    }
+
+    fn digest_sent(&mut self, key: &WindowKey, _now: Timestamp) -> Result<()> {
+        let changed = self
+            .client
+            .execute_typed(
+                "INSERT INTO jobhost_digests (key, sent_at, updated_at)
+                 SELECT key, now(), now() FROM jobhost_runs WHERE key = $1
+                 ON CONFLICT (key) DO UPDATE SET sent_at = excluded.sent_at,
+                    updated_at = excluded.updated_at",
+                &[text(&key.as_str())],
+            )
+            .map_err(|e| pg("cannot record the digest message", &e))?;
+        if changed == 0 {
+            return Err(super::no_such_run(key));
+        }
         Ok(())
     }
 }

@@ -1,8 +1,9 @@
 //! The SQLite claim store: one file, WAL mode, `synchronous=FULL`, every
 //! write in a `BEGIN IMMEDIATE` transaction. The schema is versioned by
 //! `PRAGMA user_version` and migrated in one exclusive transaction. Two rules
-//! for migrations: never remove or edit one that has shipped, and never break
-//! a store an older host of the same major version can read.
+//! for migrations: never remove or edit one that has shipped, and keep the
+//! data an older version wrote as it was. An older host refuses a store a
+//! newer one has migrated (it cannot know what the new states mean).
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
@@ -14,8 +15,9 @@ use jiff::{SignedDuration, Timestamp};
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use super::{
-    Attempted, Claim, ClaimRequest, ClaimStore, Decision, Existing, Failure, Fence, Lease,
-    PendingMessage, RunRecord, RunState, Skip, StagedMessage, StoredReport, decide, decided,
+    Attempted, Claim, ClaimRequest, ClaimStore, Decision, DigestNote, DigestRecord, Existing,
+    Failure, Fence, Lease, PendingMessage, RunRecord, RunState, Skip, StagedMessage, StoredReport,
+    decide, decided,
 };
 use crate::error::{Error, Result};
 use crate::window::{JobName, WindowKey};
@@ -94,6 +96,9 @@ const MIGRATIONS: &[&str] = &[
         updated_at       INTEGER NOT NULL,
         retry_at         INTEGER            -- unix seconds, UTC; no attempt before
     ) STRICT;
+    -- Messages of runs a person deleted by hand (with foreign keys off, as
+    -- the sqlite3 shell has them): they can never be sent or read.
+    DELETE FROM outbox WHERE key NOT IN (SELECT key FROM runs);
     INSERT INTO runs_v3 (key, job, window_start, window_end, timezone, state, fence, owner,
         lease_expires_at, attempt, component, report, report_cursor, journal, error, retryable,
         created_at, updated_at, retry_at)
@@ -107,6 +112,17 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE schedule (
         job              TEXT PRIMARY KEY,
         decided_until    INTEGER NOT NULL,  -- unix seconds, UTC: every window ending by then is decided
+        updated_at       INTEGER NOT NULL
+    ) STRICT;",
+    // v4: what a language model is asked to describe of a run, and what
+    // became of its digest (the digest itself is a cache on the host).
+    "ALTER TABLE runs ADD COLUMN digest_prompt TEXT;
+    CREATE TABLE digests (
+        key              TEXT PRIMARY KEY REFERENCES runs (key),
+        cache_key        TEXT,              -- sha256 hex of model, settings and prompt
+        model            TEXT,
+        error            TEXT,              -- why the last attempt failed
+        sent_at          INTEGER,           -- unix seconds, UTC: the digest message delivered
         updated_at       INTEGER NOT NULL
     ) STRICT;",
 ];
@@ -461,7 +477,11 @@ const RUN_COLUMNS: &str = "r.key, r.job, r.window_start, r.window_end, r.timezon
      r.fence, r.attempt, r.owner, r.lease_expires_at, r.component, r.report, r.report_cursor, \
      r.error, r.created_at, r.updated_at, r.retry_at, length(r.journal), \
      (SELECT count(*) FROM outbox o WHERE o.key = r.key), \
-     (SELECT count(*) FROM outbox o WHERE o.key = r.key AND o.state = 'DELIVERED')";
+     (SELECT count(*) FROM outbox o WHERE o.key = r.key AND o.state = 'DELIVERED'), \
+     r.digest_prompt, d.key IS NOT NULL, d.cache_key, d.model, d.error, d.sent_at, d.updated_at";
+
+/// The tables [`RUN_COLUMNS`] reads.
+const RUN_TABLES: &str = "runs r LEFT JOIN digests d ON d.key = r.key";
 
 fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
     let report: Option<String> = r.get(11)?;
@@ -480,6 +500,7 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
         report: report.map(|summary| StoredReport {
             summary,
             cursor: r.get(12).ok().flatten(),
+            prompt: r.get(20).ok().flatten(),
         }),
         error: r.get(13)?,
         created_at: stored_instant(r, 14)?,
@@ -491,6 +512,20 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
         journal_bytes: r.get::<_, Option<i64>>(17)?.map(|n| n.unsigned_abs()),
         messages: r.get(18)?,
         delivered: r.get(19)?,
+        digest: if r.get::<_, bool>(21)? {
+            Some(DigestRecord {
+                cache_key: r.get(22)?,
+                model: r.get(23)?,
+                error: r.get(24)?,
+                sent_at: match r.get::<_, Option<i64>>(25)? {
+                    Some(_) => Some(stored_instant(r, 25)?),
+                    None => None,
+                },
+                updated_at: stored_instant(r, 26)?,
+            })
+        } else {
+            None
+        },
     })
 }
 
@@ -506,7 +541,7 @@ fn secs_after(now: Timestamp, d: Duration) -> i64 {
 
 impl ClaimStore for SqliteStore {
     fn peek(&mut self, key: &WindowKey) -> Result<Option<RunRecord>> {
-        let sql = format!("SELECT {RUN_COLUMNS} FROM runs r WHERE r.key = ?1");
+        let sql = format!("SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE r.key = ?1");
         self.conn
             .query_row(&sql, [key.as_str()], run_record)
             .optional()
@@ -611,7 +646,7 @@ impl ClaimStore for SqliteStore {
         let changed = tx
             .execute(
                 "UPDATE runs SET state = 'PREPARED', report = ?3, report_cursor = ?4,
-                    journal = ?6, error = NULL, updated_at = ?5
+                    journal = ?6, digest_prompt = ?7, error = NULL, updated_at = ?5
                  WHERE key = ?1 AND fence = ?2 AND state = 'CLAIMED'",
                 params![
                     lease.key.as_str(),
@@ -619,7 +654,8 @@ impl ClaimStore for SqliteStore {
                     report.summary,
                     report.cursor,
                     secs(now),
-                    journal
+                    journal,
+                    report.prompt
                 ],
             )
             .map_err(|e| Error::store("cannot commit the report", e))?;
@@ -713,12 +749,14 @@ impl ClaimStore for SqliteStore {
     fn report(&mut self, key: &WindowKey) -> Result<Option<StoredReport>> {
         self.conn
             .query_row(
-                "SELECT report, report_cursor FROM runs WHERE key = ?1 AND report IS NOT NULL",
+                "SELECT report, report_cursor, digest_prompt FROM runs
+                 WHERE key = ?1 AND report IS NOT NULL",
                 [key.as_str()],
                 |r| {
                     Ok(StoredReport {
                         summary: r.get(0)?,
                         cursor: r.get(1)?,
+                        prompt: r.get(2)?,
                     })
                 },
             )
@@ -858,16 +896,20 @@ impl ClaimStore for SqliteStore {
         // A PREPARED run that will be retried keeps its state (its report
         // and messages are committed) and only lets its lease go.
         let (retry_at, run_state, message_state) = match how {
-            Failure::Retry { after } => (Some(secs_after(now, after)), None, "PENDING"),
+            Failure::Retry { after } | Failure::Release { after } => {
+                (Some(secs_after(now, after)), None, "PENDING")
+            }
             Failure::Permanent => (None, Some("FAILED"), "FAILED"),
             Failure::Abandon => (None, Some("ABANDONED"), "ABANDONED"),
         };
+        let uncounted = i64::from(matches!(how, Failure::Release { .. }));
         let changed = tx
             .execute(
                 "UPDATE runs SET
                     state = coalesce(?3, CASE state WHEN 'CLAIMED' THEN 'FAILED' ELSE state END),
                     retryable = ?4, retry_at = ?5, error = ?6, updated_at = ?7,
-                    lease_expires_at = min(lease_expires_at, ?7)
+                    lease_expires_at = min(lease_expires_at, ?7),
+                    attempt = max(attempt - ?8, 0)
                  WHERE key = ?1 AND fence = ?2 AND state IN ('CLAIMED', 'PREPARED')",
                 params![
                     lease.key.as_str(),
@@ -876,7 +918,8 @@ impl ClaimStore for SqliteStore {
                     retry_at.is_some(),
                     retry_at,
                     error,
-                    secs(now)
+                    secs(now),
+                    uncounted
                 ],
             )
             .map_err(|e| Error::store("cannot record the failure", e))?;
@@ -915,7 +958,7 @@ impl ClaimStore for SqliteStore {
 
     fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>> {
         let sql = format!(
-            "SELECT {RUN_COLUMNS} FROM runs r WHERE ?1 IS NULL OR r.job = ?1
+            "SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE ?1 IS NULL OR r.job = ?1
              ORDER BY r.window_start DESC, r.key"
         );
         let mut stmt = self
@@ -997,6 +1040,48 @@ impl ClaimStore for SqliteStore {
         .map_err(|e| Error::store("cannot record the schedule", e))?;
         tx.commit()
             .map_err(|e| Error::store("cannot record the schedule", e))
+    }
+
+    fn record_digest(
+        &mut self,
+        key: &WindowKey,
+        note: &DigestNote<'_>,
+        now: Timestamp,
+    ) -> Result<()> {
+        let tx = self.immediate()?;
+        let changed = tx
+            .execute(
+                "INSERT INTO digests (key, cache_key, model, error, updated_at)
+                 SELECT key, ?2, ?3, ?4, ?5 FROM runs WHERE key = ?1
+                 ON CONFLICT (key) DO UPDATE SET cache_key = coalesce(excluded.cache_key, cache_key),
+                    model = excluded.model, error = excluded.error,
+                    updated_at = excluded.updated_at",
+                params![key.as_str(), note.cache_key, note.model, note.error, secs(now)],
+            )
+            .map_err(|e| Error::store("cannot record the digest", e))?;
+        if changed == 0 {
+            return Err(super::no_such_run(key));
+        }
+        tx.commit()
+            .map_err(|e| Error::store("cannot record the digest", e))
+    }
+
+    fn digest_sent(&mut self, key: &WindowKey, now: Timestamp) -> Result<()> {
+        let tx = self.immediate()?;
+        let changed = tx
+            .execute(
+                "INSERT INTO digests (key, sent_at, updated_at)
+                 SELECT key, ?2, ?2 FROM runs WHERE key = ?1
+                 ON CONFLICT (key) DO UPDATE SET sent_at = excluded.sent_at,
+                    updated_at = excluded.updated_at",
+                params![key.as_str(), secs(now)],
+            )
+            .map_err(|e| Error::store("cannot record the digest message", e))?;
+        if changed == 0 {
+            return Err(super::no_such_run(key));
+        }
+        tx.commit()
+            .map_err(|e| Error::store("cannot record the digest message", e))
     }
 }
 
@@ -1092,6 +1177,8 @@ mod tests {
             // A store as the previous jobhost left it: one DONE run with a
             // delivered message, one FAILED run waiting to retry.
             let conn = Connection::open(&path).unwrap();
+            // As the sqlite3 shell has it.
+            conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
             conn.execute_batch(MIGRATIONS[0]).unwrap();
             conn.execute_batch(MIGRATIONS[1]).unwrap();
             conn.execute_batch(
@@ -1105,7 +1192,10 @@ mod tests {
                  INSERT INTO outbox (key, seq, destination, idempotency_key, content_type, body,
                     state, attempts, updated_at)
                  VALUES ('j:2026-11-08', 1, 'digest', 'j:2026-11-08#1', 'text/plain', x'41',
-                    'DELIVERED', 1, 6);
+                    'DELIVERED', 1, 6),
+                    -- Left behind when a person deleted its run in the sqlite3 shell.
+                    ('j:2026-11-01', 1, 'digest', 'j:2026-11-01#1', 'text/plain', x'42',
+                    'PENDING', 0, 6);
                  PRAGMA user_version = 2;",
             )
             .unwrap();
@@ -1130,6 +1220,18 @@ mod tests {
         assert_eq!(
             h[0].retry_at,
             Some(Timestamp::from_second(1794300000).unwrap())
+        );
+        let orphans: i64 = s
+            .conn
+            .query_row(
+                "SELECT count(*) FROM outbox WHERE key = 'j:2026-11-01'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(
+            orphans, 0,
+            "a message without its run is dropped, not a refusal"
         );
         // References still hold, and are enforced again.
         let on: i64 = s

@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 use std::hint::black_box;
 
-wit_bindgen::generate!({ world: "reporter", path: "../../../wit" });
+wit_bindgen::generate!({ world: "describing-reporter", path: "../../../wit" });
 
 use jobhost::report::log::{self, Level};
 use jobhost::report::outbox::{self, SendError};
@@ -38,6 +38,9 @@ impl Guest for Probe {
             "unknown-destination" => unknown_destination(),
             "send-twice" => send_twice(&ctx)?,
             "read-all" => read_all()?,
+            "describe-panic" | "describe-huge" | "describe-send" | "describe-spin" => {
+                "ran; see what describe does".to_string()
+            }
             other => {
                 return Err(RunError::Other(format!("unknown probe mode `{other}`")));
             }
@@ -46,6 +49,26 @@ impl Guest for Probe {
             summary,
             cursor: None,
         })
+    }
+
+    /// Misbehaves after `run` in the `describe-*` modes; describes nothing
+    /// in the others.
+    fn describe(ctx: RunContext, _report: Report) -> Option<String> {
+        match ctx.window.job.as_str() {
+            "describe-panic" => panic!("describe panicked on purpose"),
+            // Over the default report limit of 1 MiB.
+            "describe-huge" => Some(black_box("x".repeat(2 << 20))),
+            // Describing may cause no effect: the outbox is closed.
+            "describe-send" => Some(match ctx.destinations.first() {
+                Some(d) => match outbox::send(d, b"from describe", "text/plain") {
+                    Ok(n) => format!("staged message {n} from describe"),
+                    Err(e) => describe_send_error(&e),
+                },
+                None => "no destination to try".to_string(),
+            }),
+            "describe-spin" => spin(),
+            _ => None,
+        }
     }
 }
 
