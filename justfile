@@ -39,6 +39,12 @@ bench:
 bench-store *args:
     RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench store -- {{args}}
 
+# One scheduling wake-up's store work as a job's history grows (100, 1k,
+# 10k rows), SQLite and PostgreSQL side by side (PostgreSQL when
+# JOBHOST_TEST_POSTGRES is set). `just bench-schedule --quick` for fewer rounds.
+bench-schedule *args:
+    RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench schedule -- {{args}}
+
 # Regenerate examples/sales.db (deterministic).
 sample-data:
     cargo run -p jobhost-tests --bin make-sample-data -- examples/sales.db

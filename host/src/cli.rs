@@ -62,7 +62,8 @@ struct DigestArgs {
     /// Ask the model even when the cache holds a fresh digest.
     #[arg(long)]
     refresh: bool,
-    /// As if it were this instant (the cache's TTL is judged on it).
+    /// As if it were this instant (shown in the output; a digest's age is
+    /// judged on the host's real clock, as when it was made).
     #[arg(long, value_name = "TIME")]
     now: Option<String>,
     /// Cache folder; digests are kept under `digests/` in it, unless the
@@ -200,9 +201,14 @@ struct HistoryArgs {
     /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else ./state/jobhost.db].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
-    /// Where runs' digests are looked up [default: digests/ in $JOBHOST_CACHE_DIR, else in $XDG_CACHE_HOME/jobhost or ~/.cache/jobhost].
-    #[arg(long, value_name = "DIR")]
+    /// Where runs' digests are looked up [default: the cache of the job
+    /// --config names, else digests/ in $JOBHOST_CACHE_DIR, $XDG_CACHE_HOME/jobhost or ~/.cache/jobhost].
+    #[arg(long, value_name = "DIR", conflicts_with = "config")]
     digest_cache: Option<PathBuf>,
+    /// A job config whose digest cache (`digest.cache_dir`, or its
+    /// `cache_dir`) holds the runs' digests.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Only this job's runs.
     #[arg(long, value_name = "NAME")]
     job: Option<String>,
@@ -311,6 +317,7 @@ fn run(args: RunArgs, runtime: &Runtime) -> i32 {
             crate::job::Outcome {
                 receipt,
                 exit_code: e.exit_code(),
+                digest: None,
             }
         }
     };
@@ -333,8 +340,18 @@ fn history(args: HistoryArgs) -> anyhow::Result<()> {
     let runs = store
         .history(args.job.as_deref())
         .with_context(|| format!("cannot list store `{location}`"))?;
+    let from_config = match &args.config {
+        Some(file) => Config::resolve(&RunFlags {
+            config: Some(file.clone()),
+            ..RunFlags::default()
+        })?
+        .digest
+        .map(|d| d.cache_dir),
+        None => None,
+    };
     let cache = args
         .digest_cache
+        .or(from_config)
         .or_else(|| {
             std::env::var_os("JOBHOST_CACHE_DIR")
                 .filter(|v| !v.is_empty())
@@ -426,6 +443,14 @@ fn digest_inner(args: DigestArgs, runtime: &Runtime) -> Result<(serde_json::Valu
     let run = store::open_read_only(&config.store)?
         .peek(&key)?
         .ok_or_else(|| crate::store::no_such_run(&key))?;
+    if run.job != config.job.as_str() {
+        return Err(Error::input(format!(
+            "run `{key}` is of job `{}`, and `{}` configures job `{}`; pass that job's config",
+            run.job,
+            args.config.display(),
+            config.job
+        )));
+    }
     if run.state != store::RunState::Done {
         return Err(Error::input(format!(
             "run `{key}` is {}, not DONE: a digest describes a finished run",
@@ -527,6 +552,7 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
     let stop = crate::daemon::stop_on_signals();
     let runtime = Runtime {
         stop: Some(stop),
+        defer_digests: true,
         ..runtime.clone()
     };
     let opts = crate::daemon::Options {
@@ -541,8 +567,8 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
             std::time::Duration::from_millis(500)
         },
     };
-    let mut out = std::io::stdout().lock();
-    crate::daemon::run(&configs, &opts, &mut out)
+    let out: crate::daemon::Output = std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
+    crate::daemon::run(&configs, &opts, &out)
 }
 
 /// What [`job_view`] gives.
@@ -883,14 +909,23 @@ fn digest_cell(r: &RunRecord, cache: Option<&crate::digest::cache::DigestCache>)
     let Some(v) = digest_view(r, cache) else {
         return String::new();
     };
-    let status = v["status"].as_str().unwrap_or_default();
+    let mut status = v["status"].as_str().unwrap_or_default().to_string();
+    if status != "failed" && v.get("error").is_some() {
+        status.push_str(" (the last try failed)");
+    }
     match v["text"].as_str() {
         Some(text) => {
-            let short: String = text.chars().take(40).collect();
+            // A model's text may hold anything; a terminal gets none of
+            // its control characters.
+            let short: String = text
+                .chars()
+                .take(40)
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect();
             let more = if text.chars().count() > 40 { "…" } else { "" };
-            format!("{status}: {}{more}", short.replace(['\n', '\r'], " "))
+            format!("{status}: {short}{more}")
         }
-        None => status.to_string(),
+        None => status,
     }
 }
 

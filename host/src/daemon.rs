@@ -20,7 +20,8 @@
 
 use std::collections::HashSet;
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -49,15 +50,90 @@ pub struct Options<'a> {
     pub sleep_slice: Duration,
 }
 
+/// Where the daemon writes its JSON lines: shared by the loop and the
+/// digest worker, a whole line at a time.
+pub type Output = Arc<Mutex<dyn Write + Send>>;
+
+/// Writes one line to `out`.
+fn emit(out: &Output, line: &str) {
+    let mut out = out.lock().unwrap_or_else(PoisonError::into_inner);
+    let _ = writeln!(out, "{line}");
+}
+
 /// Runs the daemon over `configs` until `until` passes or a stop is
-/// requested, writing one JSON line per run (its receipt) or skipped
-/// window to `out`.
+/// requested, writing one JSON line per run (its receipt), skipped window
+/// or digest to `out`. Digests of DONE runs are made by a worker thread
+/// beside the runs, one after another, so a slow model holds up no run;
+/// when the daemon ends by `until` it waits for them, and when it is asked
+/// to stop it does not (a digest is a cache: `jobhost digest KEY` makes it
+/// later).
 ///
 /// # Errors
 ///
 /// None so far: a job whose store fails is reported on stderr and tried
 /// again a minute later, and a failed run is a receipt, not an error.
-pub fn run(configs: &[Config], opts: &Options<'_>, out: &mut dyn Write) -> Result<()> {
+pub fn run(configs: &[Config], opts: &Options<'_>, out: &Output) -> Result<()> {
+    let (digests, worker) = Digests::start(opts.runtime, out);
+    let result = run_loop(configs, opts, out, &digests);
+    let left = digests.pending.load(Ordering::SeqCst);
+    drop(digests);
+    if stopping(opts) {
+        if left > 0 {
+            eprintln!(
+                "jobhost: note: {left} digest(s) not made yet are dropped; \
+                 `jobhost digest KEY` makes them"
+            );
+        }
+    } else if worker.join().is_err() {
+        eprintln!("jobhost: error: the digest worker stopped unexpectedly");
+    }
+    result
+}
+
+/// The queue of digests the worker thread makes, in order.
+struct Digests {
+    tx: mpsc::Sender<(Config, job::DeferredDigest)>,
+    /// Queued or in the making.
+    pending: Arc<AtomicUsize>,
+}
+
+impl Digests {
+    /// Starts the worker; it ends when the queue is dropped and empty,
+    /// and makes nothing more once a stop is asked for.
+    fn start(runtime: &Runtime, out: &Output) -> (Digests, std::thread::JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel::<(Config, job::DeferredDigest)>();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let (runtime, out, left) = (runtime.clone(), out.clone(), pending.clone());
+        let worker = std::thread::spawn(move || {
+            for (config, deferred) in rx {
+                let stopping = runtime.stop.is_some_and(|s| s.load(Ordering::SeqCst));
+                if !stopping
+                    && let Some(info) = job::make_deferred_digest(&config, &deferred, &runtime)
+                {
+                    let line = serde_json::json!({
+                        "event": "digest",
+                        "job": config.job.as_str(),
+                        "key": deferred.wanted.key.as_str(),
+                        "now": rfc3339(deferred.at),
+                        "digest": info,
+                    });
+                    emit(&out, &line.to_string());
+                }
+                left.fetch_sub(1, Ordering::SeqCst);
+            }
+        });
+        (Digests { tx, pending }, worker)
+    }
+
+    fn queue(&self, config: &Config, deferred: job::DeferredDigest) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        if self.tx.send((config.clone(), deferred)).is_err() {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn run_loop(configs: &[Config], opts: &Options<'_>, out: &Output, digests: &Digests) -> Result<()> {
     let mut since = opts.since;
     let owner = job::owner_id();
     loop {
@@ -67,7 +143,7 @@ pub fn run(configs: &[Config], opts: &Options<'_>, out: &mut dyn Write) -> Resul
         let now = opts.clock.now();
         let mut wake: Option<Timestamp> = None;
         for config in configs {
-            let next = match wake_job(config, opts, &owner, now, since, out) {
+            let next = match wake_job(config, opts, &owner, now, since, out, digests) {
                 Ok(next) => next,
                 Err(e) => {
                     // One job's store failing stops none of the others.
@@ -109,7 +185,8 @@ fn wake_job(
     owner: &str,
     now: Timestamp,
     since: Option<Timestamp>,
-    out: &mut dyn Write,
+    out: &Output,
+    digests: &Digests,
 ) -> Result<Timestamp> {
     let clock = opts.clock;
     let mut store = store::open(&config.store)?;
@@ -162,7 +239,7 @@ fn wake_job(
                 "now": rfc3339(now),
                 "detail": why,
             });
-            let _ = writeln!(out, "{line}");
+            emit(out, &line.to_string());
         }
     }
     todo.extend(plan.entries.iter().filter_map(|e| match e.what {
@@ -188,8 +265,11 @@ fn wake_job(
         }
         let mut at_now = config.clone();
         at_now.now = Some(clock.now());
-        let outcome = job::run_window(&at_now, Some(&window), opts.runtime);
-        let _ = writeln!(out, "{}", outcome.receipt.to_json_line());
+        let mut outcome = job::run_window(&at_now, Some(&window), opts.runtime);
+        emit(out, &outcome.receipt.to_json_line());
+        if let Some(d) = outcome.digest.take() {
+            digests.queue(config, d);
+        }
         ran_any = true;
         if matches!(
             outcome.receipt.reason.as_deref(),

@@ -36,6 +36,19 @@ pub struct Outcome {
     pub receipt: Receipt,
     /// 0 ran/resumed/skipped, 1 failed or abandoned, 2 bad input.
     pub exit_code: i32,
+    /// The digest still to make, when the runtime defers digests (see
+    /// [`make_deferred_digest`]).
+    pub digest: Option<DeferredDigest>,
+}
+
+/// A DONE run's digest, left for later so that a slow model holds up no
+/// other run.
+#[derive(Debug, Clone)]
+pub struct DeferredDigest {
+    /// The run.
+    pub wanted: Wanted,
+    /// The run's clock reading.
+    pub at: Timestamp,
 }
 
 /// What a run takes from its surroundings besides its config. The default is
@@ -50,6 +63,9 @@ pub struct Runtime {
     /// Set when the process is asked to stop (the daemon's signal
     /// handler): a delivery waiting to send again lets its claim go instead.
     pub stop: Option<&'static AtomicBool>,
+    /// Leave a DONE run's digest in the outcome instead of making it (the
+    /// daemon makes digests beside its runs).
+    pub defer_digests: bool,
 }
 
 /// Runs the job described by `config` once.
@@ -102,10 +118,38 @@ pub fn run_window(config: &Config, window: Option<&Window>, runtime: &Runtime) -
     }
     // Last of all, the digest: the run is DONE, delivered and announced,
     // and nothing the model does can change that.
+    let mut deferred = None;
     if let (Some(settings), Some(wanted)) = (&config.digest, wanted) {
-        receipt.digest = Some(digest(config, settings, &wanted, clock.as_ref()));
+        if runtime.defer_digests {
+            deferred = Some(DeferredDigest {
+                wanted,
+                at: clock.now(),
+            });
+        } else {
+            receipt.digest = Some(digest(config, settings, &wanted, clock.as_ref()));
+        }
     }
-    Outcome { receipt, exit_code }
+    Outcome {
+        receipt,
+        exit_code,
+        digest: deferred,
+    }
+}
+
+/// Makes a digest [`run_window`] left for later, on a clock like the
+/// run's; `None` when the job has no model.
+pub fn make_deferred_digest(
+    config: &Config,
+    deferred: &DeferredDigest,
+    runtime: &Runtime,
+) -> Option<crate::digest::DigestInfo> {
+    let settings = config.digest.as_ref()?;
+    let clock: Box<dyn Clock> = if runtime.virtual_time {
+        Box::new(VirtualClock::new(deferred.at))
+    } else {
+        Box::new(SystemClock)
+    };
+    Some(digest(config, settings, &deferred.wanted, clock.as_ref()))
 }
 
 /// Makes the digest of the DONE run `wanted` (see `digest`), and says on

@@ -32,9 +32,6 @@ pub struct Recording {
     pub report: StoredReport,
     /// The messages it staged, in order.
     pub messages: Vec<StagedMessage>,
-    /// Whether the recording says what the run's `describe` gave (replay
-    /// files from before `describe` existed do not).
-    pub prompt_known: bool,
 }
 
 impl Recording {
@@ -70,7 +67,6 @@ impl Recording {
             component: run.component,
             report,
             messages: store.messages(key)?,
-            prompt_known: true,
         })
     }
 
@@ -129,12 +125,11 @@ impl Recording {
         if Sha256::digest(&plain).as_slice() != sum {
             return Err(damaged(&"its checksum does not match"));
         }
-        let (body, prompt_known) = if format == 1 {
+        let body = if format <= 1 {
             let v1: FileBodyV1 = postcard::from_bytes(&plain).map_err(|e| damaged(&e))?;
-            (v1.into_current(), false)
+            v1.into_current()
         } else {
-            let body: FileBody = postcard::from_bytes(&plain).map_err(|e| damaged(&e))?;
-            (body, true)
+            postcard::from_bytes::<FileBody>(&plain).map_err(|e| damaged(&e))?
         };
         let digest = body.component.strip_prefix("sha256:").unwrap_or("");
         if !crate::cache::is_sha256_hex(digest) {
@@ -148,7 +143,6 @@ impl Recording {
             component: body.component,
             report: body.report,
             messages: body.messages,
-            prompt_known,
         })
     }
 
@@ -214,6 +208,7 @@ impl FileBodyV1 {
                 summary: self.report.summary,
                 cursor: self.report.cursor,
                 prompt: None,
+                described: false,
             },
             messages: self.messages,
             journal: self.journal,
@@ -351,7 +346,11 @@ pub fn differences(
             report.cursor.as_deref().map_or("none".to_string(), quote)
         ));
     }
-    if recording.prompt_known && old.prompt != report.prompt {
+    // Compared when the recorded run's `describe` gave an answer: not for
+    // runs from before it existed, nor when it failed then.
+    if old.described && !report.described {
+        out.push("text to describe: `describe` gave an answer then, and failed now".to_string());
+    } else if old.described && old.prompt != report.prompt {
         out.push(format!(
             "text to describe: {} -> {}",
             old.prompt.as_deref().map_or("none".to_string(), quote),

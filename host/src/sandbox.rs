@@ -676,6 +676,7 @@ impl Sandbox {
                     report: StoredReport {
                         summary: report.summary,
                         cursor: report.cursor,
+                        described: describe_error.is_none(),
                         prompt,
                     },
                     describe_error,

@@ -253,6 +253,7 @@ fn prepare_and_finish(store: &mut dyn ClaimStore, w: &Window, lease: &Lease, che
         summary: "240 orders".into(),
         cursor: Some("c".into()),
         prompt: None,
+        described: true,
     };
     store
         .prepare(lease, &report, &[message], &[0; 2048], w.end)

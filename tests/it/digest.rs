@@ -178,6 +178,29 @@ fn a_digest_is_made_once_the_run_is_done_then_reused_within_its_ttl_and_made_aga
     assert_eq!(h[0]["digest"]["status"], "cached");
     assert_eq!(h[0]["digest"]["text"], CONTENT);
     assert!(table.contains("cached: Sunday's orders"), "{table}");
+    // The job's config tells history where its digests are.
+    let by_config = to_run(
+        command(
+            &root(),
+            &[
+                "history",
+                "--json",
+                "--store",
+                s(&store),
+                "--config",
+                s(&cfg),
+            ],
+        )
+        .env(KEY_VAR, API_KEY)
+        .output()
+        .unwrap(),
+    );
+    assert!(
+        by_config.stdout.contains(CONTENT),
+        "{}{}",
+        by_config.stdout,
+        by_config.stderr
+    );
 
     // Within the TTL: the cache answers, no call.
     let again = digest(&cfg, &store, "2026-11-09T00:50:00Z", &[]);
@@ -272,9 +295,17 @@ fn a_model_that_times_out_fails_answers_garbage_refuses_or_is_rate_limited_never
 #[test]
 fn the_api_key_never_appears_in_the_store_a_receipt_history_a_log_or_the_cache() {
     let sink = Sink::start();
-    // A server that echoes the Authorization header in its error page,
+    // A server that echoes the Authorization header in its error pages,
+    // once where an excerpt of 200 characters would cut the key in two,
     // then answers.
-    sink.script(MODEL_PATH, &[Reply::Echo(500), Reply::Body(200, ANSWER)]);
+    sink.script(
+        MODEL_PATH,
+        &[
+            Reply::Echo(500),
+            Reply::EchoAfter(400, 160),
+            Reply::Body(200, ANSWER),
+        ],
+    );
     let dir = scratch();
     let cfg = job(dir.path(), &sink, "", "");
     let store = dir.path().join("s.db");
@@ -288,6 +319,8 @@ fn the_api_key_never_appears_in_the_store_a_receipt_history_a_log_or_the_cache()
         "the echoed key is scrubbed: {}",
         failed.stdout
     );
+    let cut = digest(&cfg, &store, "2026-11-09T00:08:00Z", &[]);
+    assert_eq!(cut.code, 1, "{}", cut.stderr);
     let made = digest(&cfg, &store, "2026-11-09T00:10:00Z", &[]);
     assert_eq!(made.code, 0, "{}", made.stderr);
     assert_eq!(
@@ -299,6 +332,8 @@ fn the_api_key_never_appears_in_the_store_a_receipt_history_a_log_or_the_cache()
     let mut seen = vec![
         failed.stdout,
         failed.stderr,
+        cut.stdout,
+        cut.stderr,
         made.stdout,
         made.stderr,
         table,
@@ -313,8 +348,10 @@ fn the_api_key_never_appears_in_the_store_a_receipt_history_a_log_or_the_cache()
     for entry in std::fs::read_dir(dir.path().join("digests")).unwrap() {
         seen.push(std::fs::read_to_string(entry.unwrap().path()).unwrap());
     }
+    // Not even a part of it.
+    let part = &API_KEY[..12];
     for text in &seen {
-        assert!(!text.contains(API_KEY), "the API key leaked: {text}");
+        assert!(!text.contains(part), "the API key leaked: {text}");
     }
 }
 
@@ -405,7 +442,65 @@ fn a_replay_never_asks_the_model_and_compares_what_the_component_asked_to_descri
         "{}",
         other.stdout
     );
-    assert_eq!(model_calls(&sink), 1, "only the run asked the model");
+}
+
+#[test]
+fn a_daemon_makes_digests_beside_its_runs_so_a_hanging_model_holds_up_no_window() {
+    let sink = Sink::start();
+    // The model never answers; each digest waits out its 1 s timeout.
+    sink.script(MODEL_PATH, &[Reply::Hang, Reply::Hang, Reply::Hang]);
+    let dir = scratch();
+    let cfg = job(dir.path(), &sink, "", "");
+    let store = dir.path().join("s.db");
+    // Three days to catch up on, and nothing after them before `--until`.
+    let out = to_run(
+        command(
+            &root(),
+            &[
+                "daemon",
+                "--config",
+                s(&cfg),
+                "--store",
+                s(&store),
+                "--since",
+                "2026-11-06T00:00:00Z",
+                "--now",
+                "2026-11-09T00:30:00Z",
+                "--until",
+                "2026-11-09T01:00:00Z",
+            ],
+        )
+        .env("JOBHOST_TEST_VIRTUAL_TIME", "1")
+        .env(KEY_VAR, API_KEY)
+        .output()
+        .unwrap(),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ran = lines.iter().filter(|l| l["event"] == "ran").count();
+    let digests: Vec<&Value> = lines.iter().filter(|l| l["event"] == "digest").collect();
+    assert_eq!((ran, digests.len()), (3, 3), "{}", out.stdout);
+    assert!(
+        digests.iter().all(|d| d["digest"]["status"] == "failed"
+            && d["digest"]["error"].as_str().unwrap().contains("no answer")),
+        "{digests:?}"
+    );
+    // The three reports went out before the second question was asked:
+    // the first digest's wait held none of them up.
+    let p = paths(&sink);
+    let third_report = p.iter().rposition(|x| x == "/report").unwrap();
+    let second_ask = p
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| *x == MODEL_PATH)
+        .nth(1)
+        .map(|(i, _)| i)
+        .unwrap();
+    assert!(third_report < second_ask, "{p:?}");
 }
 
 #[test]
@@ -447,6 +542,26 @@ fn without_a_model_nothing_changes_and_a_component_that_describes_nothing_asks_n
     let asked = digest(&cfg, &store, "2026-11-09T00:10:00Z", &[]);
     assert_eq!(asked.code, 2, "{}", asked.stderr);
     // Runs that are not DONE, and keys that are not runs, are bad input.
+    // A run of another job is refused: its digest is that job's.
+    let other_dir = scratch();
+    let other = job(other_dir.path(), &sink, "", "");
+    let text = std::fs::read_to_string(&other).unwrap();
+    std::fs::write(&other, text.replace("daily-report", "weekly-report")).unwrap();
+    let wrong = to_run(
+        command(
+            &root(),
+            &["digest", KEY, "--config", s(&other), "--store", s(&store)],
+        )
+        .env(KEY_VAR, API_KEY)
+        .output()
+        .unwrap(),
+    );
+    assert_eq!(wrong.code, 2, "{}", wrong.stderr);
+    assert!(
+        wrong.stderr.contains("is of job `daily-report`"),
+        "{}",
+        wrong.stderr
+    );
     let missing = to_run(
         command(
             &root(),

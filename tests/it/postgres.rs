@@ -776,6 +776,7 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
         .batch_execute(
             "DROP TABLE jobhost_digests;
              ALTER TABLE jobhost_runs DROP COLUMN digest_prompt;
+             ALTER TABLE jobhost_runs DROP COLUMN described;
              DROP TABLE jobhost_schedule;
              ALTER TABLE jobhost_runs DROP CONSTRAINT jobhost_runs_state_check;
              ALTER TABLE jobhost_runs ADD CONSTRAINT jobhost_runs_state_check CHECK (state IN

@@ -50,6 +50,7 @@ fn a_prepared_run_whose_owner_died_is_resumed_with_the_stored_bytes() {
         summary: "earlier report".into(),
         cursor: Some("c".into()),
         prompt: None,
+        described: true,
     };
     store.prepare(&lease, &report, &[stored], b"", t0).unwrap();
     drop(store);

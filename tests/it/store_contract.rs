@@ -139,6 +139,7 @@ fn report(cursor: Option<&str>) -> StoredReport {
         summary: "240 orders".into(),
         cursor: cursor.map(str::to_string),
         prompt: Some(format!("describe {} orders", 240)),
+        described: true,
     }
 }
 

@@ -56,6 +56,8 @@ pub enum Reply {
     Close,
     /// This status with this body (for example a JSON answer).
     Body(u16, &'static str),
+    /// As `Echo`, after this many bytes of filler (a long error page).
+    EchoAfter(u16, usize),
 }
 
 #[derive(Default)]
@@ -199,6 +201,10 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
         }
         Reply::Echo(s) => {
             content = format!("rejected request with headers:\n{echoed}");
+            (s, String::new())
+        }
+        Reply::EchoAfter(s, filler) => {
+            content = format!("{}{echoed}", "-".repeat(filler));
             (s, String::new())
         }
         Reply::Hang => {

@@ -51,7 +51,8 @@ pub struct DigestCache {
 /// key gives the same answers).
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct KeyParts<'a> {
-    /// The chat-completions URL, as written in the config.
+    /// The chat-completions URL, with its `${VAR}`s filled in (another
+    /// server behind the same variable is another model).
     pub endpoint: &'a str,
     /// The model's name.
     pub model: &'a str,
@@ -115,7 +116,9 @@ impl DigestCache {
         };
         let age = now.duration_since(entry.created_at);
         let ttl = jiff::SignedDuration::try_from(ttl).unwrap_or(jiff::SignedDuration::MAX);
-        if age < ttl {
+        // An entry from the future (the clock was set back) is not trusted
+        // to be young.
+        if age >= jiff::SignedDuration::ZERO && age < ttl {
             Lookup::Fresh(entry)
         } else {
             Lookup::Expired(entry)
@@ -232,7 +235,15 @@ mod tests {
             cache.get(&key, later(3599), ttl),
             Lookup::Fresh(entry.clone())
         );
-        assert_eq!(cache.get(&key, later(3600), ttl), Lookup::Expired(entry));
+        assert_eq!(
+            cache.get(&key, later(3600), ttl),
+            Lookup::Expired(entry.clone())
+        );
+        assert_eq!(
+            cache.get(&key, later(-60), ttl),
+            Lookup::Expired(entry),
+            "made in the future: the clock was set back"
+        );
         let mode = std::fs::metadata(cache.dir().join(format!("{key}.json")))
             .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
             .unwrap();

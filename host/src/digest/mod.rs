@@ -160,14 +160,18 @@ impl DigestSettings {
         }
         let api_key = match &file.api_key {
             None => None,
-            Some(k) if !k.contains("${") => {
+            Some(k) if !is_one_variable(k) => {
                 return Err(Error::input(
-                    "`digest.api_key` must name an environment variable, as \
+                    "`digest.api_key` must be one environment variable, as \
                      `api_key = \"${OPENAI_API_KEY}\"`: a key written into the config is one \
                      commit away from leaking",
                 ));
             }
-            Some(k) => Some(expand("`digest.api_key`", k, env, redactor)?),
+            Some(k) => {
+                let key = expand("`digest.api_key`", k, env, redactor)?;
+                redactor.add(key.clone());
+                Some(key)
+            }
         };
         let timeout_s = file.timeout_seconds.unwrap_or(30.0);
         if !(timeout_s.is_finite() && timeout_s > 0.0 && timeout_s <= MAX_TIMEOUT_SECONDS) {
@@ -249,7 +253,7 @@ impl DigestSettings {
     /// The cache key of the digest of `prompt` under these settings.
     pub fn cache_key(&self, prompt: &str) -> String {
         KeyParts {
-            endpoint: self.endpoint.shown_url(),
+            endpoint: self.endpoint.url(),
             model: &self.model,
             system: &self.system,
             max_tokens: self.max_tokens,
@@ -258,6 +262,18 @@ impl DigestSettings {
         }
         .key()
     }
+}
+
+/// Whether `text` is exactly one `${NAME}` reference.
+fn is_one_variable(text: &str) -> bool {
+    text.strip_prefix("${")
+        .and_then(|rest| rest.strip_suffix('}'))
+        .is_some_and(|name| {
+            name.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
 }
 
 /// Where digests are cached under a cache folder.
@@ -575,9 +591,17 @@ mod tests {
         for (extra, needle) in [
             (
                 "api_key = \"sk-live-literal\"",
-                "must name an environment variable",
+                "must be one environment variable",
             ),
             ("api_key = \"${UNSET_KEY}\"", "set UNSET_KEY"),
+            (
+                "api_key = \"sk-live$${X}\"",
+                "must be one environment variable",
+            ),
+            (
+                "api_key = \"Bearer ${MODEL_KEY}\"",
+                "must be one environment variable",
+            ),
             ("timeout_seconds = 0", "`digest.timeout_seconds = 0`"),
             ("cache_ttl_seconds = 99999999999", "at most 31536000"),
             (

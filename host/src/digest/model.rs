@@ -46,10 +46,14 @@ pub struct Ask<'a> {
 ///
 /// One line naming what went wrong and, where there is one, the fix.
 pub fn ask(a: &Ask<'_>, redactor: &Redactor) -> Result<String, String> {
-    ask_unscrubbed(a).map_err(|e| redactor.scrub(&e))
+    // Scrubbed again at the end: an error of the HTTP client may quote the
+    // URL, which may hold a credential.
+    ask_scrubbing(a, redactor)
+        .map(|text| redactor.scrub(&text))
+        .map_err(|e| redactor.scrub(&e))
 }
 
-fn ask_unscrubbed(a: &Ask<'_>) -> Result<String, String> {
+fn ask_scrubbing(a: &Ask<'_>, redactor: &Redactor) -> Result<String, String> {
     let mut body = serde_json::json!({
         "model": a.model,
         "messages": [
@@ -111,14 +115,19 @@ fn ask_unscrubbed(a: &Ask<'_>) -> Result<String, String> {
             _ => format!("the answer of the model at {shown} broke off: {e}"),
         });
     }
-    let text = String::from_utf8_lossy(&raw);
+    // Whole, before anything is cut from it: a server that echoes the key
+    // must not leave half of it in an excerpt the scrubber cannot match.
+    let text = redactor.scrub(&String::from_utf8_lossy(&raw));
     if !(200..300).contains(&status) {
         let detail = error_detail(&text);
         return Err(match status {
             429 => format!(
                 "the model at {shown} is rate limited (429){}{detail}; `jobhost digest` asks again later",
                 retry_after
-                    .map(|r| format!(", retry after {r} s"))
+                    .map(|r| match r.trim().parse::<u64>() {
+                        Ok(secs) => format!(", retry after {secs} s"),
+                        Err(_) => format!(", retry after {}", snippet(&r)),
+                    })
                     .unwrap_or_default()
             ),
             401 | 403 => format!(

@@ -304,6 +304,10 @@ pub struct StoredReport {
     /// What a language model is asked to describe of the run (the
     /// component's `describe` export), if anything.
     pub prompt: Option<String>,
+    /// Whether `prompt` is the component's answer: false for runs
+    /// committed before `describe` existed, and when `describe` failed
+    /// (a replay then has nothing to compare it with).
+    pub described: bool,
 }
 
 /// A run's row, as `history` shows it.

@@ -76,6 +76,7 @@ const MIGRATIONS: &[&str] = &[
     // v3: what a language model is asked to describe of a run, and what
     // became of its digest (the digest itself is a cache on the host).
     "ALTER TABLE jobhost_runs ADD COLUMN digest_prompt text;
+    ALTER TABLE jobhost_runs ADD COLUMN described boolean NOT NULL DEFAULT false;
     CREATE TABLE jobhost_digests (
         key              text PRIMARY KEY REFERENCES jobhost_runs (key),
         cache_key        text,                  -- sha256 hex of model, settings and prompt

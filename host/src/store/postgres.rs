@@ -162,7 +162,8 @@ const RUN_COLUMNS: &str = concat!(
     "r.digest_prompt, d.key IS NOT NULL, d.cache_key, d.model, d.error, ",
     us!("d.sent_at"),
     ", ",
-    us!("d.updated_at")
+    us!("d.updated_at"),
+    ", r.described"
 );
 
 /// The tables [`RUN_COLUMNS`] reads.
@@ -186,6 +187,7 @@ fn run_record(r: &Row) -> Result<RunRecord> {
             summary,
             cursor: r.get(12),
             prompt: r.get(20),
+            described: r.get(27),
         }),
         error: r.get(13),
         created_at: instant(r.get(14))?,
@@ -378,7 +380,8 @@ impl ClaimStore for PostgresStore {
         let changed = tx
             .execute_typed(
                 "UPDATE jobhost_runs SET state = 'PREPARED', report = $3, report_cursor = $4,
-                    journal = $5, digest_prompt = $6, error = NULL, updated_at = now()
+                    journal = $5, digest_prompt = $6, described = $7, error = NULL,
+                    updated_at = now()
                  WHERE key = $1 AND fence = $2 AND state = 'CLAIMED'",
                 &[
                     text(&lease.key.as_str()),
@@ -387,6 +390,7 @@ impl ClaimStore for PostgresStore {
                     text(&report.cursor),
                     bytea(&journal),
                     text(&report.prompt),
+                    boolean(&report.described),
                 ],
             )
             .map_err(|e| pg("cannot commit the report", &e))?;
@@ -469,7 +473,7 @@ impl ClaimStore for PostgresStore {
         let row = self
             .client
             .query_typed_opt(
-                "SELECT report, report_cursor, digest_prompt FROM jobhost_runs
+                "SELECT report, report_cursor, digest_prompt, described FROM jobhost_runs
                  WHERE key = $1 AND report IS NOT NULL",
                 &[text(&key.as_str())],
             )
@@ -478,6 +482,7 @@ impl ClaimStore for PostgresStore {
             summary: r.get(0),
             cursor: r.get(1),
             prompt: r.get(2),
+            described: r.get(3),
         }))
     }
 

@@ -117,6 +117,7 @@ const MIGRATIONS: &[&str] = &[
     // v4: what a language model is asked to describe of a run, and what
     // became of its digest (the digest itself is a cache on the host).
     "ALTER TABLE runs ADD COLUMN digest_prompt TEXT;
+    ALTER TABLE runs ADD COLUMN described INTEGER NOT NULL DEFAULT 0;  -- digest_prompt is describe's answer
     CREATE TABLE digests (
         key              TEXT PRIMARY KEY REFERENCES runs (key),
         cache_key        TEXT,              -- sha256 hex of model, settings and prompt
@@ -478,7 +479,8 @@ const RUN_COLUMNS: &str = "r.key, r.job, r.window_start, r.window_end, r.timezon
      r.error, r.created_at, r.updated_at, r.retry_at, length(r.journal), \
      (SELECT count(*) FROM outbox o WHERE o.key = r.key), \
      (SELECT count(*) FROM outbox o WHERE o.key = r.key AND o.state = 'DELIVERED'), \
-     r.digest_prompt, d.key IS NOT NULL, d.cache_key, d.model, d.error, d.sent_at, d.updated_at";
+     r.digest_prompt, d.key IS NOT NULL, d.cache_key, d.model, d.error, d.sent_at, d.updated_at, \
+     r.described";
 
 /// The tables [`RUN_COLUMNS`] reads.
 const RUN_TABLES: &str = "runs r LEFT JOIN digests d ON d.key = r.key";
@@ -501,6 +503,7 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
             summary,
             cursor: r.get(12).ok().flatten(),
             prompt: r.get(20).ok().flatten(),
+            described: r.get(27).unwrap_or(false),
         }),
         error: r.get(13)?,
         created_at: stored_instant(r, 14)?,
@@ -646,7 +649,8 @@ impl ClaimStore for SqliteStore {
         let changed = tx
             .execute(
                 "UPDATE runs SET state = 'PREPARED', report = ?3, report_cursor = ?4,
-                    journal = ?6, digest_prompt = ?7, error = NULL, updated_at = ?5
+                    journal = ?6, digest_prompt = ?7, described = ?8, error = NULL,
+                    updated_at = ?5
                  WHERE key = ?1 AND fence = ?2 AND state = 'CLAIMED'",
                 params![
                     lease.key.as_str(),
@@ -655,7 +659,8 @@ impl ClaimStore for SqliteStore {
                     report.cursor,
                     secs(now),
                     journal,
-                    report.prompt
+                    report.prompt,
+                    report.described
                 ],
             )
             .map_err(|e| Error::store("cannot commit the report", e))?;
@@ -749,7 +754,7 @@ impl ClaimStore for SqliteStore {
     fn report(&mut self, key: &WindowKey) -> Result<Option<StoredReport>> {
         self.conn
             .query_row(
-                "SELECT report, report_cursor, digest_prompt FROM runs
+                "SELECT report, report_cursor, digest_prompt, described FROM runs
                  WHERE key = ?1 AND report IS NOT NULL",
                 [key.as_str()],
                 |r| {
@@ -757,6 +762,7 @@ impl ClaimStore for SqliteStore {
                         summary: r.get(0)?,
                         cursor: r.get(1)?,
                         prompt: r.get(2)?,
+                        described: r.get(3)?,
                     })
                 },
             )

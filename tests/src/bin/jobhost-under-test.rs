@@ -26,6 +26,7 @@ fn main() {
         virtual_time: std::env::var_os("JOBHOST_TEST_VIRTUAL_TIME").is_some_and(|v| v == "1"),
         failpoints: failpoints.map(|f| Arc::new(f) as Arc<_>),
         stop: None,
+        defer_digests: false,
     };
     std::process::exit(jobhost::cli::main_with(&runtime));
 }

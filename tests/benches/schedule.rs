@@ -1,0 +1,202 @@
+//! What one scheduling wake-up costs the store, and how that grows with
+//! the job's history: the daemon reads the job's rows and its
+//! `decided_until` and plans over them (`jobhost plan` does the same) once
+//! per job per wake-up. Measured for an hourly job whose store holds 100,
+//! 1,000 and 10,000 rows (four days, six weeks, fourteen months of hours),
+//! on SQLite and PostgreSQL side by side in one process; and the cost of
+//! recording a three-day outage's 72 skips in one transaction.
+//!
+//! SQLite: WAL, `synchronous=FULL`, its file under `target/bench-schedule`.
+//! PostgreSQL: the server named by `JOBHOST_TEST_POSTGRES`, skipped (and
+//! said so) without it. Rounds interleave the backends and swap which goes
+//! first; reported are medians with the fastest and slowest round.
+//!
+//! `cargo bench -p jobhost-tests --bench schedule` (add `-- --quick` for
+//! fewer rounds).
+
+use std::time::{Duration, Instant};
+
+use jiff::{SignedDuration, Timestamp};
+use jobhost::config::{Config, RunFlags};
+use jobhost::store::{ClaimStore, PostgresStore, PostgresUrl, Skip, SqliteStore};
+use jobhost::window::{JobName, Window, WindowKind, Zone};
+use jobhost_tests::pg::Scratch;
+
+const SIZES: [usize; 3] = [100, 1_000, 10_000];
+
+struct Backend {
+    store: Box<dyn ClaimStore>,
+    _scratch: Option<Scratch>,
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let (rounds, plans) = if quick { (3, 5) } else { (5, 15) };
+    let dir = jobhost_tests::guests::workspace_root()
+        .join("target")
+        .join("bench-schedule");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("bench folder");
+    let pg_server = jobhost_tests::pg::server("bench schedule (PostgreSQL half)");
+    let backends_n = if pg_server.is_some() { 2 } else { 1 };
+
+    let cfg_path = dir.join("job.toml");
+    std::fs::write(
+        &cfg_path,
+        "job = \"bench\"\ncomponent = \"unused.wasm\"\nwindow = \"hour\"\ncatch_up = \"all\"\n",
+    )
+    .expect("config");
+    let config = Config::resolve(&RunFlags {
+        config: Some(cfg_path),
+        ..RunFlags::default()
+    })
+    .expect("config");
+    let job = JobName::new("bench").unwrap();
+    let start: Timestamp = "2025-01-01T00:00:00Z".parse().unwrap();
+    let hours = |from: usize, count: usize| -> Vec<Window> {
+        (from..from + count)
+            .map(|h| {
+                let t = start + SignedDuration::from_hours(h as i64);
+                Window::containing(&job, WindowKind::Hour, &Zone::utc(), t).unwrap()
+            })
+            .collect()
+    };
+
+    // plan[backend][size] and skips[backend]: one per-operation time per round.
+    let mut plan_times: Vec<Vec<Vec<Duration>>> = vec![vec![Vec::new(); SIZES.len()]; 2];
+    let mut skip_times: Vec<Vec<Duration>> = vec![Vec::new(); 2];
+    for round in 0..rounds {
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..backends_n).collect()
+        } else {
+            (0..backends_n).rev().collect()
+        };
+        for (si, &size) in SIZES.iter().enumerate() {
+            let mut backends: Vec<Backend> = Vec::new();
+            backends.push(Backend {
+                store: Box::new(
+                    SqliteStore::open(&dir.join(format!("r{round}-{size}.db"))).unwrap(),
+                ),
+                _scratch: None,
+            });
+            if pg_server.is_some() {
+                let scratch = Scratch::new("bench schedule").expect("scratch schema");
+                let store = PostgresStore::open(&PostgresUrl::new(scratch.url())).unwrap();
+                backends.push(Backend {
+                    store: Box::new(store),
+                    _scratch: Some(scratch),
+                });
+            }
+            // The history: `size` decided hours, then the mark after them.
+            let ws = hours(0, size);
+            let now = ws.last().unwrap().end + SignedDuration::from_mins(30);
+            for b in &mut backends {
+                for chunk in ws.chunks(1000) {
+                    let skips: Vec<Skip<'_>> = chunk
+                        .iter()
+                        .map(|w| Skip {
+                            window: w,
+                            reason: "bench",
+                        })
+                        .collect();
+                    b.store.record_skips(&skips, "bench", now).unwrap();
+                }
+                b.store
+                    .set_decided_until(&job, ws.last().unwrap().end, now)
+                    .unwrap();
+            }
+            for &b in &order {
+                let store = backends[b].store.as_mut();
+                let t = Instant::now();
+                for _ in 0..plans {
+                    let plan = jobhost::plan::plan(&config, now, None, Some(store)).unwrap();
+                    std::hint::black_box(plan);
+                }
+                plan_times[b][si].push(t.elapsed() / plans as u32);
+            }
+            if si == 0 {
+                // A three-day outage's skips, after the history.
+                let outage = hours(size + 10, 72);
+                for &b in &order {
+                    let skips: Vec<Skip<'_>> = outage
+                        .iter()
+                        .map(|w| Skip {
+                            window: w,
+                            reason: "bench",
+                        })
+                        .collect();
+                    let t = Instant::now();
+                    backends[b]
+                        .store
+                        .record_skips(&skips, "bench", now)
+                        .unwrap();
+                    skip_times[b].push(t.elapsed());
+                }
+            }
+        }
+    }
+
+    println!(
+        "schedule: {rounds} rounds, {plans} plans per measurement; medians (fastest..slowest round)"
+    );
+    let names = [
+        "SQLite (WAL, synchronous=FULL)",
+        "PostgreSQL (one connection)",
+    ];
+    for b in 0..backends_n {
+        println!("{}", names[b]);
+        for (si, size) in SIZES.iter().enumerate() {
+            let m = median(&plan_times[b][si]);
+            println!(
+                "  one wake-up's plan over {size:>6} rows   {:>9.3} ms  ({}; {:.1}x the 100-row plan)",
+                ms(m),
+                spread(&plan_times[b][si]),
+                ratio(m, median(&plan_times[b][0]))
+            );
+        }
+        println!(
+            "  72 skips in one transaction            {:>9.3} ms  ({})",
+            ms(median(&skip_times[b])),
+            spread(&skip_times[b])
+        );
+    }
+    if backends_n == 2 {
+        println!("PostgreSQL vs SQLite (above 1: PostgreSQL is slower)");
+        for (si, size) in SIZES.iter().enumerate() {
+            println!(
+                "  plan over {size:>6} rows                 {:>6.2}x",
+                ratio(median(&plan_times[1][si]), median(&plan_times[0][si]))
+            );
+        }
+        println!(
+            "  72 skips                               {:>6.2}x",
+            ratio(median(&skip_times[1]), median(&skip_times[0]))
+        );
+    } else {
+        println!(
+            "PostgreSQL: SKIPPED, {} is not set; set it to a PostgreSQL server to measure it beside SQLite",
+            jobhost_tests::pg::VAR
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn median(v: &[Duration]) -> Duration {
+    let mut s = v.to_vec();
+    s.sort();
+    s[s.len() / 2]
+}
+
+fn spread(v: &[Duration]) -> String {
+    let min = v.iter().min().copied().unwrap_or_default();
+    let max = v.iter().max().copied().unwrap_or_default();
+    format!("{:.3}..{:.3}", ms(min), ms(max))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64().max(1e-12)
+}
