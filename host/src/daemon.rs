@@ -190,11 +190,11 @@ fn wake_job(
 ) -> Result<Timestamp> {
     let clock = opts.clock;
     let mut store = store::open(&config.store)?;
-    // One read of the job's rows serves both: unfinished runs first (they
-    // are older than anything newly due), then the plan.
-    let runs = store.history(Some(config.job.as_str()))?;
-    let mut todo = unfinished(config, &runs, clock)?;
+    // Unfinished runs first (they are older than anything newly due), then
+    // the plan; neither reads more of the history than it needs.
+    let mut todo = unfinished(config, &store.unfinished(config.job.as_str())?, clock)?;
     let decided_until = store.decided_until(&config.job)?;
+    let runs = store.history_from(config.job.as_str(), plan::rows_from(since, decided_until))?;
     let plan = plan::plan_over(config, now, since, &runs, decided_until)?;
     let mut next = plan
         .entries
@@ -301,7 +301,7 @@ fn wake_job(
         if ran_any {
             // A run may have failed and left a retry, or found a window
             // busy: look again when that is due, not at the next window.
-            let runs = store.history(Some(config.job.as_str()))?;
+            let runs = store.unfinished(config.job.as_str())?;
             for w in unfinished(config, &runs, clock)? {
                 next = next.min(match w {
                     Work::Later(t) => t,

@@ -100,21 +100,30 @@ pub fn plan(
     since: Option<Timestamp>,
     store: Option<&mut dyn ClaimStore>,
 ) -> Result<Plan> {
-    // One read of the job's rows (the newest due one, and the state of
-    // every window the store holds: no query per window), and one of how
-    // far a scheduler has decided them all.
     let (runs, decided_until) = match store {
-        Some(s) => (
-            s.history(Some(config.job.as_str()))?,
-            s.decided_until(&config.job)?,
-        ),
+        Some(s) => {
+            let decided_until = s.decided_until(&config.job)?;
+            let runs = s.history_from(config.job.as_str(), rows_from(since, decided_until))?;
+            (runs, decided_until)
+        }
         None => (Vec::new(), None),
     };
     plan_over(config, now, since, &runs, decided_until)
 }
 
+/// Which of a job's rows a plan reads: one read (no query per window) of
+/// those a plan can meet, the windows from where every window was decided
+/// (and from `since`), so that a wake-up costs the same however long the
+/// history; without that point (a store only `jobhost run` wrote to), all
+/// of them, to find the newest.
+pub fn rows_from(since: Option<Timestamp>, decided_until: Option<Timestamp>) -> Option<Timestamp> {
+    let d = decided_until?;
+    Some(since.map_or(d, |s| s.min(d)))
+}
+
 /// [`plan`] over the job's rows as the store gave them (newest window
-/// first) and its `decided_until`, read by the caller.
+/// first; at least those ending after [`rows_from`]) and its
+/// `decided_until`, read by the caller.
 ///
 /// # Errors
 ///

@@ -775,6 +775,7 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
     db.client()
         .batch_execute(
             "DROP TABLE jobhost_digests;
+             DROP INDEX jobhost_runs_unfinished;
              ALTER TABLE jobhost_runs DROP COLUMN digest_prompt;
              ALTER TABLE jobhost_runs DROP COLUMN described;
              DROP TABLE jobhost_schedule;

@@ -699,6 +699,37 @@ fn decided_until_moves_only_forward_per_job(f: &mut Fixture) {
     assert_eq!(s.decided_until(&other).unwrap(), None);
 }
 
+fn a_plan_reads_only_the_rows_from_a_point_and_the_unfinished_ones_of_any_age(f: &mut Fixture) {
+    let mut s = f.open();
+    let days = ["2026-11-05", "2026-11-06", "2026-11-07", "2026-11-08"];
+    let ws: Vec<Window> = days.iter().map(|d| window(d)).collect();
+    // The 5th is left claimed (its owner died); the others are skipped.
+    f.run(s.as_mut(), &ws[0], "dead", 3);
+    let skips: Vec<Skip<'_>> = ws[1..]
+        .iter()
+        .map(|w| Skip {
+            window: w,
+            reason: "r",
+        })
+        .collect();
+    s.record_skips(&skips, "d", f.now).unwrap();
+    let keys = |rows: Vec<jobhost::store::RunRecord>| -> Vec<String> {
+        rows.into_iter().map(|r| r.key.to_string()).collect()
+    };
+    assert_eq!(
+        keys(s.history_from("daily-report", Some(ws[2].start)).unwrap()),
+        [ws[3].key().to_string(), ws[2].key().to_string()],
+        "newest first, only the windows from the point on"
+    );
+    assert_eq!(s.history_from("daily-report", None).unwrap().len(), 4);
+    assert!(s.history_from("other", None).unwrap().is_empty());
+    assert_eq!(
+        keys(s.unfinished("daily-report").unwrap()),
+        [ws[0].key().to_string()],
+        "the old claimed run, not the skips"
+    );
+}
+
 /// Runs each listed contract test on every backend.
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
@@ -734,4 +765,5 @@ contract!(
     opening_a_migrated_store_again_changes_nothing,
     a_skip_is_recorded_once_and_never_over_a_run_and_a_run_on_purpose_takes_it_over,
     decided_until_moves_only_forward_per_job,
+    a_plan_reads_only_the_rows_from_a_point_and_the_unfinished_ones_of_any_age,
 );

@@ -558,6 +558,23 @@ pub trait ClaimStore {
     /// `Error::Store`.
     fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>>;
 
+    /// `job`'s runs whose window starts at or after `from` (all of them
+    /// for `None`), newest window first: what a plan needs, without
+    /// reading the whole history at every wake-up.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn history_from(&mut self, job: &str, from: Option<Timestamp>) -> Result<Vec<RunRecord>>;
+
+    /// `job`'s runs that are not finished, of any age: CLAIMED, PREPARED,
+    /// or FAILED and waiting to be retried; newest window first.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn unfinished(&mut self, job: &str) -> Result<Vec<RunRecord>>;
+
     /// Records each of `skips` as SKIPPED with its reason, all in one
     /// transaction, unless the store already holds a row for the window (a
     /// run, or another scheduler's decision): the row that is there wins.

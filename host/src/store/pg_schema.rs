@@ -84,7 +84,9 @@ const MIGRATIONS: &[&str] = &[
         error            text,                  -- why the last attempt failed
         sent_at          timestamptz,           -- the digest message delivered
         updated_at       timestamptz NOT NULL
-    );",
+    );
+    CREATE INDEX jobhost_runs_unfinished ON jobhost_runs (job, window_start)
+        WHERE state IN ('CLAIMED', 'PREPARED') OR (state = 'FAILED' AND retry_at IS NOT NULL);",
 ];
 
 /// The transaction-scoped advisory lock that serialises migrations ("jobhost"

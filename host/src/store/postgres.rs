@@ -687,6 +687,39 @@ impl ClaimStore for PostgresStore {
         rows.iter().map(run_record).collect()
     }
 
+    fn history_from(&mut self, job: &str, from: Option<Timestamp>) -> Result<Vec<RunRecord>> {
+        let order = "ORDER BY r.window_start DESC, r.key COLLATE \"C\"";
+        let rows = match from {
+            Some(t) => self.client.query_typed(
+                &format!(
+                    "SELECT {RUN_COLUMNS} FROM {RUN_TABLES}
+                     WHERE r.job = $1 AND r.window_start >= to_timestamp($2) {order}"
+                ),
+                &[text(&job), float8(&unix_seconds(t))],
+            ),
+            None => self.client.query_typed(
+                &format!("SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE r.job = $1 {order}"),
+                &[text(&job)],
+            ),
+        }
+        .map_err(|e| pg("cannot read history", &e))?;
+        rows.iter().map(run_record).collect()
+    }
+
+    fn unfinished(&mut self, job: &str) -> Result<Vec<RunRecord>> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM {RUN_TABLES}
+             WHERE r.job = $1 AND (r.state IN ('CLAIMED', 'PREPARED')
+                OR (r.state = 'FAILED' AND r.retry_at IS NOT NULL))
+             ORDER BY r.window_start DESC, r.key COLLATE \"C\""
+        );
+        let rows = self
+            .client
+            .query_typed(&sql, &[text(&job)])
+            .map_err(|e| pg("cannot read history", &e))?;
+        rows.iter().map(run_record).collect()
+    }
+
     fn record_skips(
         &mut self,
         skips: &[Skip<'_>],

@@ -125,7 +125,11 @@ const MIGRATIONS: &[&str] = &[
         error            TEXT,              -- why the last attempt failed
         sent_at          INTEGER,           -- unix seconds, UTC: the digest message delivered
         updated_at       INTEGER NOT NULL
-    ) STRICT;",
+    ) STRICT;
+    -- A wake-up reads the rows after a point and the unfinished ones; with
+    -- these it costs the same however long the history.
+    CREATE INDEX runs_unfinished ON runs (job, window_start) WHERE state IN ('CLAIMED', 'PREPARED')
+        OR (state = 'FAILED' AND retry_at IS NOT NULL);",
 ];
 
 /// How long a writer waits for another process's write lock.
@@ -368,6 +372,26 @@ impl SqliteStore {
             format!("cannot {what} in store `{}`", self.path.display()),
             e,
         )
+    }
+
+    /// The runs matching `condition` (over `runs r`), newest window first.
+    fn runs_where(
+        &mut self,
+        condition: &str,
+        args: impl rusqlite::Params,
+    ) -> Result<Vec<RunRecord>> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE {condition}
+             ORDER BY r.window_start DESC, r.key"
+        );
+        let mut stmt = self
+            .conn
+            .prepare(&sql)
+            .map_err(|e| self.err("read history", e))?;
+        let rows = stmt
+            .query_map(args, run_record)
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>());
+        rows.map_err(|e| Error::store("cannot read history", e))
     }
 
     fn immediate(&mut self) -> Result<rusqlite::Transaction<'_>> {
@@ -975,6 +999,23 @@ impl ClaimStore for SqliteStore {
             .query_map([job], run_record)
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>());
         rows.map_err(|e| Error::store("cannot read history", e))
+    }
+
+    fn history_from(&mut self, job: &str, from: Option<Timestamp>) -> Result<Vec<RunRecord>> {
+        match from {
+            Some(t) => {
+                self.runs_where("r.job = ?1 AND r.window_start >= ?2", params![job, secs(t)])
+            }
+            None => self.runs_where("r.job = ?1", params![job]),
+        }
+    }
+
+    fn unfinished(&mut self, job: &str) -> Result<Vec<RunRecord>> {
+        self.runs_where(
+            "r.job = ?1 AND (r.state IN ('CLAIMED', 'PREPARED')
+                OR (r.state = 'FAILED' AND r.retry_at IS NOT NULL))",
+            params![job],
+        )
     }
 
     fn record_skips(
