@@ -885,15 +885,19 @@ mod tests {
         assert!(err.contains("line 3"), "{err}");
     }
 
-    #[test]
-    fn the_config_shown_in_the_readme_is_valid() {
+    /// The README's TOML block that starts with `first`.
+    fn readme_toml(first: &str) -> &'static str {
         let readme = include_str!("../../README.md");
         let start = readme
-            .find("```toml\njob = ")
-            .expect("the README shows a job config");
+            .find(&format!("```toml\n{first}"))
+            .unwrap_or_else(|| panic!("the README shows a config starting `{first}`"));
         let body = &readme[start + "```toml\n".len()..];
-        let toml = &body[..body.find("```").expect("closed code block")];
-        let (_dir, p) = write(toml);
+        &body[..body.find("```").expect("closed code block")]
+    }
+
+    #[test]
+    fn the_config_shown_in_the_readme_is_valid() {
+        let (_dir, p) = write(readme_toml("job = "));
         let env = |name: &str| match name {
             "LEDGER_TOKEN" => Some("t0ken-from-env".into()),
             "HC_UUID" => Some("hc-uuid-from-env".into()),
@@ -925,12 +929,7 @@ mod tests {
 
     #[test]
     fn the_digest_config_shown_in_the_readme_is_valid() {
-        let readme = include_str!("../../README.md");
-        let start = readme
-            .find("```toml\n[digest]")
-            .expect("the README shows a digest config");
-        let body = &readme[start + "```toml\n".len()..];
-        let toml = &body[..body.find("```").expect("closed code block")];
+        let toml = readme_toml("[digest]");
         let (_dir, p) = write(&format!(
             "component = \"r.wasm\"\ncache_dir = \"c\"\n{toml}"
         ));

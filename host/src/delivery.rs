@@ -93,19 +93,8 @@ pub struct Sender {
 impl Sender {
     /// A sender that scrubs `redactor`'s values from every message.
     pub fn new(redactor: Redactor) -> Sender {
-        let config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .max_redirects_will_error(false)
-            .user_agent(concat!("jobhost/", env!("CARGO_PKG_VERSION")))
-            // A fresh connection per send: a pooled one the server has
-            // closed fails after the request was written, which would make
-            // a send that never arrived look uncertain.
-            .max_idle_connections(0)
-            .max_idle_connections_per_host(0)
-            .build();
         Sender {
-            agent: ureq::Agent::new_with_config(config),
+            agent: http_agent(None),
             redactor,
         }
     }
@@ -253,6 +242,26 @@ impl Sender {
             }
         }
     }
+}
+
+/// The HTTP client every request of the host goes through: statuses are
+/// answers, not errors; redirects are not followed (a destination, monitor
+/// or model is given by its final URL); a fresh connection per request (a
+/// pooled one the server has closed fails after the request was written,
+/// which would make a send that never arrived look uncertain); and
+/// `timeout` for the whole exchange, when given.
+pub fn http_agent(timeout: Option<Duration>) -> ureq::Agent {
+    ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .max_redirects_will_error(false)
+            .user_agent(concat!("jobhost/", env!("CARGO_PKG_VERSION")))
+            .max_idle_connections(0)
+            .max_idle_connections_per_host(0)
+            .timeout_global(timeout)
+            .build(),
+    )
 }
 
 /// `Retry-After` as delta-seconds or an HTTP date.

@@ -169,15 +169,7 @@ impl Pings {
         redactor: &Redactor,
     ) -> Option<PingInfo> {
         let target = self.targets.get(&signal)?;
-        let agent = ureq::Agent::new_with_config(
-            ureq::Agent::config_builder()
-                .http_status_as_error(false)
-                .max_redirects(0)
-                .max_redirects_will_error(false)
-                .user_agent(concat!("jobhost/", env!("CARGO_PKG_VERSION")))
-                .timeout_global(Some(self.timeout))
-                .build(),
-        );
+        let agent = crate::delivery::http_agent(Some(self.timeout));
         let shown = target.shown_url();
         let mut info = PingInfo {
             status: "failed",

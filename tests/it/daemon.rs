@@ -40,18 +40,6 @@ path = "{name}.jsonl"
     path
 }
 
-/// The daemon in virtual time from `now` until `until`, over `configs`.
-fn daemon_command(configs: &[&Path], store: &str, now: &str, until: &str) -> std::process::Command {
-    let mut args = vec!["daemon"];
-    for c in configs {
-        args.extend(["--config", s(c)]);
-    }
-    args.extend(["--store", store, "--now", now, "--until", until]);
-    let mut cmd = command(&root(), &args);
-    cmd.env("JOBHOST_TEST_VIRTUAL_TIME", "1");
-    cmd
-}
-
 /// Its output lines, after it exited 0.
 fn daemon(configs: &[&Path], store: &str, now: &str, until: &str) -> Vec<Value> {
     let run = to_run(daemon_command(configs, store, now, until).output().unwrap());
@@ -530,18 +518,15 @@ fn sigterm_while_a_guest_runs_lets_it_finish_and_exits_0_and_a_second_signal_exi
     let daily = job(dir.path(), "daily", "day", "UTC", "");
     let store = dir.path().join("s.db");
     // The first run stops inside the guest; SIGTERM arrives meanwhile.
-    let child = daemon_command(
-        &[&daily],
-        s(&store),
-        "2026-11-09T00:30:00Z",
-        "2026-11-20T00:30:00Z",
-    )
-    .env("JOBHOST_TEST_FAILPOINT", "in-guest:stop")
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    wait_until_stopped(&child, "in-guest");
+    let child = stopped_at(
+        daemon_command(
+            &[&daily],
+            s(&store),
+            "2026-11-09T00:30:00Z",
+            "2026-11-20T00:30:00Z",
+        ),
+        "in-guest:stop",
+    );
     signal(&child, libc::SIGTERM);
     let run = resume(child);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -555,18 +540,15 @@ fn sigterm_while_a_guest_runs_lets_it_finish_and_exits_0_and_a_second_signal_exi
 
     // A second signal: the daemon exits at once, mid-run; the window is
     // finished later, exactly once.
-    let child = daemon_command(
-        &[&daily],
-        s(&store),
-        "2026-11-10T00:30:00Z",
-        "2026-11-20T00:30:00Z",
-    )
-    .env("JOBHOST_TEST_FAILPOINT", "in-guest:stop")
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    wait_until_stopped(&child, "in-guest");
+    let child = stopped_at(
+        daemon_command(
+            &[&daily],
+            s(&store),
+            "2026-11-10T00:30:00Z",
+            "2026-11-20T00:30:00Z",
+        ),
+        "in-guest:stop",
+    );
     // Two different signals: the same one twice would merge while the
     // process is stopped.
     signal(&child, libc::SIGTERM);
@@ -590,6 +572,37 @@ fn sigterm_while_a_guest_runs_lets_it_finish_and_exits_0_and_a_second_signal_exi
     );
     let delivered = std::fs::read_to_string(dir.path().join("daily.jsonl")).unwrap();
     assert_eq!(delivered.lines().count(), 2, "each window delivered once");
+}
+
+/// `cmd` spawned with the failpoint `failpoint` (`<boundary>[@n]:stop`),
+/// once it has stopped itself there.
+fn stopped_at(mut cmd: std::process::Command, failpoint: &str) -> std::process::Child {
+    let child = cmd
+        .env("JOBHOST_TEST_FAILPOINT", failpoint)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until_stopped(&child, failpoint);
+    child
+}
+
+/// A daemon that exited 0 after one receipt: its run let the claim go
+/// because it was asked to stop, to be retried.
+fn let_go_after_a_stop(run: &Run) {
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = lines(&run.stdout);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0]["event"], "failed");
+    assert_eq!(out[0]["error"]["retryable"], true, "{}", out[0]);
+    assert!(
+        out[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("asked to stop"),
+        "{}",
+        out[0]
+    );
 }
 
 #[test]
@@ -616,33 +629,17 @@ fn sigterm_while_a_delivery_waits_to_retry_lets_the_claim_go_and_the_window_is_d
     );
     let store = dir.path().join("s.db");
     // Stopped just before the second send; the signal arrives then.
-    let child = daemon_command(
-        &[&cfg],
-        s(&store),
-        "2026-11-09T00:30:00Z",
-        "2026-11-20T00:00:00Z",
-    )
-    .env("JOBHOST_TEST_FAILPOINT", "before-send@2:stop")
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    wait_until_stopped(&child, "before-send@2");
-    signal(&child, libc::SIGTERM);
-    let run = resume(child);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let out = lines(&run.stdout);
-    assert_eq!(out.len(), 1, "{out:?}");
-    assert_eq!(out[0]["event"], "failed");
-    assert_eq!(out[0]["error"]["retryable"], true);
-    assert!(
-        out[0]["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("asked to stop"),
-        "{}",
-        out[0]
+    let child = stopped_at(
+        daemon_command(
+            &[&cfg],
+            s(&store),
+            "2026-11-09T00:30:00Z",
+            "2026-11-20T00:00:00Z",
+        ),
+        "before-send@2:stop",
     );
+    signal(&child, libc::SIGTERM);
+    let_go_after_a_stop(&resume(child));
     assert_eq!(sink.requests().len(), 2, "no third send after the signal");
     let h = history(&store);
     assert_eq!(
@@ -727,19 +724,7 @@ fn sigterm_during_a_real_wait_to_resend_lets_the_claim_go_at_once_without_using_
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let run = to_run(child.wait_with_output().unwrap());
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let out = lines(&run.stdout);
-    assert_eq!(out.len(), 1, "{out:?}");
-    assert_eq!(out[0]["error"]["retryable"], true, "{}", out[0]);
-    assert!(
-        out[0]["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("asked to stop"),
-        "{}",
-        out[0]
-    );
+    let_go_after_a_stop(&to_run(child.wait_with_output().unwrap()));
     assert_eq!(sink.requests().len(), 1, "nothing sent after the signal");
     let h = history(&store);
     assert_eq!(

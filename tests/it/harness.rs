@@ -182,6 +182,19 @@ pub fn job_command(cfg: &Path, store: impl AsRef<OsStr>, now: &str) -> Command {
     cmd
 }
 
+/// `jobhost daemon` in virtual time from `now` until `until`, over
+/// `configs`, on `store` (a path or a URL).
+pub fn daemon_command(configs: &[&Path], store: &str, now: &str, until: &str) -> Command {
+    let mut args = vec!["daemon"];
+    for c in configs {
+        args.extend(["--config", s(c)]);
+    }
+    args.extend(["--store", store, "--now", now, "--until", until]);
+    let mut cmd = command(&root(), &args);
+    cmd.env("JOBHOST_TEST_VIRTUAL_TIME", "1");
+    cmd
+}
+
 /// Waits until `child` has stopped itself (SIGSTOP at a failpoint); `what`
 /// names the failpoint for the failure message.
 pub fn wait_until_stopped(child: &Child, what: &str) {

@@ -96,21 +96,12 @@ fn a_run_pings_start_then_success_and_a_window_already_done_pings_nothing() {
 
     // The daemon runs windows through the same path: it pings too.
     let out = to_run(
-        command(
-            &root(),
-            &[
-                "daemon",
-                "--config",
-                s(&cfg),
-                "--store",
-                s(&store),
-                "--now",
-                "2026-11-10T00:30:00Z",
-                "--until",
-                "2026-11-10T01:00:00Z",
-            ],
+        daemon_command(
+            &[&cfg],
+            s(&store),
+            "2026-11-10T00:30:00Z",
+            "2026-11-10T01:00:00Z",
         )
-        .env("JOBHOST_TEST_VIRTUAL_TIME", "1")
         .env("HC_UUID", UUID)
         .output()
         .unwrap(),

@@ -800,21 +800,12 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
     let text = std::fs::read_to_string(&cfg).unwrap();
     std::fs::write(&cfg, format!("catch_up = \"latest\"\n{text}")).unwrap();
     let out = to_run(
-        command(
-            &root(),
-            &[
-                "daemon",
-                "--config",
-                s(&cfg),
-                "--store",
-                &db.url(),
-                "--now",
-                "2026-11-09T00:30:00Z",
-                "--until",
-                "2026-11-09T01:00:00Z",
-            ],
+        daemon_command(
+            &[&cfg],
+            &db.url(),
+            "2026-11-09T00:30:00Z",
+            "2026-11-09T01:00:00Z",
         )
-        .env("JOBHOST_TEST_VIRTUAL_TIME", "1")
         .output()
         .unwrap(),
     );

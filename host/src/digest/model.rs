@@ -68,15 +68,7 @@ fn ask_scrubbing(a: &Ask<'_>, redactor: &Redactor) -> Result<String, String> {
     if let Some(t) = a.temperature {
         body["temperature"] = t.into();
     }
-    let agent = ureq::Agent::new_with_config(
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .max_redirects_will_error(false)
-            .user_agent(concat!("jobhost/", env!("CARGO_PKG_VERSION")))
-            .timeout_global(Some(a.timeout))
-            .build(),
-    );
+    let agent = crate::delivery::http_agent(Some(a.timeout));
     let shown = a.endpoint.shown_url();
     let mut req = agent
         .post(a.endpoint.url())

@@ -374,6 +374,18 @@ impl SqliteStore {
         )
     }
 
+    /// One write statement in a transaction of its own; the rows it
+    /// changed.
+    fn write_one(&mut self, what: &str, sql: &str, args: impl rusqlite::Params) -> Result<usize> {
+        let tx = self.immediate()?;
+        let changed = tx
+            .execute(sql, args)
+            .map_err(|e| Error::store(format!("cannot {what}"), e))?;
+        tx.commit()
+            .map_err(|e| Error::store(format!("cannot {what}"), e))?;
+        Ok(changed)
+    }
+
     /// The runs matching `condition` (over `runs r`), newest window first.
     fn runs_where(
         &mut self,
@@ -1076,17 +1088,15 @@ impl ClaimStore for SqliteStore {
     }
 
     fn set_decided_until(&mut self, job: &JobName, until: Timestamp, now: Timestamp) -> Result<()> {
-        let tx = self.immediate()?;
-        tx.execute(
+        self.write_one(
+            "record the schedule",
             "INSERT INTO schedule (job, decided_until, updated_at) VALUES (?1, ?2, ?3)
              ON CONFLICT (job) DO UPDATE SET
                 decided_until = max(decided_until, excluded.decided_until),
                 updated_at = excluded.updated_at",
             params![job.as_str(), secs(until), secs(now)],
         )
-        .map_err(|e| Error::store("cannot record the schedule", e))?;
-        tx.commit()
-            .map_err(|e| Error::store("cannot record the schedule", e))
+        .map(drop)
     }
 
     fn record_digest(
@@ -1095,40 +1105,40 @@ impl ClaimStore for SqliteStore {
         note: &DigestNote<'_>,
         now: Timestamp,
     ) -> Result<()> {
-        let tx = self.immediate()?;
-        let changed = tx
-            .execute(
-                "INSERT INTO digests (key, cache_key, model, error, updated_at)
-                 SELECT key, ?2, ?3, ?4, ?5 FROM runs WHERE key = ?1
-                 ON CONFLICT (key) DO UPDATE SET cache_key = coalesce(excluded.cache_key, cache_key),
-                    model = excluded.model, error = excluded.error,
-                    updated_at = excluded.updated_at",
-                params![key.as_str(), note.cache_key, note.model, note.error, secs(now)],
-            )
-            .map_err(|e| Error::store("cannot record the digest", e))?;
-        if changed == 0 {
-            return Err(super::no_such_run(key));
+        let changed = self.write_one(
+            "record the digest",
+            "INSERT INTO digests (key, cache_key, model, error, updated_at)
+             SELECT key, ?2, ?3, ?4, ?5 FROM runs WHERE key = ?1
+             ON CONFLICT (key) DO UPDATE SET cache_key = coalesce(excluded.cache_key, cache_key),
+                model = excluded.model, error = excluded.error,
+                updated_at = excluded.updated_at",
+            params![
+                key.as_str(),
+                note.cache_key,
+                note.model,
+                note.error,
+                secs(now)
+            ],
+        )?;
+        match changed {
+            0 => Err(super::no_such_run(key)),
+            _ => Ok(()),
         }
-        tx.commit()
-            .map_err(|e| Error::store("cannot record the digest", e))
     }
 
     fn digest_sent(&mut self, key: &WindowKey, now: Timestamp) -> Result<()> {
-        let tx = self.immediate()?;
-        let changed = tx
-            .execute(
-                "INSERT INTO digests (key, sent_at, updated_at)
-                 SELECT key, ?2, ?2 FROM runs WHERE key = ?1
-                 ON CONFLICT (key) DO UPDATE SET sent_at = excluded.sent_at,
-                    updated_at = excluded.updated_at",
-                params![key.as_str(), secs(now)],
-            )
-            .map_err(|e| Error::store("cannot record the digest message", e))?;
-        if changed == 0 {
-            return Err(super::no_such_run(key));
+        let changed = self.write_one(
+            "record the digest message",
+            "INSERT INTO digests (key, sent_at, updated_at)
+             SELECT key, ?2, ?2 FROM runs WHERE key = ?1
+             ON CONFLICT (key) DO UPDATE SET sent_at = excluded.sent_at,
+                updated_at = excluded.updated_at",
+            params![key.as_str(), secs(now)],
+        )?;
+        match changed {
+            0 => Err(super::no_such_run(key)),
+            _ => Ok(()),
         }
-        tx.commit()
-            .map_err(|e| Error::store("cannot record the digest message", e))
     }
 }
 
