@@ -423,7 +423,6 @@ fn digest(args: DigestArgs, runtime: &Runtime) -> i32 {
 }
 
 fn digest_inner(args: DigestArgs, runtime: &Runtime) -> Result<(serde_json::Value, i32), Error> {
-    use crate::clock::{Clock, FixedClock, SystemClock, VirtualClock};
     let config = Config::resolve(&RunFlags {
         config: Some(args.config.clone()),
         store: args.store.clone(),
@@ -431,54 +430,9 @@ fn digest_inner(args: DigestArgs, runtime: &Runtime) -> Result<(serde_json::Valu
         cache_dir: args.cache_dir.clone(),
         ..RunFlags::default()
     })?;
-    let Some(settings) = &config.digest else {
-        return Err(Error::input(format!(
-            "job `{}` has no [digest] section in `{}`; name a model there (base_url, model) to \
-             make digests",
-            config.job,
-            args.config.display()
-        )));
-    };
     let key = crate::window::WindowKey::from_stored(args.key.clone());
-    let run = store::open_read_only(&config.store)?
-        .peek(&key)?
-        .ok_or_else(|| crate::store::no_such_run(&key))?;
-    if run.job != config.job.as_str() {
-        return Err(Error::input(format!(
-            "run `{key}` is of job `{}`, and `{}` configures job `{}`; pass that job's config",
-            run.job,
-            args.config.display(),
-            config.job
-        )));
-    }
-    if run.state != store::RunState::Done {
-        return Err(Error::input(format!(
-            "run `{key}` is {}, not DONE: a digest describes a finished run",
-            run.state
-        )));
-    }
-    let clock: Box<dyn Clock> = match (config.now, runtime.virtual_time) {
-        (start, true) => Box::new(VirtualClock::new(
-            start.unwrap_or_else(jiff::Timestamp::now),
-        )),
-        (Some(t), false) => Box::new(FixedClock(t)),
-        (None, false) => Box::new(SystemClock),
-    };
-    let wanted = crate::digest::Wanted {
-        key: key.clone(),
-        prompt: run.report.and_then(|r| r.prompt),
-        already_sent: run.digest.is_some_and(|d| d.sent_at.is_some()),
-        refresh: args.refresh,
-    };
-    let mut store = store::open(&config.store)?;
-    let info = crate::digest::make(
-        settings,
-        &config.destinations,
-        &config.redactor,
-        store.as_mut(),
-        &wanted,
-        clock.as_ref(),
-    );
+    let clock = crate::job::clock_for(&config, runtime);
+    let info = crate::digest::again(&config, &args.config, &key, args.refresh, clock.as_ref())?;
     let code = match info.status {
         "generated" | "cached" => 0,
         "nothing" => 2,

@@ -31,7 +31,7 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::job::{self, Runtime};
 use crate::plan::{self, What};
-use crate::store::{self, RunRecord, RunState, Skip};
+use crate::store::{self, RunRecord, Skip};
 use crate::window::Window;
 
 /// How the daemon runs.
@@ -192,7 +192,7 @@ fn wake_job(
     let mut store = store::open(&config.store)?;
     // Unfinished runs first (they are older than anything newly due), then
     // the plan; neither reads more of the history than it needs.
-    let mut todo = unfinished(config, &store.unfinished(config.job.as_str())?, clock)?;
+    let mut todo = unfinished_work(config, &store.unfinished(config.job.as_str())?, clock)?;
     let decided_until = store.decided_until(&config.job)?;
     let runs = store.history_from(config.job.as_str(), plan::rows_from(since, decided_until))?;
     let plan = plan::plan_over(config, now, since, &runs, decided_until)?;
@@ -215,29 +215,28 @@ fn wake_job(
     // Every skip of this wake-up in one transaction, before any run: they
     // are older than the windows that run. A window another daemon decided
     // in the meantime keeps its decision, and is not reported again here.
-    let skips: Vec<(&Window, &str)> = plan
+    let skips: Vec<Skip<'_>> = plan
         .entries
         .iter()
         .filter_map(|e| match &e.what {
-            What::Skip(why) => Some((&e.window, why.as_str())),
+            What::Skip(reason) => Some(Skip {
+                window: &e.window,
+                reason,
+            }),
             _ => None,
         })
         .collect();
-    let as_skips: Vec<Skip<'_>> = skips
-        .iter()
-        .map(|(window, reason)| Skip { window, reason })
-        .collect();
-    let recorded = store.record_skips(&as_skips, owner, clock.lease_now())?;
+    let recorded = store.record_skips(&skips, owner, clock.lease_now())?;
     drop(store);
-    for ((window, why), mine) in skips.iter().zip(&recorded) {
+    for (skip, mine) in skips.iter().zip(&recorded) {
         if *mine {
             let line = serde_json::json!({
                 "event": "skipped",
                 "reason": "catch-up",
                 "job": config.job.as_str(),
-                "key": window.key().as_str(),
+                "key": skip.window.key().as_str(),
                 "now": rfc3339(now),
-                "detail": why,
+                "detail": skip.reason,
             });
             emit(out, &line.to_string());
         }
@@ -302,7 +301,7 @@ fn wake_job(
             // A run may have failed and left a retry, or found a window
             // busy: look again when that is due, not at the next window.
             let runs = store.unfinished(config.job.as_str())?;
-            for w in unfinished(config, &runs, clock)? {
+            for w in unfinished_work(config, &runs, clock)? {
                 next = next.min(match w {
                     Work::Later(t) => t,
                     Work::Run(w) if deferred.contains(&w.key()) => {
@@ -324,17 +323,15 @@ enum Work {
     Later(Timestamp),
 }
 
-/// The job's unfinished runs: to run now (a retry whose backoff passed, a
-/// dead owner's expired claim, a committed report to deliver), or a later
-/// moment to look again. Leases and retry times are judged on the store's
+/// What the job's unfinished runs (as [`store::ClaimStore::unfinished`] gives
+/// them) need: to run now (a retry whose backoff passed, a dead owner's
+/// expired claim, a committed report to deliver), or a later moment to
+/// look again. Leases and retry times are judged on the store's
 /// clock as the host sees it (`lease_now`), and a wait is capped at one
 /// lease, so a clock that disagrees cannot make the daemon oversleep.
-fn unfinished(config: &Config, runs: &[RunRecord], clock: &dyn Clock) -> Result<Vec<Work>> {
+fn unfinished_work(config: &Config, runs: &[RunRecord], clock: &dyn Clock) -> Result<Vec<Work>> {
     // Oldest first (the store lists the newest window first).
-    let rows = runs.iter().rev().filter(|r| {
-        matches!(r.state, RunState::Claimed | RunState::Prepared)
-            || (r.state == RunState::Failed && r.retry_at.is_some())
-    });
+    let rows = runs.iter().rev();
     let now = clock.now();
     let lease_now = clock.lease_now();
     let mut todo = Vec::new();

@@ -82,11 +82,7 @@ pub fn run_with(config: &Config, runtime: &Runtime) -> Outcome {
 /// `runtime`: the scheduling daemon names the window, including missed
 /// ones it catches up on.
 pub fn run_window(config: &Config, window: Option<&Window>, runtime: &Runtime) -> Outcome {
-    let clock: Box<dyn Clock> = match (config.now, runtime.virtual_time) {
-        (start, true) => Box::new(VirtualClock::new(start.unwrap_or_else(Timestamp::now))),
-        (Some(t), false) => Box::new(FixedClock(t)),
-        (None, false) => Box::new(SystemClock),
-    };
+    let clock = clock_for(config, runtime);
     let mut receipt = Receipt::new(Event::Failed);
     let mut wanted = None;
     let result = run_inner(
@@ -133,6 +129,17 @@ pub fn run_window(config: &Config, window: Option<&Window>, runtime: &Runtime) -
         receipt,
         exit_code,
         digest: deferred,
+    }
+}
+
+/// The clock an invocation for `config` reads: a fixed one for `--now`,
+/// the system's otherwise, a virtual one (starting at `--now`) in a
+/// runtime with virtual time.
+pub fn clock_for(config: &Config, runtime: &Runtime) -> Box<dyn Clock> {
+    match (config.now, runtime.virtual_time) {
+        (start, true) => Box::new(VirtualClock::new(start.unwrap_or_else(Timestamp::now))),
+        (Some(t), false) => Box::new(FixedClock(t)),
+        (None, false) => Box::new(SystemClock),
     }
 }
 
@@ -199,10 +206,7 @@ fn ping(config: &Config, signal: Signal, receipt: &mut Receipt, clock: &dyn Cloc
     let line = match signal {
         Signal::Start => format!("start {key} attempt {}", receipt.attempt.unwrap_or(0)),
         Signal::Success | Signal::Failure => {
-            let event = serde_json::to_value(receipt.event)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
+            let event = receipt.event.as_str();
             match &receipt.error {
                 Some(e) => format!("{event} {key}: {}: {}", e.kind, e.message),
                 None => format!("{event} {key}"),

@@ -33,6 +33,19 @@ pub enum Event {
     Abandoned,
 }
 
+impl Event {
+    /// The event's name, as the receipt writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Event::Ran => "ran",
+            Event::Resumed => "resumed",
+            Event::Skipped => "skipped",
+            Event::Failed => "failed",
+            Event::Abandoned => "abandoned",
+        }
+    }
+}
+
 /// The window, as the receipt shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct WindowInfo {

@@ -1,7 +1,8 @@
 //! Digests from a language model, against a stub OpenAI-compatible server
 //! on 127.0.0.1: made only after the run is DONE, cached on local disk with
 //! a TTL (never in the store), never a gate on the run or its delivery,
-//! never holding or leaking the API key, and never asked by a replay.
+//! never holding or leaking the API key; a replay compares what the
+//! component asked to describe (it has no model to ask).
 
 use std::path::{Path, PathBuf};
 
@@ -417,7 +418,7 @@ fn the_digest_message_is_sent_once_a_digest_exists_with_its_own_key_and_never_tw
 }
 
 #[test]
-fn a_replay_never_asks_the_model_and_compares_what_the_component_asked_to_describe() {
+fn a_replay_compares_what_the_component_asked_to_describe() {
     let sink = Sink::start();
     sink.script(MODEL_PATH, &[Reply::Body(200, ANSWER)]);
     let dir = scratch();

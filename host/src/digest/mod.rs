@@ -346,6 +346,64 @@ impl Wanted {
     }
 }
 
+/// `jobhost digest KEY`: the digest of the DONE run `key` of `config`'s
+/// job (`file` names the config in messages), made again as [`make`]
+/// makes it (`refresh`: without looking in the cache).
+///
+/// # Errors
+///
+/// `Error::Input` when the job has no model, the store has no such run,
+/// the run is another job's or not DONE; `Error::Store` when the store
+/// cannot be read.
+pub fn again(
+    config: &crate::config::Config,
+    file: &std::path::Path,
+    key: &WindowKey,
+    refresh: bool,
+    clock: &dyn Clock,
+) -> Result<DigestInfo> {
+    let Some(settings) = &config.digest else {
+        return Err(Error::input(format!(
+            "job `{}` has no [digest] section in `{}`; name a model there (base_url, model) to \
+             make digests",
+            config.job,
+            file.display()
+        )));
+    };
+    let run = crate::store::open_read_only(&config.store)?
+        .peek(key)?
+        .ok_or_else(|| crate::store::no_such_run(key))?;
+    if run.job != config.job.as_str() {
+        return Err(Error::input(format!(
+            "run `{key}` is of job `{}`, and `{}` configures job `{}`; pass that job's config",
+            run.job,
+            file.display(),
+            config.job
+        )));
+    }
+    if run.state != crate::store::RunState::Done {
+        return Err(Error::input(format!(
+            "run `{key}` is {}, not DONE: a digest describes a finished run",
+            run.state
+        )));
+    }
+    let wanted = Wanted {
+        key: key.clone(),
+        prompt: run.report.and_then(|r| r.prompt),
+        already_sent: run.digest.is_some_and(|d| d.sent_at.is_some()),
+        refresh,
+    };
+    let mut store = crate::store::open(&config.store)?;
+    Ok(make(
+        settings,
+        &config.destinations,
+        &config.redactor,
+        store.as_mut(),
+        &wanted,
+        clock,
+    ))
+}
+
 /// Makes (or finds in the cache) the digest of a DONE run, notes the
 /// outcome in `store`, and sends the digest message when the job names a
 /// destination for it. Never fails: every problem is in the result.

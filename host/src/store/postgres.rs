@@ -25,7 +25,7 @@ use postgres::types::Type;
 use postgres::{Client, Row};
 
 use super::pg_schema::{check_version, latest, migrate, schema_version};
-use super::pg_support::{BEGIN, Tx, boolean, bytea, float8, int8, pg, text};
+use super::pg_support::{BEGIN, Param, Tx, boolean, bytea, float8, int8, pg, text};
 
 use super::{
     Attempted, Claim, ClaimRequest, ClaimStore, Decision, DigestNote, DigestRecord, Existing,
@@ -110,6 +110,20 @@ impl PostgresStore {
     /// The store's URL, as it may be shown.
     pub fn url(&self) -> &PostgresUrl {
         &self.url
+    }
+
+    /// The runs matching `condition` (over `jobhost_runs r`), newest
+    /// window first.
+    fn runs_where(&mut self, condition: &str, params: &[Param<'_>]) -> Result<Vec<RunRecord>> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE {condition}
+             ORDER BY r.window_start DESC, r.key COLLATE \"C\""
+        );
+        let rows = self
+            .client
+            .query_typed(&sql, params)
+            .map_err(|e| pg("cannot read history", &e))?;
+        rows.iter().map(run_record).collect()
     }
 
     fn begin(&mut self, what: &str) -> Result<Tx<'_>> {
@@ -676,48 +690,25 @@ impl ClaimStore for PostgresStore {
     }
 
     fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>> {
-        let sql = format!(
-            "SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE $1::text IS NULL OR r.job = $1
-             ORDER BY r.window_start DESC, r.key COLLATE \"C\""
-        );
-        let rows = self
-            .client
-            .query_typed(&sql, &[text(&job)])
-            .map_err(|e| pg("cannot read history", &e))?;
-        rows.iter().map(run_record).collect()
+        self.runs_where("$1::text IS NULL OR r.job = $1", &[text(&job)])
     }
 
     fn history_from(&mut self, job: &str, from: Option<Timestamp>) -> Result<Vec<RunRecord>> {
-        let order = "ORDER BY r.window_start DESC, r.key COLLATE \"C\"";
-        let rows = match from {
-            Some(t) => self.client.query_typed(
-                &format!(
-                    "SELECT {RUN_COLUMNS} FROM {RUN_TABLES}
-                     WHERE r.job = $1 AND r.window_start >= to_timestamp($2) {order}"
-                ),
+        match from {
+            Some(t) => self.runs_where(
+                "r.job = $1 AND r.window_start >= to_timestamp($2)",
                 &[text(&job), float8(&unix_seconds(t))],
             ),
-            None => self.client.query_typed(
-                &format!("SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE r.job = $1 {order}"),
-                &[text(&job)],
-            ),
+            None => self.runs_where("r.job = $1", &[text(&job)]),
         }
-        .map_err(|e| pg("cannot read history", &e))?;
-        rows.iter().map(run_record).collect()
     }
 
     fn unfinished(&mut self, job: &str) -> Result<Vec<RunRecord>> {
-        let sql = format!(
-            "SELECT {RUN_COLUMNS} FROM {RUN_TABLES}
-             WHERE r.job = $1 AND (r.state IN ('CLAIMED', 'PREPARED')
-                OR (r.state = 'FAILED' AND r.retry_at IS NOT NULL))
-             ORDER BY r.window_start DESC, r.key COLLATE \"C\""
-        );
-        let rows = self
-            .client
-            .query_typed(&sql, &[text(&job)])
-            .map_err(|e| pg("cannot read history", &e))?;
-        rows.iter().map(run_record).collect()
+        self.runs_where(
+            "r.job = $1 AND (r.state IN ('CLAIMED', 'PREPARED')
+                OR (r.state = 'FAILED' AND r.retry_at IS NOT NULL))",
+            &[text(&job)],
+        )
     }
 
     fn record_skips(

@@ -535,12 +535,15 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
         owner: r.get(8)?,
         lease_until: stored_instant(r, 9)?,
         component: r.get(10)?,
-        report: report.map(|summary| StoredReport {
-            summary,
-            cursor: r.get(12).ok().flatten(),
-            prompt: r.get(20).ok().flatten(),
-            described: r.get(27).unwrap_or(false),
-        }),
+        report: match report {
+            Some(summary) => Some(StoredReport {
+                summary,
+                cursor: r.get(12)?,
+                prompt: r.get(20)?,
+                described: r.get(27)?,
+            }),
+            None => None,
+        },
         error: r.get(13)?,
         created_at: stored_instant(r, 14)?,
         updated_at: stored_instant(r, 15)?,
