@@ -14,9 +14,9 @@ guest:
 demo: guest
     cargo run -p jobhost -- run --config examples/daily-sales.toml --now {{now}}
 
-# Show what the demo's store holds.
+# Show what the demo's store (examples/state/jobhost.db, beside its config) holds.
 history:
-    cargo run -p jobhost -- history
+    cargo run -p jobhost -- history --config examples/daily-sales.toml
 
 # Run every test (the same command CI runs).
 test:

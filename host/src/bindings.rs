@@ -2,13 +2,21 @@
 //! adapters between its generated types and the host's domain types. No
 //! other module names a generated type: imports are answered here by calling
 //! into `source`, `outbox` and `guest_log`, and results are converted here.
+//!
+//! `outbox.send` and `log.emit` are linked by hand rather than through the
+//! generated traits: their text and bytes are read where they lie in the
+//! guest's memory, so that what the host refuses (a body over the limit, a
+//! message over the log's budget, a name no destination has) is never
+//! copied, however large the guest made it.
 
-use wasmtime::component::{HasSelf, Linker, Resource};
+use wasmtime::StoreContextMut;
+use wasmtime::component::{HasSelf, Linker, Resource, WasmList, WasmStr};
 
 use crate::guest_log::LogLevel;
-use crate::outbox::StageError;
+use crate::outbox::{MAX_CONTENT_TYPE, MAX_DESTINATION_NAME, StageError};
 use crate::sandbox::HostState;
 use crate::source::{self, RowCursor, SourceError};
+use crate::text::Given;
 use crate::window::Window;
 use jiff::Timestamp;
 
@@ -41,7 +49,39 @@ use self::jobhost::report::{log, outbox, source as wit_source, types};
 ///
 /// Fails only if the linker already defines these names.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    Reporter::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)
+    types::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
+    wit_source::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
+    linker
+        .instance("jobhost:report/outbox@0.1.0")?
+        .func_wrap("send", send)?;
+    linker
+        .instance("jobhost:report/log@0.1.0")?
+        .func_wrap("emit", emit)?;
+    Ok(())
+}
+
+/// The error that stops a guest whose journal reached its limit (see
+/// `journal`); the run fails with the limit named.
+#[derive(Debug)]
+pub struct JournalFull;
+
+impl std::fmt::Display for JournalFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the run's journal reached its limit")
+    }
+}
+
+impl std::error::Error for JournalFull {}
+
+impl HostState {
+    /// Stops the guest once its journal is full: nothing past the bound is
+    /// kept, and a guest that goes on calling would only waste its time.
+    fn journal_room(&self) -> wasmtime::Result<()> {
+        if self.journal.overflowed() {
+            return Err(wasmtime::Error::new(JournalFull));
+        }
+        Ok(())
+    }
 }
 
 impl types::Host for HostState {}
@@ -51,6 +91,7 @@ impl wit_source::Host for HostState {
         let opened = self.source.open();
         self.journal
             .open(&opened.as_ref().map(drop).map_err(Clone::clone));
+        self.journal_room()?;
         match opened {
             Ok(cursor) => Ok(Ok(self.table.push(cursor)?)),
             Err(e) => Ok(Err(source_error(e))),
@@ -65,6 +106,7 @@ impl wit_source::HostCursor for HostState {
     ) -> wasmtime::Result<Vec<wit_source::ColumnInfo>> {
         let cursor = self.table.get(&cursor)?;
         self.journal.columns(cursor.columns());
+        self.journal_room()?;
         Ok(cursor
             .columns()
             .iter()
@@ -88,6 +130,7 @@ impl wit_source::HostCursor for HostState {
         let cursor = self.table.get_mut(&cursor)?;
         let answer = cursor.next_batch(max_rows);
         self.journal.batch(max_rows, &answer);
+        self.journal_room()?;
         Ok(match answer {
             Ok(Some(batch)) => Ok(Some(wit_batch(batch))),
             Ok(None) => Ok(None),
@@ -99,7 +142,7 @@ impl wit_source::HostCursor for HostState {
         let cursor = self.table.delete(cursor)?;
         self.source.close(cursor);
         self.journal.close_cursor();
-        Ok(())
+        self.journal_room()
     }
 }
 
@@ -141,38 +184,68 @@ fn source_error(e: SourceError) -> wit_source::SourceError {
     }
 }
 
-impl outbox::Host for HostState {
-    fn send(
-        &mut self,
-        destination: String,
-        body: Vec<u8>,
-        content_type: String,
-    ) -> wasmtime::Result<Result<u32, outbox::SendError>> {
-        let (bytes, named, typed) = (body.len() as u64, destination.clone(), content_type.clone());
-        let answer = self.outbox.stage(destination, body, content_type);
-        self.journal.send(&named, &typed, bytes, &answer);
-        Ok(answer.map_err(|e| match e {
-            StageError::UnknownDestination(d) => outbox::SendError::UnknownDestination(d),
-            StageError::TooLarge(limit) => outbox::SendError::TooLarge(limit),
-            StageError::TooManyMessages(max) => outbox::SendError::TooManyMessages(max),
-            StageError::InvalidContentType(t) => outbox::SendError::InvalidContentType(t),
-        }))
-    }
+/// `outbox.send`: decided on the sizes and names first, so that the body
+/// is copied out of the guest's memory only when it is staged.
+fn send(
+    mut cx: StoreContextMut<'_, HostState>,
+    (destination, body, content_type): (WasmStr, WasmList<u8>, WasmStr),
+) -> wasmtime::Result<(Result<u32, outbox::SendError>,)> {
+    let (named, typed, staged) = {
+        let destination = destination.to_str(&cx)?;
+        let content_type = content_type.to_str(&cx)?;
+        let named = Given::new(&destination, MAX_DESTINATION_NAME);
+        let typed = Given::new(&content_type, MAX_CONTENT_TYPE);
+        let verdict = cx
+            .data()
+            .outbox
+            .check(&destination, body.len() as u64, &content_type);
+        let staged = verdict.map(|()| {
+            (
+                destination.into_owned(),
+                body.as_le_slice(&cx).to_vec(),
+                content_type.into_owned(),
+            )
+        });
+        (named, typed, staged)
+    };
+    let state = cx.data_mut();
+    let answer = staged.map(|(d, b, t)| state.outbox.stage_checked(d, b, t));
+    state
+        .journal
+        .send(&named, &typed, body.len() as u64, &answer);
+    state.journal_room()?;
+    Ok((answer.map_err(|e| match e {
+        StageError::UnknownDestination(d) => outbox::SendError::UnknownDestination(d),
+        StageError::TooLarge(limit) => outbox::SendError::TooLarge(limit),
+        StageError::TooManyMessages(max) => outbox::SendError::TooManyMessages(max),
+        StageError::InvalidContentType(t) => outbox::SendError::InvalidContentType(t),
+    }),))
 }
 
-impl log::Host for HostState {
-    fn emit(&mut self, level: log::Level, message: String) -> wasmtime::Result<()> {
-        let level = match level {
-            log::Level::Trace => LogLevel::Trace,
-            log::Level::Debug => LogLevel::Debug,
-            log::Level::Info => LogLevel::Info,
-            log::Level::Warn => LogLevel::Warn,
-            log::Level::Error => LogLevel::Error,
-        };
-        self.journal.log(level as u8);
-        self.log.emit(level, &message);
-        Ok(())
+/// `log.emit`: only a message that fits the log's budget is copied out of
+/// the guest's memory.
+fn emit(
+    mut cx: StoreContextMut<'_, HostState>,
+    (level, message): (log::Level, WasmStr),
+) -> wasmtime::Result<()> {
+    let level = match level {
+        log::Level::Trace => LogLevel::Trace,
+        log::Level::Debug => LogLevel::Debug,
+        log::Level::Info => LogLevel::Info,
+        log::Level::Warn => LogLevel::Warn,
+        log::Level::Error => LogLevel::Error,
+    };
+    let kept = {
+        let text = message.to_str(&cx)?;
+        (text.len() <= cx.data().log.room()).then(|| text.into_owned())
+    };
+    let state = cx.data_mut();
+    state.journal.log(level as u8);
+    match kept {
+        Some(text) => state.log.emit(level, &text),
+        None => state.log.drop_one(),
     }
+    state.journal_room()
 }
 
 /// An instant as the guest sees it.

@@ -3,17 +3,18 @@
 //! lives here.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use crate::clock::rfc3339;
-use crate::config::{Config, DEFAULT_STORE, RunFlags};
+use crate::config::{Config, RunFlags};
 use crate::error::Error;
 use crate::job::Runtime;
 use crate::receipt::{Event, Receipt};
 use crate::store::{self, RunRecord, StoreLocation};
+use crate::text::{json_line, printable};
 
 /// Run a report job exactly once per time window, as a sandboxed
 /// WebAssembly component.
@@ -56,7 +57,7 @@ struct DigestArgs {
     /// The job's TOML config (its `[digest]` model and destinations).
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
-    /// The claim store [default: $JOBHOST_STORE, else the config's, else ./state/jobhost.db].
+    /// The claim store [default: $JOBHOST_STORE, else the config's `store`, else state/jobhost.db beside the config].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
     /// Ask the model even when the cache holds a fresh digest.
@@ -77,7 +78,11 @@ struct DaemonArgs {
     /// A TOML job config; give it once per job.
     #[arg(long, value_name = "FILE", required = true)]
     config: Vec<PathBuf>,
-    /// The claim store, for every job [default: $JOBHOST_STORE, else each config's, else ./state/jobhost.db].
+    /// The report component (.wasm) for every job, instead of each
+    /// config's `component`.
+    #[arg(long, value_name = "PATH")]
+    component: Option<PathBuf>,
+    /// The claim store, for every job [default: $JOBHOST_STORE, else each config's `store`, else state/jobhost.db beside each config].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
     /// On start, also consider every window from this instant on that the
@@ -102,7 +107,7 @@ struct StatusArgs {
     /// As if it were this instant [default: the system clock].
     #[arg(long, value_name = "TIME")]
     now: Option<String>,
-    /// The claim store, for every job [default: $JOBHOST_STORE, else each config's, else ./state/jobhost.db].
+    /// The claim store, for every job [default: $JOBHOST_STORE, else each config's `store`, else state/jobhost.db beside each config].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
     /// One JSON object per job instead of text.
@@ -123,7 +128,7 @@ struct PlanArgs {
     /// window).
     #[arg(long, value_name = "TIME")]
     since: Option<String>,
-    /// The claim store, for every job [default: $JOBHOST_STORE, else each config's, else ./state/jobhost.db].
+    /// The claim store, for every job [default: $JOBHOST_STORE, else each config's `store`, else state/jobhost.db beside each config].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
     /// One JSON object per window instead of text.
@@ -139,9 +144,13 @@ struct ExportArgs {
     /// The replay file to write.
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
-    /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else ./state/jobhost.db].
+    /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else the store of --config, else ~/.local/state/jobhost/jobhost.db].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
+    /// A job config whose store holds the run (its `store`, or
+    /// state/jobhost.db beside it).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -149,9 +158,13 @@ struct ReplayArgs {
     /// The run's window key, as `history` shows it.
     #[arg(value_name = "KEY", required_unless_present = "file")]
     key: Option<String>,
-    /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else ./state/jobhost.db].
+    /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else the store of --config, else ~/.local/state/jobhost/jobhost.db].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
+    /// A job config whose store holds the run (its `store`, or
+    /// state/jobhost.db beside it).
+    #[arg(long, value_name = "FILE", conflicts_with = "file")]
+    config: Option<PathBuf>,
     /// Replay a file written by `jobhost export` instead; no store needed
     /// (`--store` is then ignored).
     #[arg(long, value_name = "FILE", conflicts_with = "key")]
@@ -181,7 +194,7 @@ struct RunArgs {
     /// IANA time zone whose calendar defines the windows [default: UTC].
     #[arg(long, value_name = "IANA_ZONE")]
     tz: Option<String>,
-    /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else ./state/jobhost.db].
+    /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else the config's `store`, else state/jobhost.db beside the config, else ~/.local/state/jobhost/jobhost.db].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
     /// Refuse a SQLite store on a filesystem that dies with its machine or
@@ -198,15 +211,15 @@ struct RunArgs {
 
 #[derive(Debug, clap::Args)]
 struct HistoryArgs {
-    /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else ./state/jobhost.db].
+    /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else the store of --config, else ~/.local/state/jobhost/jobhost.db].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
     /// Where runs' digests are looked up [default: the cache of the job
     /// --config names, else digests/ in $JOBHOST_CACHE_DIR, $XDG_CACHE_HOME/jobhost or ~/.cache/jobhost].
     #[arg(long, value_name = "DIR", conflicts_with = "config")]
     digest_cache: Option<PathBuf>,
-    /// A job config whose digest cache (`digest.cache_dir`, or its
-    /// `cache_dir`) holds the runs' digests.
+    /// A job config: its store (unless --store names one) and its digest
+    /// cache (`digest.cache_dir`, or its `cache_dir`).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Only this job's runs.
@@ -252,14 +265,14 @@ pub fn main_with(runtime: &Runtime) -> i32 {
         Command::History(args) => match history(args) {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("jobhost: error: {e:#}");
+                crate::text::say("error", &format!("{e:#}"));
                 e.downcast_ref::<Error>().map_or(1, Error::exit_code)
             }
         },
         Command::Export(args) => match export(args) {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("jobhost: error: {e}");
+                crate::text::say("error", &e.to_string());
                 e.exit_code()
             }
         },
@@ -267,21 +280,21 @@ pub fn main_with(runtime: &Runtime) -> i32 {
         Command::Daemon(args) => match daemon(args, runtime) {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("jobhost: error: {e}");
+                crate::text::say("error", &e.to_string());
                 e.exit_code()
             }
         },
         Command::Status(args) => match status(args) {
             Ok(code) => code,
             Err(e) => {
-                eprintln!("jobhost: error: {e}");
+                crate::text::say("error", &e.to_string());
                 e.exit_code()
             }
         },
         Command::Plan(args) => match plan(args) {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("jobhost: error: {e}");
+                crate::text::say("error", &e.to_string());
                 e.exit_code()
             }
         },
@@ -290,7 +303,7 @@ pub fn main_with(runtime: &Runtime) -> i32 {
         Command::Replay(args) => match replay(args) {
             Ok(code) => code,
             Err(e) => {
-                eprintln!("jobhost: error: {e}");
+                crate::text::say("error", &e.to_string());
                 if e.exit_code() == 2 { 2 } else { 3 }
             }
         },
@@ -322,10 +335,10 @@ fn run(args: RunArgs, runtime: &Runtime) -> i32 {
         }
     };
     if let Some(err) = &outcome.receipt.error {
-        eprintln!("jobhost: error: {}", err.message);
+        crate::text::say("error", &err.message);
     } else if let (Event::Skipped, Some(detail)) = (outcome.receipt.event, &outcome.receipt.detail)
     {
-        eprintln!("jobhost: skipped: {detail}");
+        crate::text::say("skipped", &detail.to_string());
     }
     let mut out = std::io::stdout().lock();
     if writeln!(out, "{}", outcome.receipt.to_json_line()).is_err() {
@@ -335,7 +348,7 @@ fn run(args: RunArgs, runtime: &Runtime) -> i32 {
 }
 
 fn history(args: HistoryArgs) -> anyhow::Result<()> {
-    let location = store_location(args.store)?;
+    let location = store_location(args.store, args.config.as_deref())?;
     let mut store = store::open_read_only(&location)?;
     let runs = store
         .history(args.job.as_deref())
@@ -367,7 +380,7 @@ fn history(args: HistoryArgs) -> anyhow::Result<()> {
             if let Some(d) = digest_view(r, cache.as_ref()) {
                 line["digest"] = d;
             }
-            writeln!(out, "{line}")?;
+            writeln!(out, "{}", json_line(&line.to_string()))?;
         }
     } else {
         write_table(&mut out, &runs, cache.as_ref())?;
@@ -412,11 +425,11 @@ fn digest_view(
 fn digest(args: DigestArgs, runtime: &Runtime) -> i32 {
     match digest_inner(args, runtime) {
         Ok((line, code)) => {
-            println!("{line}");
+            println!("{}", json_line(&line.to_string()));
             code
         }
         Err(e) => {
-            eprintln!("jobhost: error: {e}");
+            crate::text::say("error", &e.to_string());
             e.exit_code()
         }
     }
@@ -439,7 +452,7 @@ fn digest_inner(args: DigestArgs, runtime: &Runtime) -> Result<(serde_json::Valu
         _ => 1,
     };
     if let Some(why) = &info.error {
-        eprintln!("jobhost: error: no digest of `{key}`: {why}");
+        crate::text::say("error", &format!("no digest of `{key}`: {why}"));
     }
     let line = serde_json::json!({
         "event": "digest",
@@ -451,14 +464,15 @@ fn digest_inner(args: DigestArgs, runtime: &Runtime) -> Result<(serde_json::Valu
     Ok((line, code))
 }
 
-/// `--store`, or `$JOBHOST_STORE`, or the default; `${VAR}` in a URL is
-/// filled in from the environment, as in a job config.
-fn store_location(flag: Option<PathBuf>) -> Result<StoreLocation, Error> {
-    let flags = RunFlags {
-        store: Some(flag.unwrap_or_else(|| PathBuf::from(DEFAULT_STORE))),
+/// `--store` (or `$JOBHOST_STORE`), else the store of the job config
+/// `config` names, else the per-user default; `${VAR}` in a URL is filled
+/// in from the environment, as in a job config.
+fn store_location(flag: Option<PathBuf>, config: Option<&Path>) -> Result<StoreLocation, Error> {
+    Config::store_only(&RunFlags {
+        store: flag,
+        config: config.map(Path::to_path_buf),
         ..RunFlags::default()
-    };
-    Config::store_only(&flags)
+    })
 }
 
 /// Runs the daemon until `--until`, or a signal.
@@ -478,6 +492,7 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
             Config::resolve(&RunFlags {
                 config: Some(file.clone()),
                 store: args.store.clone(),
+                component: args.component.clone(),
                 ..RunFlags::default()
             })
         })
@@ -497,6 +512,12 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
             )));
         }
     }
+    // What cannot become valid while the daemon runs is refused now, not
+    // retried once a minute: a component that is missing or broken at
+    // start-up, and a store that cannot be a jobhost store. (A component
+    // replaced later, or a database that restarts, is retried.)
+    crate::daemon::check_components(&configs)?;
+    crate::daemon::open_stores(&configs)?;
     let clock: Box<dyn Clock> = match (start, runtime.virtual_time) {
         (Some(t), true) => Box::new(VirtualClock::new(t)),
         (Some(t), false) => Box::new(crate::daemon::ShiftedClock::starting_at(t)),
@@ -604,7 +625,7 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                 "retrying": retrying,
                 "skipped_since_last_done": skipped,
             });
-            let _ = writeln!(out, "{line}");
+            let _ = writeln!(out, "{}", json_line(&line.to_string()));
             continue;
         }
         let last = last_done.unwrap_or_else(|| "none".to_string());
@@ -662,11 +683,13 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                 st.skipped.len()
             ));
         }
-        if notes.is_empty() {
-            let _ = writeln!(out, "{line}");
+        // The line quotes errors a guest or a destination wrote.
+        let line = if notes.is_empty() {
+            line
         } else {
-            let _ = writeln!(out, "{line}; {}", notes.join("; "));
-        }
+            format!("{line}; {}", notes.join("; "))
+        };
+        let _ = writeln!(out, "{}", printable(&line));
     }
     Ok(worst.exit_code())
 }
@@ -724,10 +747,9 @@ fn plan(args: PlanArgs) -> Result<(), Error> {
                 if plan.truncated {
                     line["truncated"] = true.into();
                 }
-                let _ = writeln!(out, "{line}");
+                let _ = writeln!(out, "{}", json_line(&line.to_string()));
             } else {
-                let _ = writeln!(
-                    out,
+                let line = format!(
                     "  {what:<9} {:<32} due {}{}",
                     e.window.key().as_str(),
                     rfc3339(e.due),
@@ -737,6 +759,7 @@ fn plan(args: PlanArgs) -> Result<(), Error> {
                         format!("  {detail}")
                     }
                 );
+                let _ = writeln!(out, "{}", printable(&line));
             }
         }
     }
@@ -745,7 +768,7 @@ fn plan(args: PlanArgs) -> Result<(), Error> {
 
 /// Writes a run's replay file.
 fn export(args: ExportArgs) -> Result<(), Error> {
-    let mut store = store::open_read_only(&store_location(args.store)?)?;
+    let mut store = store::open_read_only(&store_location(args.store, args.config.as_deref())?)?;
     let key = crate::window::WindowKey::from_stored(args.key);
     let recording = crate::replay::Recording::from_store(store.as_mut(), &key)?;
     let bytes = recording.to_file()?;
@@ -755,11 +778,14 @@ fn export(args: ExportArgs) -> Result<(), Error> {
         .and_then(|()| std::fs::rename(&tmp, out))
         .map_err(|e| Error::input(format!("cannot write `{}`: {e}", out.display())))?;
     println!(
-        "wrote {} ({} bytes): {key}, component {}, {} message(s)",
-        out.display(),
-        bytes.len(),
-        recording.component,
-        recording.messages.len()
+        "{}",
+        printable(&format!(
+            "wrote {} ({} bytes): {key}, component {}, {} message(s)",
+            out.display(),
+            bytes.len(),
+            recording.component,
+            recording.messages.len()
+        ))
     );
     Ok(())
 }
@@ -776,7 +802,8 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
             (recording.journal.context.key.clone(), recording)
         }
         (None, key) => {
-            let mut store = store::open_read_only(&store_location(args.store)?)?;
+            let mut store =
+                store::open_read_only(&store_location(args.store, args.config.as_deref())?)?;
             let key = key.unwrap_or_default();
             let recording = Recording::from_store(
                 store.as_mut(),
@@ -801,10 +828,14 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
         }
     };
     let mut out = std::io::stdout().lock();
+    // A replay file is input: its key and texts are shown escaped.
     let _ = writeln!(
         out,
-        "replaying {key} (recorded with {}) with {}",
-        recording.component, component.digest
+        "{}",
+        printable(&format!(
+            "replaying {key} (recorded with {}) with {}",
+            recording.component, component.digest
+        ))
     );
     match replay::replay(&sandbox, &component, &recording)? {
         Replayed::Report { report, messages } => {
@@ -820,14 +851,14 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
             } else {
                 let _ = writeln!(out, "different: {} difference(s)", diffs.len());
                 for d in diffs {
-                    let _ = writeln!(out, "  {d}");
+                    let _ = writeln!(out, "  {}", printable(&d));
                 }
                 Ok(1)
             }
         }
         Replayed::Failed { reason, divergence } => {
             let what = if divergence { "diverged" } else { "failed" };
-            let _ = writeln!(out, "{what}: {reason}");
+            let _ = writeln!(out, "{what}: {}", printable(&reason));
             Ok(3)
         }
     }
@@ -869,13 +900,9 @@ fn digest_cell(r: &RunRecord, cache: Option<&crate::digest::cache::DigestCache>)
     }
     match v["text"].as_str() {
         Some(text) => {
-            // A model's text may hold anything; a terminal gets none of
-            // its control characters.
-            let short: String = text
-                .chars()
-                .take(40)
-                .map(|c| if c.is_control() { ' ' } else { c })
-                .collect();
+            // The start of a model's text (the table escapes it, as every
+            // cell).
+            let short: String = text.chars().take(40).collect();
             let more = if text.chars().count() > 40 { "…" } else { "" };
             format!("{status}: {short}{more}")
         }
@@ -900,6 +927,8 @@ fn write_table(
     if runs.is_empty() {
         return writeln!(out, "no runs recorded");
     }
+    // Every cell is escaped: errors and reasons quote guests and
+    // destinations, and a store is a file anyone with access can edit.
     let rows: Vec<[String; 9]> = runs
         .iter()
         .map(|r| {
@@ -920,6 +949,7 @@ fn write_table(
                 digest_cell(r, cache),
                 r.error.clone().unwrap_or_default(),
             ]
+            .map(|cell| printable(&cell).into_owned())
         })
         .collect();
     let header = [

@@ -23,8 +23,39 @@ use crate::store::location::{is_postgres_url, url_scheme};
 use crate::store::{PostgresUrl, StoreLocation};
 use crate::window::{JobName, WindowKind, Zone};
 
-/// The store used when neither `--store`, the config nor `$JOBHOST_STORE` names one.
+/// Where a job keeps its store when neither `--store`, `$JOBHOST_STORE` nor
+/// its config names one: this path beside the config file, so that a job
+/// finds the same store from any working directory.
 pub const DEFAULT_STORE: &str = "state/jobhost.db";
+
+/// The store when neither `--store`, `$JOBHOST_STORE` nor a config names
+/// one: [`DEFAULT_STORE`] beside the config file when there is one, never
+/// beside the working directory (a job started from another folder would
+/// find no claims there, and run its windows again); without a config, the
+/// per-user state folder (`$XDG_STATE_HOME/jobhost/jobhost.db`, else
+/// `~/.local/state/jobhost/jobhost.db`).
+///
+/// # Errors
+///
+/// `Error::Input` when there is no config and no home folder to keep a
+/// store in.
+pub fn default_store(config: Option<&Path>, env: &Env<'_>) -> Result<StoreLocation> {
+    if let Some(file) = config {
+        return Ok(StoreLocation::Sqlite(config_dir(file).join(DEFAULT_STORE)));
+    }
+    let absolute = |name: &str| env(name).map(PathBuf::from).filter(|p| p.is_absolute());
+    let state = absolute("XDG_STATE_HOME")
+        .or_else(|| absolute("HOME").map(|h| h.join(".local").join("state")))
+        .ok_or_else(|| {
+            Error::input(
+                "no store given, and no home folder to keep one in (HOME is not set): pass \
+                 --store PATH, set JOBHOST_STORE, or run with a job config",
+            )
+        })?;
+    Ok(StoreLocation::Sqlite(
+        state.join("jobhost").join("jobhost.db"),
+    ))
+}
 
 /// Where `${VAR}` values come from: the process environment, or a test's map.
 pub type Env<'a> = dyn Fn(&str) -> Option<std::ffi::OsString> + 'a;
@@ -34,6 +65,14 @@ pub const MAX_MEMORY_MIB: u64 = 4096;
 
 /// The longest guest time limit a config may ask for, seconds.
 pub const MAX_TIMEOUT_SECONDS: u64 = 86_400;
+
+/// The journal's limit when the config names none: room for about eight
+/// million rows of the reference report's kind.
+pub const DEFAULT_JOURNAL_BYTES: u64 = 256 << 20;
+
+/// The smallest journal limit a config may ask for: room for the context
+/// and a few answers.
+const MIN_JOURNAL_BYTES: u64 = 64 << 10;
 
 /// The longest delay after a window closes that a config may ask for.
 const MAX_DELAY_SECONDS: u64 = 7 * 86_400;
@@ -179,6 +218,9 @@ pub struct LimitsFile {
     pub batch_rows: Option<u32>,
     /// Seconds a claim stays live without renewal (default: the timeout plus 5 minutes).
     pub lease_seconds: Option<u64>,
+    /// Bytes the run's journal may hold before the run is stopped
+    /// (default 256 MiB).
+    pub max_journal_bytes: Option<u64>,
 }
 
 /// What `jobhost run` was given on the command line.
@@ -288,26 +330,36 @@ impl Config {
         Config::resolve_with_env(flags, &|name| std::env::var_os(name))
     }
 
-    /// The store named by `flags` alone, for commands that need nothing
-    /// else (`history`, `export`, `replay`).
+    /// The store named by `flags` alone (`--store`, else the `store` of
+    /// the config `--config` names, else [`default_store`]), for commands
+    /// that need nothing else (`history`, `export`, `replay`). Nothing but
+    /// the store is resolved: a config's credentials need not be set.
     ///
     /// # Errors
     ///
-    /// `Error::Input` when a `${VAR}` in a store URL cannot be filled in.
+    /// `Error::Input` when the config cannot be read or a `${VAR}` in a
+    /// store URL cannot be filled in.
     pub fn store_only(flags: &RunFlags) -> Result<StoreLocation> {
         let env = |name: &str| std::env::var_os(name);
-        match &flags.store {
-            Some(p) => match p.to_str() {
-                Some(text) => store_location(
-                    "--store",
-                    text,
-                    Path::new(""),
-                    &env,
-                    &mut Redactor::default(),
-                ),
+        let mut redactor = Redactor::default();
+        if let Some(p) = &flags.store {
+            return match p.to_str() {
+                Some(text) => store_location("--store", text, Path::new(""), &env, &mut redactor),
                 None => Ok(StoreLocation::Sqlite(p.clone())),
-            },
-            None => Ok(StoreLocation::Sqlite(PathBuf::from(DEFAULT_STORE))),
+            };
+        }
+        let Some(file) = &flags.config else {
+            return default_store(None, &env);
+        };
+        match load_file(file)?.store {
+            Some(text) => store_location(
+                "`store` in the job config",
+                &text,
+                &config_dir(file),
+                &env,
+                &mut redactor,
+            ),
+            None => default_store(Some(file), &env),
         }
     }
 
@@ -362,7 +414,7 @@ impl Config {
             (None, Some(text)) => {
                 store_location("`store` in the job config", text, &base, env, &mut redactor)?
             }
-            (None, None) => StoreLocation::Sqlite(PathBuf::from(DEFAULT_STORE)),
+            (None, None) => default_store(flags.config.as_deref(), env)?,
         };
         let require_durable_store =
             flags.require_durable_store || file.require_durable_store.unwrap_or(false);
@@ -451,6 +503,14 @@ impl Config {
             )));
         }
         let timeout = Duration::from_secs_f64(timeout_s);
+        let journal_bytes = l.max_journal_bytes.unwrap_or(DEFAULT_JOURNAL_BYTES);
+        if !(MIN_JOURNAL_BYTES..=crate::journal::MAX_PLAIN).contains(&journal_bytes) {
+            return Err(Error::input(format!(
+                "invalid `limits.max_journal_bytes = {journal_bytes}`: use {MIN_JOURNAL_BYTES} to {} \
+                 (1 GiB, the most a replay reads)",
+                crate::journal::MAX_PLAIN
+            )));
+        }
         let pings = Pings::from_file(file.ping.unwrap_or_default(), env, &mut redactor)?;
         let digest = file
             .digest
@@ -542,6 +602,7 @@ impl Config {
                 timeout,
                 output_bytes: l.output_bytes.unwrap_or(64 << 10),
                 report_bytes: l.max_report_bytes.unwrap_or(1 << 20),
+                journal_bytes,
             },
             max_messages: l.max_messages.unwrap_or(100),
             max_message_bytes: l.max_message_bytes.unwrap_or(4 << 20),
@@ -869,7 +930,7 @@ mod tests {
         );
         assert_eq!(c.destinations["digest"].mode, DeliveryMode::AtLeastOnce);
         assert_eq!(c.params, vec![("top".to_string(), "5".to_string())]);
-        assert_eq!(c.store, StoreLocation::Sqlite(PathBuf::from(DEFAULT_STORE)));
+        assert_eq!(c.store, StoreLocation::Sqlite(dir.join(DEFAULT_STORE)));
     }
 
     #[test]

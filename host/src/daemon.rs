@@ -57,7 +57,7 @@ pub type Output = Arc<Mutex<dyn Write + Send>>;
 /// Writes one line to `out`.
 fn emit(out: &Output, line: &str) {
     let mut out = out.lock().unwrap_or_else(PoisonError::into_inner);
-    let _ = writeln!(out, "{line}");
+    let _ = writeln!(out, "{}", crate::text::json_line(line));
 }
 
 /// Runs the daemon over `configs` until `until` passes or a stop is
@@ -79,15 +79,76 @@ pub fn run(configs: &[Config], opts: &Options<'_>, out: &Output) -> Result<()> {
     drop(digests);
     if stopping(opts) {
         if left > 0 {
-            eprintln!(
-                "jobhost: note: {left} digest(s) not made yet are dropped; \
+            crate::text::say(
+                "note",
+                &format!(
+                    "{left} digest(s) not made yet are dropped; \
                  `jobhost digest KEY` makes them"
+                ),
             );
         }
     } else if worker.join().is_err() {
-        eprintln!("jobhost: error: the digest worker stopped unexpectedly");
+        crate::text::say("error", "the digest worker stopped unexpectedly");
     }
     result
+}
+
+/// Loads (compiling, or finding in the compile cache) every job's
+/// component once, before anything runs.
+///
+/// # Errors
+///
+/// `Error::Input` naming the job and its component when one cannot be
+/// read or does not fit the world: the daemon exits 2 instead of failing
+/// that job's windows one by one.
+pub fn check_components(configs: &[Config]) -> Result<()> {
+    let mut seen = HashSet::new();
+    let mut sandbox = None;
+    for c in configs {
+        if !seen.insert((c.component.clone(), c.cache_dir.clone())) {
+            continue;
+        }
+        let sandbox = match &mut sandbox {
+            Some(s) => s,
+            None => sandbox.insert(crate::sandbox::Sandbox::new()?),
+        };
+        let named = |e: crate::Error| match e {
+            crate::Error::Input(m) => crate::Error::Input(format!("job `{}`: {m}", c.job)),
+            other => other,
+        };
+        let file = crate::sandbox::ComponentFile::read(&c.component).map_err(named)?;
+        sandbox
+            .load(&file, &crate::cache::CompileCache::new(c.cache_dir.clone()))
+            .map_err(named)?;
+    }
+    Ok(())
+}
+
+/// Opens every job's store once before anything runs, creating and
+/// migrating it when needed, and says when one was created.
+///
+/// # Errors
+///
+/// `Error::Input` for a store that cannot be a jobhost store (a foreign
+/// database, a newer schema, a bad URL). A store that cannot be reached
+/// now is only reported: each wake-up tries it again.
+pub fn open_stores(configs: &[Config]) -> Result<()> {
+    let mut seen = HashSet::new();
+    for c in configs {
+        if !seen.insert(c.store.to_string()) {
+            continue;
+        }
+        match store::open(&c.store) {
+            Ok(s) if s.created() => crate::text::say("note", &job::store_created(&c.store)),
+            Ok(_) => {}
+            Err(e @ crate::Error::Input(_)) => return Err(e),
+            Err(e) => crate::text::say(
+                "error",
+                &format!("job `{}`: {e}; trying again at its first wake-up", c.job),
+            ),
+        }
+    }
+    Ok(())
 }
 
 /// The queue of digests the worker thread makes, in order.
@@ -147,9 +208,9 @@ fn run_loop(configs: &[Config], opts: &Options<'_>, out: &Output, digests: &Dige
                 Ok(next) => next,
                 Err(e) => {
                     // One job's store failing stops none of the others.
-                    eprintln!(
-                        "jobhost: error: job `{}`: {e}; trying again in a minute",
-                        config.job
+                    crate::text::say(
+                        "error",
+                        &format!("job `{}`: {e}; trying again in a minute", config.job),
                     );
                     crate::delivery::after(now, RETRY_SOON)
                 }
@@ -204,12 +265,15 @@ fn wake_job(
     if plan.truncated
         && let Some(first) = plan.entries.first()
     {
-        eprintln!(
-            "jobhost: warning: job `{}`: more than {} windows fell due while no scheduler ran; \
+        crate::text::say(
+            "warning",
+            &format!(
+                "job `{}`: more than {} windows fell due while no scheduler ran; \
              windows before `{}` were not considered and have no decision",
-            config.job,
-            plan::MAX_WINDOWS,
-            first.window.key()
+                config.job,
+                plan::MAX_WINDOWS,
+                first.window.key()
+            ),
         );
     }
     // Every skip of this wake-up in one transaction, before any run: they

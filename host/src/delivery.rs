@@ -26,7 +26,7 @@ use crate::error::Result;
 use crate::failpoint::{Boundary, Failpoints};
 use crate::outbox::{DeliveryMode, Destination, HttpTarget, Redactor, Target};
 use crate::receipt::{DeliveryStatus, MessageInfo};
-use crate::store::{Attempted, ClaimStore, Failure, Lease, PendingMessage, StagedMessage};
+use crate::store::{Attempted, ClaimStore, Failure, Fence, Lease, PendingMessage, StagedMessage};
 use crate::window::WindowKey;
 
 /// How a run's delivery ended (a lost lease is an `Err`).
@@ -84,6 +84,22 @@ pub enum Uncertainty {
     Refused,
 }
 
+/// What a send knows of the run its message belongs to.
+#[derive(Debug, Clone, Copy)]
+pub struct Sending<'a> {
+    /// The window.
+    pub key: &'a WindowKey,
+    /// The fence of the claim it is sent under (an HTTP message carries
+    /// it, so that an endpoint can refuse a stale sender); none for a
+    /// message sent after its run is DONE.
+    pub fence: Option<Fence>,
+    /// An earlier process, or an earlier send of this one, may have
+    /// delivered it already: a file destination then looks for its key and
+    /// counts a line it finds as delivered; without it, a file that holds
+    /// the key already refuses the message.
+    pub maybe_there: bool,
+}
+
 /// Sends messages; one per run.
 pub struct Sender {
     agent: ureq::Agent,
@@ -99,10 +115,9 @@ impl Sender {
         }
     }
 
-    /// Sends `m` once. `maybe_there`: an earlier process may have delivered
-    /// it already (file destinations then look for its key first).
-    /// `still_ours` confirms the claim once more where a destination can
-    /// check it atomically with the send (a file, under its lock).
+    /// Sends `m`, a message of the run `run` tells of, once. `still_ours`
+    /// confirms the claim once more where a destination can check it
+    /// atomically with the send (a file, under its lock).
     ///
     /// # Errors
     ///
@@ -111,14 +126,13 @@ impl Sender {
         &self,
         name: &str,
         dest: &Destination,
-        key: &WindowKey,
         m: &StagedMessage,
-        maybe_there: bool,
+        run: &Sending<'_>,
         still_ours: &mut dyn FnMut() -> Result<()>,
     ) -> Result<Sent> {
         let sent = match &dest.target {
-            Target::File { path } => append(name, path, key, m, maybe_there, still_ours)?,
-            Target::Http(target) => self.post(name, target, m),
+            Target::File { path } => append(name, path, run.key, m, run.maybe_there, still_ours)?,
+            Target::Http(target) => self.post(name, target, run.key, m, run.fence),
         };
         Ok(match sent {
             Sent::Failed(mut f) => {
@@ -129,12 +143,23 @@ impl Sender {
         })
     }
 
-    fn post(&self, name: &str, t: &HttpTarget, m: &StagedMessage) -> Sent {
+    fn post(
+        &self,
+        name: &str,
+        t: &HttpTarget,
+        key: &WindowKey,
+        m: &StagedMessage,
+        fence: Option<Fence>,
+    ) -> Sent {
         let mut req = self
             .agent
             .post(t.url())
             .header("Idempotency-Key", &m.idempotency_key)
-            .header("Content-Type", &m.content_type);
+            .header("Content-Type", &m.content_type)
+            .header(WINDOW_HEADER, key.as_str());
+        if let Some(fence) = fence {
+            req = req.header(FENCE_HEADER, fence.0.to_string());
+        }
         for (h, v) in t.headers() {
             req = req.header(h.as_str(), v.as_str());
         }
@@ -244,6 +269,16 @@ impl Sender {
     }
 }
 
+/// The header that names the window a message belongs to (its key,
+/// `daily-sales:2026-11-08`).
+pub const WINDOW_HEADER: &str = "Jobhost-Window";
+
+/// The header that carries the fence of the claim a message was sent under:
+/// it grows with every takeover of the window, so an endpoint that keeps
+/// the highest fence it has seen per window can refuse a message from a
+/// process whose claim was taken over (the fencing-token pattern).
+pub const FENCE_HEADER: &str = "Jobhost-Fence";
+
 /// The HTTP client every request of the host goes through: statuses are
 /// answers, not errors; redirects are not followed (a destination, monitor
 /// or model is given by its final URL); a fresh connection per request (a
@@ -279,9 +314,9 @@ fn parse_retry_after(v: &str) -> Option<Duration> {
     )
 }
 
-/// `text` on one line, control characters escaped, at most `max` chars.
+/// `text` on one line, escaped (see `text::printable`), at most `max` chars.
 fn one_line(text: &str, max: usize) -> String {
-    let mut out: String = text.trim().chars().flat_map(char::escape_default).collect();
+    let mut out = crate::text::printable(text.trim()).into_owned();
     if out.chars().count() > max {
         out = out.chars().take(max).collect::<String>() + "...";
     }
@@ -352,20 +387,36 @@ fn append(
             "cannot repair the last line of `{shown}` for destination `{name}`: {e}"
         ));
     }
-    if maybe_there {
-        match already_in(&mut file, &m.idempotency_key) {
-            Ok(true) => {
-                return Ok(Sent::Delivered {
-                    detail: "already in file".to_string(),
-                    http_status: None,
-                });
-            }
-            Ok(false) => {}
-            Err(e) => {
-                return fail(format!(
-                    "cannot read `{shown}` for destination `{name}`: {e}"
-                ));
-            }
+    // A file can be read back, so it is its own witness: a key it holds
+    // is delivered when an earlier process of this claim may have appended
+    // it, and a second copy otherwise (another store ran the window).
+    match already_in(&mut file, &m.idempotency_key) {
+        Ok(true) if maybe_there => {
+            return Ok(Sent::Delivered {
+                detail: "already in file".to_string(),
+                http_status: None,
+            });
+        }
+        Ok(true) => {
+            return Ok(Sent::Failed(SendFailure {
+                message: format!(
+                    "`{shown}` (destination `{name}`) already holds `{}`, which this run was \
+                     about to append for the first time: another store? a store that was \
+                     deleted, replaced or not the one this job used before has run window \
+                     `{key}` already; nothing was appended, and the window is not run again \
+                     until a person looks",
+                    m.idempotency_key
+                ),
+                outcome: Uncertainty::Refused,
+                http_status: None,
+                retry_after: None,
+            }));
+        }
+        Ok(false) => {}
+        Err(e) => {
+            return fail(format!(
+                "cannot read `{shown}` for destination `{name}`: {e}"
+            ));
         }
     }
     let line = file_line(key, m);
@@ -660,15 +711,14 @@ pub fn deliver(
                 }
             }
             info.attempts += 1;
+            reach(Boundary::InSend);
             let mut still_ours = || store.check_lease(lease, clock.lease_now()).map(drop);
-            let sent = sender.send(
-                &m.destination,
-                dest,
+            let run = Sending {
                 key,
-                m,
-                resumed || p.attempts > 0 || info.attempts > 1,
-                &mut still_ours,
-            )?;
+                fence: Some(lease.fence),
+                maybe_there: resumed || p.attempts > 0 || info.attempts > 1,
+            };
+            let sent = sender.send(&m.destination, dest, m, &run, &mut still_ours)?;
             match sent {
                 Sent::Delivered {
                     detail,

@@ -14,32 +14,45 @@ pub enum Boundary {
     AfterClaim,
     /// The guest is running: reached on each `outbox.send`.
     InGuest,
+    /// The report and its messages are written to the store, inside the
+    /// transaction that commits them, which is still open: a process paused
+    /// here holds the window's row (PostgreSQL) or the store's write lock
+    /// (SQLite).
+    InPrepare,
     /// The report and its messages are committed (PREPARED).
     AfterPrepare,
     /// A message is about to be sent; the claim has not been checked yet.
     BeforeSend,
+    /// The claim was checked (and renewed if need be); the message goes
+    /// out next. A process paused here past its lease is the one case that
+    /// can still send after another took the window over (see `delivery`).
+    InSend,
     /// The destination accepted a message; the store does not know yet.
     AfterSend,
 }
 
 impl Boundary {
     /// Every boundary, in run order.
-    pub const ALL: [Boundary; 5] = [
+    pub const ALL: [Boundary; 7] = [
         Boundary::AfterClaim,
         Boundary::InGuest,
+        Boundary::InPrepare,
         Boundary::AfterPrepare,
         Boundary::BeforeSend,
+        Boundary::InSend,
         Boundary::AfterSend,
     ];
 
-    /// The boundary's name: `after-claim`, `in-guest`, `after-prepare`,
-    /// `before-send`, `after-send`.
+    /// The boundary's name: `after-claim`, `in-guest`, `in-prepare`,
+    /// `after-prepare`, `before-send`, `in-send`, `after-send`.
     pub fn name(self) -> &'static str {
         match self {
             Boundary::AfterClaim => "after-claim",
+            Boundary::InPrepare => "in-prepare",
             Boundary::InGuest => "in-guest",
             Boundary::AfterPrepare => "after-prepare",
             Boundary::BeforeSend => "before-send",
+            Boundary::InSend => "in-send",
             Boundary::AfterSend => "after-send",
         }
     }

@@ -186,10 +186,13 @@ fn digest(
         },
     };
     if let (Some(why), "failed") = (&info.error, info.status) {
-        eprintln!(
-            "jobhost: warning: no digest of `{}`: {why}; the run is done all the same, and \
+        crate::text::say(
+            "warning",
+            &format!(
+                "no digest of `{}`: {why}; the run is done all the same, and \
              `jobhost digest {}` asks again",
-            wanted.key, wanted.key
+                wanted.key, wanted.key
+            ),
         );
     }
     info
@@ -214,8 +217,8 @@ fn ping(config: &Config, signal: Signal, receipt: &mut Receipt, clock: &dyn Cloc
         }
     };
     // Error messages hold no credentials; scrubbed all the same, since the
-    // line leaves for a third party.
-    let mut line = config.redactor.scrub(&line);
+    // line leaves for a third party, and escaped: it is shown on a page.
+    let mut line = crate::text::printable(&config.redactor.scrub(&line)).into_owned();
     if line.len() > 2000 {
         let mut cut = 2000;
         while !line.is_char_boundary(cut) {
@@ -227,9 +230,12 @@ fn ping(config: &Config, signal: Signal, receipt: &mut Receipt, clock: &dyn Cloc
         return;
     };
     if let Some(detail) = info.detail.as_deref().filter(|_| info.status != "sent") {
-        eprintln!(
-            "jobhost: warning: {detail} (after {} request(s)); the run itself is not affected",
-            info.attempts
+        crate::text::say(
+            "warning",
+            &format!(
+                "{detail} (after {} request(s)); the run itself is not affected",
+                info.attempts
+            ),
         );
     }
     receipt.pings.insert(signal.as_str(), info);
@@ -272,7 +278,10 @@ fn run_inner(
     // Before the store is created: a refusal must leave nothing behind.
     check_durable(config, receipt)?;
 
-    let mut store = crate::store::open(&config.store)?;
+    let mut store = crate::store::open_with(&config.store, runtime.failpoints.clone())?;
+    if store.created() {
+        note_store_created(&config.store, receipt);
+    }
     let store = store.as_mut();
     // The common case for a scheduled job is a window that is already done:
     // answer it without compiling anything.
@@ -360,6 +369,19 @@ fn run_inner(
                 format!(
                     "`{owner}` holds the claim on `{key}` until {}",
                     rfc3339(lease_until)
+                ),
+            );
+            return Ok(());
+        }
+        Claim::Locked { waited } => {
+            skipped(
+                receipt,
+                "busy",
+                format!(
+                    "another process has held `{key}` in the store for more than {} s without \
+                     finishing its write (paused or cut off in the middle of it); nothing was \
+                     claimed, and a later invocation tries again",
+                    waited.as_secs_f64()
                 ),
             );
             return Ok(());
@@ -626,14 +648,32 @@ fn check_durable(config: &Config, receipt: &mut Receipt) -> Result<()> {
             "{problem}; {fix} (refused because a durable store is required)"
         )));
     }
-    eprintln!(
-        "jobhost: warning: {problem}; {fix}, or pass --require-durable-store to refuse such a store"
+    crate::text::say(
+        "warning",
+        &format!("{problem}; {fix}, or pass --require-durable-store to refuse such a store"),
     );
     receipt.warnings.push(crate::receipt::Warning {
         kind: "ephemeral-store",
         message: format!("{problem}; {fix}"),
     });
     Ok(())
+}
+
+/// A store this invocation created has never seen a run: said in the
+/// receipt and on stderr, since a job that ran before used another store
+/// (the field report's duplicate starts exactly like this).
+pub fn note_store_created(store: &StoreLocation, receipt: &mut Receipt) {
+    receipt.store_created = true;
+    crate::text::say("note", &store_created(store));
+}
+
+/// What is said of a store that was just created.
+pub fn store_created(store: &StoreLocation) -> String {
+    format!(
+        "created a new store `{store}`; nothing has run in it yet, so if this \
+         job ran before, it kept its claims in another store: pass that one with --store (or \
+         `store` in the job config) before its windows run twice"
+    )
 }
 
 fn last_error(error: Option<&str>) -> String {

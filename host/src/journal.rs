@@ -10,6 +10,11 @@
 //! length-prefixed postcard records, the context first. A newer format is
 //! refused with a message saying so; a damaged or truncated journal is an
 //! error, never a panic.
+//!
+//! A journal is bounded: text a guest hands the host is kept whole only
+//! when it is short ([`Given`]), and the records together may not pass the
+//! job's `limits.max_journal_bytes` ([`Recorder::overflowed`]): the run is
+//! stopped there instead, and nothing past the bound is kept.
 
 use std::io::{Read, Write};
 use std::sync::mpsc::{SyncSender, sync_channel};
@@ -19,17 +24,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::outbox::StageError;
 use crate::source::{Batch, ColumnInfo, SourceError};
+pub use crate::text::Given;
 
-/// The journal format this host writes and reads.
-pub const FORMAT: u32 = 1;
+/// The journal format this host writes; it reads this one and every
+/// earlier one. 2: `outbox.send` entries keep long text as its length and
+/// hash ([`Entry::Send`]).
+pub const FORMAT: u32 = 2;
 
 /// The largest record either side accepts (a batch of a million wide rows
 /// is far below it); a larger length is damage, not data.
 const MAX_RECORD: usize = 256 << 20;
 
 /// The most a journal may decompress to: a bound on the memory a damaged or
-/// hostile journal can take (a million-row journal is about 30 MiB).
-const MAX_PLAIN: u64 = 1 << 30;
+/// hostile journal can take (a million-row journal is about 30 MiB). No
+/// job may allow its journal more (`limits.max_journal_bytes`).
+pub const MAX_PLAIN: u64 = 1 << 30;
 
 /// Decompresses a zstd stream of at most `limit` bytes.
 ///
@@ -102,9 +111,9 @@ pub enum Entry {
     },
     /// The guest dropped its cursor.
     CloseCursor,
-    /// `outbox.send`: what was asked (the body by size; the staged bytes
-    /// are kept with the run) and the answer.
-    Send {
+    /// `outbox.send` in a format-1 journal, its text kept whole. Read,
+    /// never written any more.
+    SendV1 {
         /// The destination named.
         destination: String,
         /// The content type given.
@@ -116,6 +125,19 @@ pub enum Entry {
     },
     /// `log.emit` (acknowledged; the level only).
     Log(u8),
+    /// `outbox.send`: what was asked (the body by size; the staged bytes
+    /// are kept with the run; long text by its length and hash) and the
+    /// answer.
+    Send {
+        /// The destination named.
+        destination: Given,
+        /// The content type given.
+        content_type: Given,
+        /// The body's size.
+        bytes: u64,
+        /// The sequence number, or why it was refused.
+        answer: Result<u32, StageError>,
+    },
 }
 
 /// The same records, borrowed, for writing without copying batches.
@@ -128,24 +150,34 @@ enum EntryRef<'a> {
         answer: Result<Option<&'a Batch>, &'a SourceError>,
     },
     CloseCursor,
+    /// Never written: keeps the variants' numbers those of [`Entry`].
+    #[allow(dead_code)]
+    SendV1,
+    Log(u8),
     Send {
-        destination: &'a str,
-        content_type: &'a str,
+        destination: &'a Given,
+        content_type: &'a Given,
         bytes: u64,
         answer: &'a Result<u32, StageError>,
     },
-    Log(u8),
 }
 
 /// Writes a journal as the run goes. Records are encoded on the caller's
 /// thread and compressed on a thread of their own, so that compression
 /// overlaps the guest's work instead of adding to it. A failure to record
-/// is remembered and reported when the journal is finished.
+/// is remembered and reported when the journal is finished. Records past
+/// the journal's limit are not kept: the recorder says it overflowed, and
+/// the run is stopped.
 pub struct Recorder {
     tx: Option<SyncSender<Vec<u8>>>,
     compressor: Option<JoinHandle<Result<Vec<u8>, String>>>,
     failed: Option<String>,
     entries: u64,
+    /// Encoded bytes recorded so far, framing included.
+    plain: u64,
+    /// The most encoded bytes the journal may hold.
+    limit: u64,
+    overflowed: bool,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -159,8 +191,9 @@ impl std::fmt::Debug for Recorder {
 const LEVEL: i32 = 1;
 
 impl Recorder {
-    /// A journal that starts with `context`.
-    pub fn new(context: &Context) -> Recorder {
+    /// A journal that starts with `context` and holds at most `limit`
+    /// encoded bytes.
+    pub fn new(context: &Context, limit: u64) -> Recorder {
         let (tx, rx) = sync_channel::<Vec<u8>>(8);
         let compressor = std::thread::Builder::new()
             .name("jobhost-journal".to_string())
@@ -180,6 +213,9 @@ impl Recorder {
             compressor: None,
             failed: None,
             entries: 0,
+            plain: 0,
+            limit,
+            overflowed: false,
         };
         match compressor {
             Ok(handle) => {
@@ -193,6 +229,9 @@ impl Recorder {
     }
 
     fn write(&mut self, record: &impl Serialize) {
+        if self.overflowed {
+            return;
+        }
         let Some(tx) = self.tx.as_ref() else { return };
         // Encoded once, straight after a length placeholder that is filled
         // in afterwards: a batch is not copied a second time to frame it.
@@ -207,7 +246,17 @@ impl Recorder {
                 framed[..4].copy_from_slice(&len.to_le_bytes());
                 Ok(framed)
             });
+        let framed = match framed {
+            Ok(f) if self.plain + f.len() as u64 > self.limit => {
+                // Nothing past the bound is kept, nor compressed.
+                self.overflowed = true;
+                self.tx = None;
+                return;
+            }
+            other => other,
+        };
         let sent = framed.and_then(|f| {
+            self.plain += f.len() as u64;
             tx.send(f)
                 .map_err(|_| "the journal's compressor stopped".to_string())
         });
@@ -248,8 +297,8 @@ impl Recorder {
     /// Records `outbox.send`'s answer.
     pub fn send(
         &mut self,
-        destination: &str,
-        content_type: &str,
+        destination: &Given,
+        content_type: &Given,
         bytes: u64,
         answer: &Result<u32, StageError>,
     ) {
@@ -268,12 +317,29 @@ impl Recorder {
         self.write(&EntryRef::Log(level));
     }
 
+    /// Whether a record would have taken the journal past its limit (and
+    /// was not kept, nor anything after it).
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// Encoded bytes recorded so far.
+    pub fn recorded_bytes(&self) -> u64 {
+        self.plain
+    }
+
     /// The finished journal.
     ///
     /// # Errors
     ///
-    /// Why it could not be written.
+    /// Why it could not be written, or that it overflowed.
     pub fn finish(mut self) -> Result<Vec<u8>, String> {
+        if self.overflowed {
+            return Err(format!(
+                "the journal passed its limit of {} bytes",
+                self.limit
+            ));
+        }
         drop(self.tx.take());
         let compressed = self
             .compressor
@@ -406,8 +472,11 @@ mod tests {
         }
     }
 
+    /// No limit a test journal reaches.
+    const ROOMY: u64 = 1 << 30;
+
     fn recorded() -> Vec<u8> {
-        let mut r = Recorder::new(&context());
+        let mut r = Recorder::new(&context(), ROOMY);
         r.open(&Ok(()));
         r.columns(&[ColumnInfo {
             name: "amount".into(),
@@ -416,10 +485,11 @@ mod tests {
         r.batch(8192, &Ok(Some(batch())));
         r.batch(8192, &Ok(None));
         r.close_cursor();
-        r.send("digest", "application/json", 2, &Ok(1));
+        let text = |t: &str| Given::new(t, 64);
+        r.send(&text("digest"), &text("application/json"), 2, &Ok(1));
         r.send(
-            "nope",
-            "text/plain",
+            &text("nope"),
+            &text("text/plain"),
             0,
             &Err(StageError::UnknownDestination("nope".into())),
         );
@@ -442,8 +512,8 @@ mod tests {
         assert_eq!(
             j.entries[6],
             Entry::Send {
-                destination: "nope".into(),
-                content_type: "text/plain".into(),
+                destination: Given::Whole("nope".into()),
+                content_type: Given::Whole("text/plain".into()),
                 bytes: 0,
                 answer: Err(StageError::UnknownDestination("nope".into()))
             }
@@ -451,8 +521,91 @@ mod tests {
     }
 
     #[test]
+    fn long_text_from_a_guest_is_kept_as_its_head_length_and_hash() {
+        let name = "é".repeat(1 << 19); // 1 MiB
+        let kept = Given::new(&name, 64);
+        let Given::Cut {
+            head,
+            bytes,
+            sha256,
+        } = &kept
+        else {
+            panic!("a 1 MiB name is not kept whole")
+        };
+        assert_eq!((head.len(), *bytes), (64, 1 << 20));
+        use sha2::Digest as _;
+        assert_eq!(sha256[..], sha2::Sha256::digest(name.as_bytes())[..]);
+        assert_eq!(kept.shown(), format!("{}…", "é".repeat(32)));
+    }
+
+    #[test]
+    fn a_journal_stops_at_its_limit_and_keeps_nothing_past_it() {
+        let mut r = Recorder::new(&context(), 4096);
+        let name = Given::new("x", 64);
+        let mut kept = 0;
+        while !r.overflowed() {
+            r.send(
+                &name,
+                &name,
+                0,
+                &Err(StageError::UnknownDestination("x".into())),
+            );
+            kept += 1;
+            assert!(kept < 10_000, "the limit is never reached");
+        }
+        assert!(r.recorded_bytes() <= 4096, "{}", r.recorded_bytes());
+        let err = r.finish().unwrap_err();
+        assert!(err.contains("limit of 4096 bytes"), "{err}");
+    }
+
+    #[test]
+    fn a_format_1_journal_is_still_read() {
+        // The replay fixtures of tests/fixtures were recorded in format 1.
+        #[derive(Serialize)]
+        #[allow(dead_code)] // only `Send` is written; the others number it
+        enum V1<'a> {
+            _Open,
+            _Columns,
+            _Batch,
+            _CloseCursor,
+            Send {
+                destination: &'a str,
+                content_type: &'a str,
+                bytes: u64,
+                answer: Result<u32, StageError>,
+            },
+        }
+        let mut plain = Vec::new();
+        for record in [
+            postcard::to_stdvec(&context()).unwrap(),
+            postcard::to_stdvec(&V1::Send {
+                destination: "digest",
+                content_type: "application/json",
+                bytes: 2,
+                answer: Ok(1),
+            })
+            .unwrap(),
+        ] {
+            plain.extend_from_slice(&(record.len() as u32).to_le_bytes());
+            plain.extend_from_slice(&record);
+        }
+        let mut stored = 1u32.to_le_bytes().to_vec();
+        stored.extend(zstd::stream::encode_all(&plain[..], 1).unwrap());
+        let j = Journal::decode(&stored).unwrap();
+        assert_eq!(
+            j.entries,
+            [Entry::SendV1 {
+                destination: "digest".into(),
+                content_type: "application/json".into(),
+                bytes: 2,
+                answer: Ok(1)
+            }]
+        );
+    }
+
+    #[test]
     fn a_malformed_batch_is_damage_not_data() {
-        let mut r = Recorder::new(&context());
+        let mut r = Recorder::new(&context(), ROOMY);
         let bad = Batch {
             rows: 100_000,
             columns: vec![Column {

@@ -30,6 +30,7 @@ pub mod schedule;
 pub mod source;
 pub mod status;
 pub mod store;
+pub mod text;
 pub mod window;
 
 pub use error::{Error, Result};

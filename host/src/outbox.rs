@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::failpoint::{Boundary, Failpoints};
 use crate::store::StagedMessage;
+use crate::text::Given;
 use crate::window::WindowKey;
 
 /// A destination declared in the job's config.
@@ -137,6 +138,8 @@ pub struct HttpTarget {
 /// Headers the host sets itself.
 const RESERVED_HEADERS: &[&str] = &[
     "idempotency-key",
+    "jobhost-window",
+    "jobhost-fence",
     "content-type",
     "content-length",
     "transfer-encoding",
@@ -358,10 +361,29 @@ impl Staging {
         body: Vec<u8>,
         content_type: String,
     ) -> std::result::Result<u32, StageError> {
-        if self.closed || !self.destinations.contains(&destination) {
-            return Err(StageError::UnknownDestination(destination));
+        self.check(&destination, body.len() as u64, &content_type)?;
+        Ok(self.stage_checked(destination, body, content_type))
+    }
+
+    /// Whether a message of `size` bytes for `destination` with
+    /// `content_type` would be staged, decided before its body is read: a
+    /// refused message costs the host no copy of it. A name or content type
+    /// that is echoed back is cut to the longest one the host accepts.
+    ///
+    /// # Errors
+    ///
+    /// The [`StageError`] [`Staging::stage`] would answer.
+    pub fn check(
+        &self,
+        destination: &str,
+        size: u64,
+        content_type: &str,
+    ) -> std::result::Result<(), StageError> {
+        if self.closed || !self.destinations.iter().any(|d| d == destination) {
+            return Err(StageError::UnknownDestination(
+                Given::new(destination, MAX_DESTINATION_NAME).shown(),
+            ));
         }
-        let size = body.len() as u64;
         if size > self.max_bytes {
             return Err(StageError::TooLarge(self.max_bytes));
         }
@@ -371,14 +393,27 @@ impl Staging {
         if self.messages.len() as u32 >= self.max_messages {
             return Err(StageError::TooManyMessages(self.max_messages));
         }
-        if !valid_content_type(&content_type) {
-            return Err(StageError::InvalidContentType(content_type));
+        if !valid_content_type(content_type) {
+            return Err(StageError::InvalidContentType(
+                Given::new(content_type, MAX_CONTENT_TYPE).shown(),
+            ));
         }
+        Ok(())
+    }
+
+    /// Stages a message [`Staging::check`] accepted; returns its sequence
+    /// number.
+    pub fn stage_checked(
+        &mut self,
+        destination: String,
+        body: Vec<u8>,
+        content_type: String,
+    ) -> u32 {
         if let Some(f) = &self.failpoints {
             f.reached(Boundary::InGuest);
         }
         let seq = self.messages.len() as u32 + 1;
-        self.total += size;
+        self.total += body.len() as u64;
         self.messages.push(StagedMessage {
             seq,
             destination,
@@ -386,7 +421,7 @@ impl Staging {
             content_type,
             body,
         });
-        Ok(seq)
+        seq
     }
 
     /// The limits: messages, bytes per message, bytes in all.
@@ -400,6 +435,12 @@ impl Staging {
     }
 }
 
+/// The longest destination name a config may declare, in bytes.
+pub const MAX_DESTINATION_NAME: usize = 64;
+
+/// The longest content type `send` accepts, in bytes.
+pub const MAX_CONTENT_TYPE: usize = 256;
+
 fn valid_content_type(t: &str) -> bool {
     let essence = t.split(';').next().unwrap_or("").trim();
     let mut parts = essence.split('/');
@@ -409,7 +450,7 @@ fn valid_content_type(t: &str) -> bool {
                 .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
     };
     matches!((parts.next(), parts.next(), parts.next()), (Some(a), Some(b), None) if token(a) && token(b))
-        && t.len() <= 256
+        && t.len() <= MAX_CONTENT_TYPE
         && !t.chars().any(char::is_control)
 }
 

@@ -171,6 +171,9 @@ pub struct Receipt {
     /// The claim store: its file, or its URL with the password hidden.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<String>,
+    /// Whether this invocation created the store (it held no run before).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub store_created: bool,
     /// Things that did not stop the run but need a person's attention.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<Warning>,
@@ -225,6 +228,7 @@ impl Receipt {
             now: None,
             component: None,
             store: None,
+            store_created: false,
             warnings: Vec::new(),
             reason: None,
             detail: None,
@@ -299,8 +303,11 @@ impl Receipt {
 
     /// The receipt as one line of JSON.
     pub fn to_json_line(&self) -> String {
-        serde_json::to_string(self).unwrap_or_else(|e| {
-            format!(r#"{{"event":"failed","error":{{"kind":"host","message":"cannot render receipt: {e}"}}}}"#)
-        })
+        match serde_json::to_string(self) {
+            Ok(line) => crate::text::json_line(&line).into_owned(),
+            Err(e) => format!(
+                r#"{{"event":"failed","error":{{"kind":"host","message":"cannot render receipt: {e}"}}}}"#
+            ),
+        }
     }
 }

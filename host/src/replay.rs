@@ -258,6 +258,9 @@ pub fn replay(
         ),
         output_bytes: usize::try_from(output).unwrap_or(usize::MAX),
         report_bytes: usize::try_from(report).unwrap_or(usize::MAX),
+        // The journal a replay writes is thrown away; it is bounded all
+        // the same, at the most a replay reads.
+        journal_bytes: crate::journal::MAX_PLAIN,
     };
     let window = window(c)?;
     let now = instant(c.now)?;

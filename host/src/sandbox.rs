@@ -32,6 +32,7 @@ use crate::journal::{self, Recorder};
 use crate::outbox::Staging;
 use crate::source::SourceAccess;
 use crate::store::{StagedMessage, StoredReport};
+use crate::text::cap_error;
 use crate::window::Window;
 
 /// The world this host implements, as guests name it.
@@ -144,6 +145,8 @@ pub struct GuestLimits {
     pub output_bytes: usize,
     /// Bytes of report summary plus cursor accepted.
     pub report_bytes: usize,
+    /// Encoded bytes the run's journal may hold.
+    pub journal_bytes: u64,
 }
 
 /// Everything a run hands the guest.
@@ -518,28 +521,31 @@ impl Sandbox {
             destinations: input.destinations,
             params: input.params,
         };
-        let journal = Recorder::new(&journal::Context {
-            key: ctx.window.key.clone(),
-            job: ctx.window.job.clone(),
-            label: ctx.window.label.clone(),
-            start: (ctx.window.start.seconds, ctx.window.start.nanoseconds),
-            end: (ctx.window.end.seconds, ctx.window.end.nanoseconds),
-            timezone: ctx.window.timezone.clone(),
-            window_kind: input.window.kind.to_string(),
-            now: (ctx.now.seconds, ctx.now.nanoseconds),
-            cursor: ctx.cursor.clone(),
-            attempt: ctx.attempt,
-            destinations: ctx.destinations.clone(),
-            params: ctx.params.clone(),
-            seed,
-            outbox_limits: input.outbox.limits(),
-            limits: (
-                input.limits.memory_bytes as u64,
-                u64::try_from(input.limits.timeout.as_millis()).unwrap_or(u64::MAX),
-                input.limits.output_bytes as u64,
-                input.limits.report_bytes as u64,
-            ),
-        });
+        let journal = Recorder::new(
+            &journal::Context {
+                key: ctx.window.key.clone(),
+                job: ctx.window.job.clone(),
+                label: ctx.window.label.clone(),
+                start: (ctx.window.start.seconds, ctx.window.start.nanoseconds),
+                end: (ctx.window.end.seconds, ctx.window.end.nanoseconds),
+                timezone: ctx.window.timezone.clone(),
+                window_kind: input.window.kind.to_string(),
+                now: (ctx.now.seconds, ctx.now.nanoseconds),
+                cursor: ctx.cursor.clone(),
+                attempt: ctx.attempt,
+                destinations: ctx.destinations.clone(),
+                params: ctx.params.clone(),
+                seed,
+                outbox_limits: input.outbox.limits(),
+                limits: (
+                    input.limits.memory_bytes as u64,
+                    u64::try_from(input.limits.timeout.as_millis()).unwrap_or(u64::MAX),
+                    input.limits.output_bytes as u64,
+                    input.limits.report_bytes as u64,
+                ),
+            },
+            input.limits.journal_bytes,
+        );
         let state = HostState {
             wasi,
             table: ResourceTable::new(),
@@ -557,6 +563,11 @@ impl Sandbox {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
+        // What one call may hand the host: anything that fits in the
+        // guest's memory, so that the host's own answer (`too-large`, a
+        // dropped log message) comes first, never wasmtime's refusal. The
+        // host's own imports read their arguments in place.
+        store.set_hostcall_fuel(input.limits.memory_bytes);
         store.set_epoch_deadline(1);
         store.epoch_deadline_trap();
 
@@ -599,8 +610,12 @@ impl Sandbox {
         let mut state = store.into_data();
         let (out, out_dropped) = stdout.contents();
         let (err, err_dropped) = stderr.contents();
-        state.log.emit_stream("stdout", &out, out_dropped);
-        state.log.emit_stream("stderr", &err, err_dropped);
+        state
+            .log
+            .emit_stream("stdout", &out, out_dropped, input.limits.output_bytes);
+        state
+            .log
+            .emit_stream("stderr", &err, err_dropped, input.limits.output_bytes);
         let stats = GuestStats {
             rows: state.source.rows_read(),
             log_lines: state.log.emitted(),
@@ -609,6 +624,11 @@ impl Sandbox {
             journal_bytes: 0,
         };
         let last_stderr_line = panic_message(&String::from_utf8_lossy(&err));
+        // Nothing past the journal's bound is kept, whatever the guest made
+        // of its last answer.
+        if state.journal.overflowed() {
+            return Err(journal_failure(&input.limits, &state.journal));
+        }
         // In a replay, an answer the journal did not hold makes every
         // outcome a divergence, whatever the guest made of that answer.
         if let Some(what) = state.source.divergence() {
@@ -661,14 +681,14 @@ impl Sandbox {
                         None,
                         Some(format!(
                             "`describe` did not finish within the time limit ({})",
-                            one_line(&format!("{e:#}"))
+                            cap_error(&one_line(&format!("{e:#}")))
                         )),
                     ),
                     Some(Err(e)) => (
                         None,
                         Some(format!(
                             "`describe` failed: {}",
-                            one_line(&format!("{e:#}"))
+                            cap_error(&one_line(&format!("{e:#}")))
                         )),
                     ),
                 };
@@ -691,17 +711,17 @@ impl Sandbox {
             Ok(Err(e)) => Err(match e {
                 WitRunError::InvalidData(m) => GuestFailure {
                     kind: "guest-error",
-                    message: format!("the report refused the data: {m}"),
+                    message: format!("the report refused the data: {}", cap_error(&m)),
                     retryable: false,
                 },
                 WitRunError::SourceFailed(m) => GuestFailure {
                     kind: "guest-error",
-                    message: format!("the report could not read its source: {m}"),
+                    message: format!("the report could not read its source: {}", cap_error(&m)),
                     retryable: true,
                 },
                 WitRunError::Other(m) => GuestFailure {
                     kind: "guest-error",
-                    message: format!("the report failed: {m}"),
+                    message: format!("the report failed: {}", cap_error(&m)),
                     retryable: true,
                 },
             }),
@@ -766,7 +786,7 @@ fn classify(
     stderr: Option<String>,
 ) -> GuestFailure {
     let hint = stderr
-        .map(|l| format!("; guest stderr: {l}"))
+        .map(|l| format!("; guest stderr: {}", cap_error(&l)))
         .unwrap_or_default();
     if memory_hit {
         return GuestFailure {
@@ -787,9 +807,27 @@ fn classify(
         },
         None => GuestFailure {
             kind: "guest-trap",
-            message: format!("the guest failed: {}{hint}", one_line(&format!("{e:#}"))),
+            message: format!(
+                "the guest failed: {}{hint}",
+                cap_error(&one_line(&format!("{e:#}")))
+            ),
             retryable: false,
         },
+    }
+}
+
+/// The failure of a run whose journal reached its limit.
+fn journal_failure(limits: &GuestLimits, journal: &Recorder) -> GuestFailure {
+    GuestFailure {
+        kind: "journal-limit",
+        message: format!(
+            "the run's journal reached its limit of {} bytes (`limits.max_journal_bytes`) after \
+             {} bytes of answers to the guest's calls; the guest was stopped and nothing was \
+             kept; raise the limit if the report reads that much, or have it read its rows once",
+            limits.journal_bytes,
+            journal.recorded_bytes()
+        ),
+        retryable: false,
     }
 }
 

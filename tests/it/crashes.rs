@@ -259,6 +259,7 @@ on_both_backends!(
     a_kill_at_any_boundary_costs_no_second_effect_and_no_lost_window,
     a_kill_during_an_at_most_once_send_abandons_the_run_instead_of_resending,
     a_stalled_owner_cannot_write_or_send_after_a_takeover,
+    a_send_from_an_owner_paused_after_its_last_check_carries_its_old_fence_and_a_fencing_endpoint_refuses_it,
     random_kills_over_many_trials_lose_no_window_and_duplicate_no_effect,
 );
 
@@ -410,6 +411,56 @@ fn a_stalled_owner_cannot_write_or_send_after_a_takeover(backend: Backend) {
             "{h}"
         );
     }
+}
+
+/// The one pause the lease cannot catch: after the last check of the claim,
+/// before the request goes out. The stale process sends once more, with the
+/// fence of its old claim, and an endpoint that keeps the highest fence per
+/// window refuses it.
+fn a_send_from_an_owner_paused_after_its_last_check_carries_its_old_fence_and_a_fencing_endpoint_refuses_it(
+    backend: Backend,
+) {
+    warm_cache();
+    let sink = Sink::start();
+    sink.refuse_stale_fences();
+    let dir = scratch();
+    let Some(store) = Claims::new(
+        backend,
+        dir.path(),
+        "crashes::postgres::a_send_from_an_owner_paused_after_its_last_check_carries_its_old_fence_and_a_fencing_endpoint_refuses_it",
+    ) else {
+        return;
+    };
+    let cfg = crash_config(dir.path(), &sink, "at-least-once", &store);
+    let stalled = spawn(&cfg, &store, &now_for(1, 0), Some("in-send:stop"));
+    wait_until_stopped(&stalled, "in-send");
+    let taker = invoke_past_leases(&cfg, &store, &now_for(1, 1));
+    let tr = taker.receipt();
+    assert_eq!(tr["event"], "resumed", "{tr}\n{}", taker.stderr);
+    assert_eq!(tr["fence"], 2);
+    let woke = resume(stalled);
+    let wr = woke.receipt();
+    assert_eq!(wr["error"]["kind"], "lease-lost", "{wr}\n{}", woke.stderr);
+    let requests = sink.requests();
+    let stale: Vec<_> = requests.iter().filter(|q| q.stale).collect();
+    assert_eq!(stale.len(), 1, "the stale owner sent once: {requests:?}");
+    assert_eq!(stale[0].header("jobhost-fence"), Some("1"));
+    assert_eq!(
+        stale[0].header("jobhost-window"),
+        Some("daily-report:2026-11-08")
+    );
+    let taken: Vec<_> = requests.iter().filter(|q| !q.stale).collect();
+    assert_eq!(taken.len(), 2, "{requests:?}");
+    assert!(
+        taken.iter().all(|q| q.header("jobhost-fence") == Some("2")),
+        "the endpoint took only the current claim's messages: {taken:?}"
+    );
+    let h = &history(store.arg())[0];
+    assert_eq!(
+        (h["state"].as_str(), h["fence"].as_i64()),
+        (Some("DONE"), Some(2)),
+        "{h}"
+    );
 }
 
 fn random_kills_over_many_trials_lose_no_window_and_duplicate_no_effect(backend: Backend) {

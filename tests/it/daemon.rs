@@ -293,43 +293,52 @@ fn windows_left_without_a_decision_while_no_daemon_ran_are_decided_when_it_comes
 #[test]
 fn a_window_whose_run_failed_before_its_claim_stays_undecided_and_runs_once_the_cause_is_fixed() {
     let dir = scratch();
+    // A component of its own, which a deploy can take away.
+    let wasm = dir.path().join("report.wasm");
+    std::fs::copy(&guests().report, &wasm).unwrap();
     let daily = job(dir.path(), "daily", "day", "UTC", "");
+    let text = std::fs::read_to_string(&daily)
+        .unwrap()
+        .replace(guests().report.to_str().unwrap(), s(&wasm));
+    std::fs::write(&daily, &text).unwrap();
     let store = dir.path().join("s.db");
     let store = s(&store);
-    daemon(
-        &[&daily],
-        store,
-        "2026-11-08T00:30:00Z",
-        "2026-11-08T01:00:00Z",
-    );
-    // The component is gone (a deploy replacing it): the run fails before
-    // it claims, and is tried again a minute later, not a day later.
-    let text = std::fs::read_to_string(&daily).unwrap();
-    std::fs::write(
-        &daily,
-        text.replace(
-            guests().report.to_str().unwrap(),
-            s(&dir.path().join("gone.wasm")),
+    // The daemon starts with its component there, and the component goes
+    // away while it runs (a deploy replacing it): held at the first claim,
+    // the 7th, then let go without it.
+    let held = stopped_at(
+        daemon_command(
+            &[&daily],
+            store,
+            "2026-11-08T00:30:00Z",
+            "2026-11-09T00:02:30Z",
         ),
-    )
-    .unwrap();
-    let out = daemon(
-        &[&daily],
-        store,
-        "2026-11-09T00:30:00Z",
-        "2026-11-09T00:32:30Z",
+        "after-claim@1:stop",
     );
+    std::fs::remove_file(&wasm).unwrap();
+    let run = resume(held);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = lines(&run.stdout);
+    assert_eq!(out[0]["key"], "daily:2026-11-07");
     assert_eq!(
-        out.len(),
-        3,
-        "now, a minute later, two minutes later: {out:?}"
+        out[0]["event"], "ran",
+        "loaded before the claim: {}",
+        out[0]
     );
-    assert!(out.iter().all(|l| l["key"] == "daily:2026-11-08"
+    // The 8th fails before it claims, and is tried again a minute later,
+    // not a day later.
+    let failed = &out[1..];
+    assert_eq!(
+        failed.len(),
+        3,
+        "at its due moment, a minute later, two minutes later: {out:?}"
+    );
+    assert!(failed.iter().all(|l| l["key"] == "daily:2026-11-08"
         && l["event"] == "failed"
         && l["error"]["kind"] == "invalid-input"
         && l.get("fence").is_none()));
     assert_eq!(history(store).len(), 1, "no row for the 8th");
-    std::fs::write(&daily, &text).unwrap();
+    std::fs::copy(&guests().report, &wasm).unwrap();
     // Back two days later: the 8th was never decided, so it is caught up.
     let out = daemon(
         &[&daily],
@@ -344,6 +353,72 @@ fn a_window_whose_run_failed_before_its_claim_stays_undecided_and_runs_once_the_
             ("daily:2026-11-09".to_string(), "ran".to_string())
         ]
     );
+}
+
+#[test]
+fn a_daemon_refuses_at_start_up_what_cannot_become_valid_while_it_runs() {
+    let dir = scratch();
+    let daily = job(dir.path(), "daily", "day", "UTC", "");
+    let store = dir.path().join("s.db");
+    let store = s(&store);
+    let until = "2026-11-10T00:30:00Z";
+    let start = "2026-11-08T00:30:00Z";
+    // A component that is not there, named in the config or by --component.
+    let text = std::fs::read_to_string(&daily).unwrap();
+    let missing = text.replace(
+        guests().report.to_str().unwrap(),
+        s(&dir.path().join("gone.wasm")),
+    );
+    std::fs::write(&daily, &missing).unwrap();
+    let run = to_run(
+        daemon_command(&[&daily], store, start, until)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stdout.is_empty(), "nothing ran: {}", run.stdout);
+    assert!(
+        run.stderr.contains("job `daily`") && run.stderr.contains("gone.wasm"),
+        "{}",
+        run.stderr
+    );
+    assert!(!Path::new(store).exists(), "no store was created");
+    // --component names it instead, as for `jobhost run`.
+    let mut cmd = daemon_command(&[&daily], store, start, "2026-11-08T01:00:00Z");
+    cmd.args(["--component", s(&guests().report)]);
+    let run = to_run(cmd.output().unwrap());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        decided(&lines(&run.stdout)),
+        [("daily:2026-11-07".to_string(), "ran".to_string())]
+    );
+    // A component that does not fit the world.
+    let other = text.replace(
+        guests().report.to_str().unwrap(),
+        guests().other_world.to_str().unwrap(),
+    );
+    std::fs::write(&daily, other).unwrap();
+    let run = to_run(
+        daemon_command(&[&daily], store, start, until)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("does not fit"), "{}", run.stderr);
+    // A config error.
+    std::fs::write(
+        &daily,
+        text.replace("window = \"day\"", "window = \"fortnight\""),
+    )
+    .unwrap();
+    let run = to_run(
+        daemon_command(&[&daily], store, start, until)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("fortnight"), "{}", run.stderr);
+    assert!(run.stdout.is_empty());
 }
 
 #[test]

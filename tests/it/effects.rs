@@ -95,6 +95,10 @@ fn a_500_then_a_429_then_a_200_is_one_delivery_after_three_sends() {
     for q in &requests {
         assert_eq!(q.idempotency_key(), Some("daily-report:2026-11-08#1"));
         assert_eq!(q.header("content-type"), Some("application/json"));
+        // The window and the claim's fence, for an endpoint that refuses a
+        // stale sender.
+        assert_eq!(q.header("jobhost-window"), Some("daily-report:2026-11-08"));
+        assert_eq!(q.header("jobhost-fence"), Some("1"));
         assert_eq!(
             q.body, requests[0].body,
             "every send carries the same bytes"

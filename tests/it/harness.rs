@@ -89,9 +89,12 @@ pub fn jobhost(args: &[&str]) -> Run {
 /// The command, for tests that spawn several at once.
 pub fn command(cwd: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_jobhost-under-test"));
+    // A run with neither a config nor a store keeps its claims in the
+    // per-user state folder: the tests' own, never the developer's.
     cmd.current_dir(cwd)
         .args(args)
         .env("JOBHOST_CACHE_DIR", cache_dir())
+        .env("XDG_STATE_HOME", guest_target().join("state-home"))
         .env_remove("JOBHOST_STORE")
         .env("RUST_BACKTRACE", "0");
     cmd
@@ -229,4 +232,56 @@ pub fn signal(child: &Child, sig: i32) {
 pub fn resume(child: Child) -> Run {
     signal(&child, libc::SIGCONT);
     to_run(child.wait_with_output().expect("wait"))
+}
+
+/// Runs `cmd` to its end and returns what it printed with its peak
+/// resident memory, in KiB (the kernel's account of that one child, read
+/// when it is reaped).
+pub fn run_measured(mut cmd: Command) -> (Run, u64) {
+    use std::io::Read;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("jobhost runs");
+    let read = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let out = read(Box::new(child.stdout.take().expect("stdout")));
+    let err = read(Box::new(child.stderr.take().expect("stderr")));
+    let mut status = 0;
+    // SAFETY: waits for (and reaps) our own child, writing only into the
+    // zeroed struct and the status integer we own. The `Child` is never
+    // waited on afterwards.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4 reaps the child");
+    drop(child);
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    let run = Run {
+        code,
+        stdout: String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned(),
+        stderr: String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned(),
+    };
+    (run, usage.ru_maxrss as u64)
+}
+
+/// The raw bytes a terminal must never receive from a guest: C0 controls
+/// other than the line feed that ends each line, DEL, C1 controls, the
+/// Unicode line and paragraph separators, and the bidirectional overrides.
+pub fn raw_controls(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|&c| {
+            (c.is_control() && c != '\n')
+                || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        })
+        .collect()
 }

@@ -2,7 +2,7 @@
 //! the rows batch by batch, each outbox and log acknowledgement. It is stored
 //! with the run, compressed, and its size shows in `history`.
 
-use jobhost::journal::{Entry, Journal};
+use jobhost::journal::{Entry, Given, Journal};
 use jobhost::store::{ClaimStore, SqliteStore};
 use jobhost::window::WindowKey;
 
@@ -66,8 +66,8 @@ fn a_run_journals_its_context_every_batch_and_every_acknowledgement() {
     assert_eq!(
         sends,
         [&Entry::Send {
-            destination: "digest".into(),
-            content_type: "application/json".into(),
+            destination: Given::Whole("digest".into()),
+            content_type: Given::Whole("application/json".into()),
             bytes: r["messages"][0]["bytes"].as_u64().unwrap(),
             answer: Ok(1)
         }]

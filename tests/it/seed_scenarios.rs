@@ -42,7 +42,7 @@ fn tokyo_half_past_midnight_and_ten_utc_are_different_utc_days_and_both_run() {
 }
 
 #[test]
-fn deleting_the_store_folder_runs_the_job_again_the_failure_a_host_local_store_invites() {
+fn deleting_the_store_folder_is_caught_by_a_file_destination_that_already_holds_the_key() {
     let dir = scratch();
     let cfg = report_config(dir.path(), 2000);
     let state = dir.path().join("state");
@@ -56,14 +56,36 @@ fn deleting_the_store_folder_runs_the_job_again_the_failure_a_host_local_store_i
         "--now",
         "2026-11-09T00:05:00+00:00",
     ];
-    assert_eq!(jobhost(&args).event(), "ran");
+    let first = jobhost(&args);
+    assert_eq!(first.event(), "ran");
+    assert_eq!(
+        first.receipt()["store_created"],
+        true,
+        "a new store is said"
+    );
     std::fs::remove_dir_all(&state).unwrap(); // a fresh container, same key
     let again = jobhost(&args);
-    assert_eq!(
-        again.event(),
-        "ran",
-        "the duplicate this product exists to prevent, made visible"
+    let r = again.receipt();
+    // The store forgot the window, so the claim is fresh: the duplicate
+    // this product exists to prevent. The new store is said, and the file
+    // destination, which holds the key already, refuses the second copy.
+    assert_eq!(r["store_created"], true);
+    assert!(
+        again.stderr.contains("created a new store"),
+        "{}",
+        again.stderr
     );
+    assert_eq!(
+        (again.code, r["event"].as_str()),
+        (1, Some("failed")),
+        "{r}"
+    );
+    assert_eq!(r["error"]["kind"], "delivery");
+    assert_eq!(r["error"]["retryable"], false);
+    let message = r["error"]["message"].as_str().unwrap();
+    for part in ["out.jsonl", "daily-report:2026-11-08#1", "another store?"] {
+        assert!(message.contains(part), "{part}: {message}");
+    }
     let delivered = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
     let keys: Vec<String> = delivered
         .lines()
@@ -74,11 +96,8 @@ fn deleting_the_store_folder_runs_the_job_again_the_failure_a_host_local_store_i
                 .to_string()
         })
         .collect();
-    assert_eq!(
-        keys,
-        vec!["daily-report:2026-11-08#1"; 2],
-        "same idempotency key both times, so a downstream can dedupe"
-    );
+    assert_eq!(keys, ["daily-report:2026-11-08#1"], "never written twice");
+    assert_eq!(history(&store)[0]["state"], "FAILED", "a person must look");
 }
 
 #[test]

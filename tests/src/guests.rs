@@ -18,6 +18,9 @@ pub struct Guests {
     pub top_products: PathBuf,
     /// A component for a later major version of the report world.
     pub future_world: PathBuf,
+    /// A guest that attacks the host through what it hands over (behaviour
+    /// chosen by the job name, sized by its params).
+    pub hostile: PathBuf,
 }
 
 /// The workspace root.
@@ -72,6 +75,8 @@ fn build_once(target_dir: &Path) -> Result<Guests, String> {
             "guest-top-products",
             "-p",
             "future-world",
+            "-p",
+            "hostile",
         ])
         .arg("--target-dir")
         .arg(target_dir)
@@ -90,5 +95,6 @@ fn build_once(target_dir: &Path) -> Result<Guests, String> {
         other_world: dir.join("other_world.wasm"),
         top_products: dir.join("guest_top_products.wasm"),
         future_world: dir.join("future_world.wasm"),
+        hostile: dir.join("hostile.wasm"),
     })
 }

@@ -3,7 +3,9 @@
 //! with scripted replies per path: a status (optionally with
 //! `Retry-After`, or a body), no answer at all (the connection hangs until
 //! the sink is dropped), or a closed connection. Unscripted requests get
-//! 200.
+//! 200. Told to, it refuses stale senders as a fencing endpoint would: a
+//! message whose `Jobhost-Fence` is lower than the highest it has seen for
+//! the same `Jobhost-Window` is answered 409 and not taken.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -22,6 +24,8 @@ pub struct Request {
     pub headers: Vec<(String, String)>,
     /// The body.
     pub body: Vec<u8>,
+    /// Refused as a stale sender's (its fence was lower than one seen).
+    pub stale: bool,
 }
 
 impl Request {
@@ -65,6 +69,8 @@ struct State {
     requests: Vec<Request>,
     scripts: HashMap<String, VecDeque<Reply>>,
     hung: Vec<TcpStream>,
+    /// Refuse stale fences, keeping the highest fence seen per window.
+    fencing: Option<HashMap<String, i64>>,
 }
 
 /// The sink; stops accepting when dropped.
@@ -112,6 +118,12 @@ impl Sink {
             .entry(path.to_string())
             .or_default()
             .extend(replies.iter().copied());
+    }
+
+    /// From now on, answers 409 to a message whose `Jobhost-Fence` is lower
+    /// than the highest seen for its `Jobhost-Window`, and does not take it.
+    pub fn refuse_stale_fences(&self) {
+        self.lock().fencing.get_or_insert_with(HashMap::new);
     }
 
     /// Every request received so far, in arrival order.
@@ -180,15 +192,39 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
         let mut st = state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        };
+        let (window, fence) = (
+            header("jobhost-window"),
+            header("jobhost-fence").and_then(|f| f.parse::<i64>().ok()),
+        );
+        let stale = match (&mut st.fencing, window, fence) {
+            (Some(seen), Some(window), Some(fence)) => {
+                let highest = seen.entry(window).or_insert(fence);
+                let stale = fence < *highest;
+                *highest = (*highest).max(fence);
+                stale
+            }
+            _ => false,
+        };
         st.requests.push(Request {
             path: path.clone(),
             headers,
             body,
+            stale,
         });
-        st.scripts
-            .get_mut(&path)
-            .and_then(VecDeque::pop_front)
-            .unwrap_or(Reply::Status(200))
+        if stale {
+            Reply::Status(409)
+        } else {
+            st.scripts
+                .get_mut(&path)
+                .and_then(VecDeque::pop_front)
+                .unwrap_or(Reply::Status(200))
+        }
     };
     let mut conn = conn;
     let mut content = String::new();

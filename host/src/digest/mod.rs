@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Clock;
 use crate::config::{Env, expand};
-use crate::delivery::{Sender, Sent, Uncertainty};
+use crate::delivery::{Sender, Sending, Sent, Uncertainty};
 use crate::error::{Error, Result};
 use crate::outbox::{DeliveryMode, Destination, HttpTarget, Redactor};
 use crate::store::{ClaimStore, DigestNote, StagedMessage};
@@ -439,7 +439,10 @@ pub fn make(
         cache.get(&key, clock.lease_now(), settings.ttl)
     };
     if let Lookup::Unreadable(why) = &found {
-        eprintln!("jobhost: warning: digest cache: {why}; asking the model again");
+        crate::text::say(
+            "warning",
+            &format!("digest cache: {why}; asking the model again"),
+        );
     }
     match found {
         Lookup::Fresh(entry) => {
@@ -470,9 +473,12 @@ pub fn make(
                         text: text.clone(),
                     };
                     if let Err(why) = cache.put(&key, &entry) {
-                        eprintln!(
-                            "jobhost: warning: cannot cache the digest: {why}; the next request \
+                        crate::text::say(
+                            "warning",
+                            &format!(
+                                "cannot cache the digest: {why}; the next request \
                              asks the model again"
+                            ),
                         );
                     }
                     info.status = "generated";
@@ -491,7 +497,10 @@ pub fn make(
         error: info.error.as_deref(),
     };
     if let Err(e) = store.record_digest(&wanted.key, &note, clock.lease_now()) {
-        eprintln!("jobhost: warning: cannot note the digest in the store: {e}");
+        crate::text::say(
+            "warning",
+            &format!("cannot note the digest in the store: {e}"),
+        );
     }
     if let (Some(text), Some(name)) = (&info.text, &settings.destination) {
         info.message = Some(if wanted.already_sent {
@@ -515,10 +524,13 @@ pub fn make(
             if sent.status == "delivered"
                 && let Err(e) = store.digest_sent(&wanted.key, clock.lease_now())
             {
-                eprintln!(
-                    "jobhost: warning: the digest message was delivered, but the store could \
+                crate::text::say(
+                    "warning",
+                    &format!(
+                        "the digest message was delivered, but the store could \
                      not note it ({e}); a later request may send it again, with the same \
                      idempotency key"
+                    ),
                 );
             }
             sent
@@ -566,7 +578,12 @@ fn send(
         out.attempts += 1;
         // Nothing to fence: the run is DONE, and the key makes a second
         // copy harmless where the destination deduplicates.
-        let sent = sender.send(name, dest, key, &message, true, &mut || Ok(()));
+        let run = Sending {
+            key,
+            fence: None,
+            maybe_there: true,
+        };
+        let sent = sender.send(name, dest, &message, &run, &mut || Ok(()));
         match sent {
             Ok(Sent::Delivered { detail, .. }) => {
                 out.status = "delivered";

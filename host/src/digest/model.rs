@@ -205,14 +205,11 @@ fn error_detail(text: &str) -> String {
     }
 }
 
-/// The first 200 characters of `text`, on one line.
+/// The first 200 characters of `text`, on one line, escaped (see
+/// `text::printable`).
 fn snippet(text: &str) -> String {
-    let one: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(200)
-        .collect();
-    one.trim().to_string()
+    let head: String = text.trim().chars().take(200).collect();
+    crate::text::printable(&head).into_owned()
 }
 
 #[cfg(test)]

@@ -6,8 +6,6 @@
 //! to prevent. The check reads the filesystem type of the nearest folder of
 //! the store path that exists, so it runs before anything is created.
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// A filesystem that does not outlive what it belongs to.
@@ -91,13 +89,25 @@ pub fn ephemeral_filesystem(store: &Path) -> Option<Ephemeral> {
 }
 
 fn filesystem_magic(path: &Path) -> Option<i64> {
-    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: `statfs` writes only into the zeroed struct we own, and `c`
-    // is a valid NUL-terminated path for the duration of the call.
-    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::statfs(c.as_ptr(), &mut buf) };
+    let fs = rustix::fs::statfs(path).ok()?;
     #[allow(clippy::unnecessary_cast)] // f_type's width differs by platform
-    (rc == 0).then_some(buf.f_type as i64)
+    Some(fs.f_type as i64)
+}
+
+/// Whether the filesystem holding `dir` has (next to) no room left for this
+/// process: less than 1 MiB (the blocks reserved for root count for root
+/// only). SQLite reports some writes that fail for want of space as a plain
+/// "disk I/O error"; this tells such a failure for what it is.
+pub fn no_space_left(dir: &Path) -> bool {
+    let Ok(fs) = rustix::fs::statvfs(dir) else {
+        return false;
+    };
+    let free = if rustix::process::geteuid().is_root() {
+        fs.f_bfree
+    } else {
+        fs.f_bavail
+    };
+    free.saturating_mul(fs.f_frsize) < 1 << 20
 }
 
 /// The filesystem type of the mount holding `dir`, from

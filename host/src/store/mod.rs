@@ -30,16 +30,40 @@ pub mod postgres;
 pub mod sqlite;
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
 use crate::error::{Error, Result};
+use crate::failpoint::Failpoints;
 use crate::window::{JobName, Window, WindowKey};
 
 pub use location::{PostgresUrl, StoreLocation};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
+
+/// How long a claim waits for another session's hold on what it must
+/// write (the window's row on PostgreSQL, the store's write lock on
+/// SQLite) before it answers [`Claim::Locked`]: a holder that takes longer
+/// is paused or cut off in the middle of a transaction.
+pub const CLAIM_WAIT: Duration = Duration::from_secs(2);
+
+/// How long every other write waits for such a hold before it fails the
+/// run (retryable): on PostgreSQL also the `lock_timeout` of every write
+/// transaction.
+pub const WRITE_WAIT: Duration = Duration::from_secs(10);
+
+/// How long the server lets a transaction of jobhost's own sit idle before
+/// it ends the session (PostgreSQL's `idle_in_transaction_session_timeout`):
+/// jobhost never waits between the statements of a transaction, so a
+/// session idle that long belongs to a process that is paused or cut off,
+/// and ending it frees the rows it holds for everyone else.
+pub const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(5);
+
+/// The longest one statement of the store may run (PostgreSQL's
+/// `statement_timeout`, in every write transaction).
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Opens (creating and migrating when needed) the store at `location`.
 ///
@@ -48,9 +72,26 @@ pub use sqlite::SqliteStore;
 /// `Error::Input` for a path or URL that cannot be a jobhost store;
 /// `Error::Store` when the store cannot be reached or read.
 pub fn open(location: &StoreLocation) -> Result<Box<dyn ClaimStore>> {
+    open_with(location, None)
+}
+
+/// [`open`], stopping at [`Boundary::InPrepare`](crate::failpoint::Boundary)
+/// inside the transaction that commits a report (tests only).
+///
+/// # Errors
+///
+/// As [`open`].
+pub fn open_with(
+    location: &StoreLocation,
+    failpoints: Option<Arc<dyn Failpoints>>,
+) -> Result<Box<dyn ClaimStore>> {
     Ok(match location {
-        StoreLocation::Sqlite(path) => Box::new(SqliteStore::open(path)?),
-        StoreLocation::Postgres(url) => Box::new(PostgresStore::open(url)?),
+        StoreLocation::Sqlite(path) => {
+            Box::new(SqliteStore::open(path)?.with_failpoints(failpoints))
+        }
+        StoreLocation::Postgres(url) => {
+            Box::new(PostgresStore::open(url)?.with_failpoints(failpoints))
+        }
     })
 }
 
@@ -210,6 +251,14 @@ pub enum Claim {
         fence: Fence,
         /// Until when.
         lease_until: Timestamp,
+    },
+    /// Another session held what the claim must write (the window's row,
+    /// or the store's write lock) for longer than [`CLAIM_WAIT`]: a process
+    /// paused or cut off in the middle of a transaction. Answered at once
+    /// instead of waited on; a later invocation tries again.
+    Locked {
+        /// How long the claim waited.
+        waited: Duration,
     },
     /// A scheduler skipped the window (catch-up), and this claim does not
     /// take skipped windows.
@@ -413,6 +462,12 @@ pub fn open_if_exists(location: &StoreLocation) -> Result<Option<Box<dyn ClaimSt
 
 /// The durable claim store contract. Every method after `claim` is fenced.
 pub trait ClaimStore {
+    /// Whether opening the store created it (a new SQLite file, or
+    /// jobhost's tables in a database that had none): nothing has ever run
+    /// in it, which is worth saying, since a job that ran before then used
+    /// another store.
+    fn created(&self) -> bool;
+
     /// The run's current row, without claiming anything.
     ///
     /// # Errors

@@ -10,7 +10,7 @@
 use postgres::Client;
 
 use super::PostgresUrl;
-use super::pg_support::{Tx, int8, pg};
+use super::pg_support::{Limits, Tx, int8, pg};
 use crate::error::{Error, Result};
 
 /// Migrations, applied in order; `jobhost_schema` has a row for each.
@@ -94,9 +94,12 @@ const MIGRATIONS: &[&str] = &[
 /// pooler's connection hand-offs.
 const MIGRATION_LOCK: i64 = 0x006a_6f62_686f_7374;
 
-/// Migrations may wait longer, for another host's migration to finish.
-const BEGIN_MIGRATION: &str = "BEGIN; SET LOCAL lock_timeout = '120s'; \
-     SET LOCAL idle_in_transaction_session_timeout = '60s'";
+/// Migrations may wait longer, for another host's migration to finish, and
+/// a statement of theirs (an index on a long history) may take its time.
+const MIGRATION_LIMITS: Limits = Limits {
+    lock_wait: std::time::Duration::from_secs(120),
+    statement: None,
+};
 
 /// The applied schema version, `None` when there are no jobhost tables.
 ///
@@ -138,11 +141,11 @@ pub(super) fn schema_version(client: &mut Client, url: &PostgresUrl) -> Result<O
     Ok(Some(v))
 }
 
-/// Applies the migrations the store lacks, in one transaction.
-pub(super) fn migrate(client: &mut Client, url: &PostgresUrl) -> Result<()> {
-    let url = url.clone();
+/// Applies the migrations the store lacks, in one transaction; returns
+/// whether the store had no jobhost tables before (this created it).
+pub(super) fn migrate(client: &mut Client, url: &PostgresUrl) -> Result<bool> {
     let at = |what: &str| format!("cannot {what} store `{url}`");
-    let mut tx = Tx::begin(client, &format!("migrate store `{url}`"), BEGIN_MIGRATION)?;
+    let mut tx = Tx::begin(client, url, "migrate", MIGRATION_LIMITS)?;
     // Several hosts starting together queue here; each then re-reads
     // the version, so every migration is applied once.
     tx.execute_typed("SELECT pg_advisory_xact_lock($1)", &[int8(&MIGRATION_LOCK)])
@@ -184,7 +187,7 @@ pub(super) fn migrate(client: &mut Client, url: &PostgresUrl) -> Result<()> {
         )
         .map_err(|e| pg(&at("read"), &e))?
         .get(0);
-    check_version(&url, version)?;
+    check_version(url, version)?;
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         let v = i as i64 + 1;
         tx.batch_execute(sql)
@@ -195,7 +198,8 @@ pub(super) fn migrate(client: &mut Client, url: &PostgresUrl) -> Result<()> {
         )
         .map_err(|e| pg(&at("migrate"), &e))?;
     }
-    tx.commit().map_err(|e| pg(&at("migrate"), &e))
+    tx.commit().map_err(|e| pg(&at("migrate"), &e))?;
+    Ok(version == 0)
 }
 
 pub(super) fn latest() -> i64 {

@@ -2,39 +2,86 @@
 //! transactions with their time limits, statement parameters with their
 //! types, and errors in one line.
 
+use std::time::Duration;
+
 use postgres::Client;
+use postgres::error::SqlState;
 use postgres::types::{ToSql, Type};
 
+use super::{IDLE_IN_TRANSACTION, PostgresUrl};
 use crate::error::{Error, Result};
 
-/// How every write transaction begins, in one round trip: a host never
-/// waits long on a row another session holds (a host paused or cut off in
-/// the middle of a transaction), and a transaction left open by a paused
-/// host is ended by the server, releasing its rows.
-pub(super) const BEGIN: &str = "BEGIN; SET LOCAL lock_timeout = '10s'; \
-     SET LOCAL idle_in_transaction_session_timeout = '60s'";
+/// How long a transaction may wait for a lock and run each statement.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits {
+    /// `lock_timeout`: the longest wait for a row or table another session
+    /// holds.
+    pub lock_wait: Duration,
+    /// `statement_timeout`, or none (a migration may build an index on a
+    /// long history).
+    pub statement: Option<Duration>,
+}
+
+/// How a transaction begins, in one round trip: it never waits longer than
+/// its limits on what another session holds (a host paused or cut off in
+/// the middle of a transaction), and the server ends it when it sits idle
+/// for [`IDLE_IN_TRANSACTION`] (this host paused or cut off), releasing its
+/// rows for everyone else.
+fn begin_sql(limits: Limits) -> String {
+    format!(
+        "BEGIN; SET LOCAL lock_timeout = '{}ms'; \
+         SET LOCAL idle_in_transaction_session_timeout = '{}ms'; \
+         SET LOCAL statement_timeout = '{}ms'",
+        limits.lock_wait.as_millis(),
+        IDLE_IN_TRANSACTION.as_millis(),
+        limits.statement.map_or(0, |d| d.as_millis())
+    )
+}
 
 /// An open transaction on the store's connection, rolled back when dropped
 /// without a commit (every error path). Only one exists at a time, and no
 /// statement runs on the connection while it is open except through it.
 pub(super) struct Tx<'a> {
     client: &'a mut Client,
+    /// The store, for errors that name it.
+    pub url: &'a PostgresUrl,
     open: bool,
 }
 
 impl<'a> Tx<'a> {
-    pub(super) fn begin(client: &'a mut Client, what: &str, begin: &str) -> Result<Tx<'a>> {
-        if let Err(e) = client.batch_execute(begin) {
+    pub(super) fn begin(
+        client: &'a mut Client,
+        url: &'a PostgresUrl,
+        what: &str,
+        limits: Limits,
+    ) -> Result<Tx<'a>> {
+        if let Err(e) = client.batch_execute(&begin_sql(limits)) {
             // BEGIN may have gone through before a SET failed.
             let _ = client.batch_execute("ROLLBACK");
-            return Err(pg(&format!("cannot {what}"), &e));
+            return Err(pg_in(url, what, &e));
         }
-        Ok(Tx { client, open: true })
+        Ok(Tx {
+            client,
+            url,
+            open: true,
+        })
     }
 
     pub(super) fn commit(mut self) -> std::result::Result<(), postgres::Error> {
         self.open = false;
         self.client.batch_execute("COMMIT")
+    }
+
+    /// Commits; a failure names what was being committed and the store.
+    pub(super) fn commit_named(self, what: &str) -> Result<()> {
+        let url = self.url;
+        self.commit().map_err(|e| pg_in(url, what, &e))
+    }
+
+    /// The error for a statement of this transaction that failed while
+    /// doing `what`.
+    pub(super) fn err(&self, what: &str, e: &postgres::Error) -> Error {
+        pg_in(self.url, what, e)
     }
 }
 
@@ -104,6 +151,16 @@ pub(super) fn connection_lost(e: &postgres::Error) -> bool {
     std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
 }
 
+/// Whether `e` is a lock wait that ran into its `lock_timeout`.
+pub(super) fn lock_timed_out(e: &postgres::Error) -> bool {
+    e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE)
+}
+
+/// [`pg`] for `cannot <what> in store <url>`.
+pub(super) fn pg_in(url: &PostgresUrl, what: &str, e: &postgres::Error) -> Error {
+    pg(&format!("cannot {what} in store `{url}`"), e)
+}
+
 pub(super) fn pg(context: &str, e: &postgres::Error) -> Error {
     if connection_lost(e) {
         return Error::Store(format!(
@@ -112,11 +169,18 @@ pub(super) fn pg(context: &str, e: &postgres::Error) -> Error {
             describe(e)
         ));
     }
-    if e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
+    if lock_timed_out(e) {
         return Error::Store(format!(
             "{context}: another session held the rows it needs for longer than the lock timeout \
              (a host paused or cut off in the middle of a transaction); nothing was written or \
              sent, and a later invocation tries again"
+        ));
+    }
+    if e.code() == Some(&SqlState::QUERY_CANCELED) {
+        return Error::Store(format!(
+            "{context}: a statement ran for longer than its time limit ({} s) and was cancelled; \
+             nothing was written or sent, and a later invocation tries again",
+            super::STATEMENT_TIMEOUT.as_secs()
         ));
     }
     Error::store(context, describe(e))

@@ -18,6 +18,7 @@
 //! `pg_schema` migrates them, `pg_connect` connects, and `pg_support` holds
 //! the transactions, typed parameters and errors every statement uses.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -25,7 +26,9 @@ use postgres::types::Type;
 use postgres::{Client, Row};
 
 use super::pg_schema::{check_version, latest, migrate, schema_version};
-use super::pg_support::{BEGIN, Param, Tx, boolean, bytea, float8, int8, pg, text};
+use super::pg_support::{
+    Limits, Param, Tx, boolean, bytea, float8, int8, lock_timed_out, pg_in, text,
+};
 
 use super::{
     Attempted, Claim, ClaimRequest, ClaimStore, Decision, DigestNote, DigestRecord, Existing,
@@ -33,6 +36,7 @@ use super::{
     StoredReport, decide, decided, fenced, lease_lost, undelivered,
 };
 use crate::error::{Error, Result};
+use crate::failpoint::{Boundary, Failpoints};
 use crate::window::{JobName, WindowKey};
 
 /// Microseconds since the epoch of a `timestamptz` expression, exactly.
@@ -46,7 +50,25 @@ macro_rules! us {
 pub struct PostgresStore {
     client: Client,
     url: PostgresUrl,
+    /// Whether opening it created jobhost's tables.
+    created: bool,
+    /// Test hooks inside the commit of a report.
+    failpoints: Option<Arc<dyn Failpoints>>,
 }
+
+/// Every write transaction but a claim's: it waits [`super::WRITE_WAIT`]
+/// for a row another session holds, then fails (retryable).
+const WRITE: Limits = Limits {
+    lock_wait: super::WRITE_WAIT,
+    statement: Some(super::STATEMENT_TIMEOUT),
+};
+
+/// A claim's transaction: it waits [`super::CLAIM_WAIT`] for the window's
+/// row, then answers [`Claim::Locked`].
+const CLAIM: Limits = Limits {
+    lock_wait: super::CLAIM_WAIT,
+    statement: Some(super::STATEMENT_TIMEOUT),
+};
 
 impl PostgresStore {
     /// Connects to the database at `url` and migrates its jobhost tables.
@@ -58,10 +80,10 @@ impl PostgresStore {
     /// refuses the login, or fails a statement.
     pub fn open(url: &PostgresUrl) -> Result<PostgresStore> {
         let mut store = PostgresStore::connect(url)?;
-        match schema_version(&mut store.client, url)? {
-            Some(v) if v == latest() => {}
+        store.created = match schema_version(&mut store.client, url)? {
+            Some(v) if v == latest() => false,
             _ => migrate(&mut store.client, url)?,
-        }
+        };
         Ok(store)
     }
 
@@ -104,12 +126,21 @@ impl PostgresStore {
         Ok(PostgresStore {
             client: super::pg_connect::connect(url)?,
             url: url.clone(),
+            created: false,
+            failpoints: None,
         })
     }
 
     /// The store's URL, as it may be shown.
     pub fn url(&self) -> &PostgresUrl {
         &self.url
+    }
+
+    /// Stops at [`Boundary::InPrepare`] inside the commit of every report
+    /// (tests only).
+    pub fn with_failpoints(mut self, failpoints: Option<Arc<dyn Failpoints>>) -> Self {
+        self.failpoints = failpoints;
+        self
     }
 
     /// The runs matching `condition` (over `jobhost_runs r`), newest
@@ -122,12 +153,23 @@ impl PostgresStore {
         let rows = self
             .client
             .query_typed(&sql, params)
-            .map_err(|e| pg("cannot read history", &e))?;
+            .map_err(|e| pg_in(&self.url, "read history", &e))?;
         rows.iter().map(run_record).collect()
     }
 
     fn begin(&mut self, what: &str) -> Result<Tx<'_>> {
-        Tx::begin(&mut self.client, what, BEGIN)
+        Tx::begin(&mut self.client, &self.url, what, WRITE)
+    }
+
+    /// One write statement in a transaction of its own, so that it too is
+    /// bounded in time; the rows it changed.
+    fn write_one(&mut self, what: &str, sql: &str, params: &[Param<'_>]) -> Result<u64> {
+        let mut tx = self.begin(what)?;
+        let changed = tx
+            .execute_typed(sql, params)
+            .map_err(|e| tx.err(what, &e))?;
+        tx.commit_named(what)?;
+        Ok(changed)
     }
 }
 
@@ -225,18 +267,18 @@ fn run_record(r: &Row) -> Result<RunRecord> {
 }
 
 /// Inside a transaction: confirms the run is still ours and delivering.
-fn still_delivering(tx: &mut Client, lease: &Lease) -> Result<()> {
+fn still_delivering(tx: &mut Tx<'_>, lease: &Lease) -> Result<()> {
     let owned = tx
         .execute_typed(
             "UPDATE jobhost_runs SET updated_at = now()
              WHERE key = $1 AND fence = $2 AND state = 'PREPARED'",
             &[text(&lease.key.as_str()), int8(&lease.fence.0)],
         )
-        .map_err(|e| pg("cannot check the claim", &e))?;
+        .map_err(|e| tx.err("check the claim", &e))?;
     fenced(owned, lease)
 }
 
-fn record_delivery(tx: &mut Client, lease: &Lease, done: &Attempted<'_>) -> Result<()> {
+fn record_delivery(tx: &mut Tx<'_>, lease: &Lease, done: &Attempted<'_>) -> Result<()> {
     still_delivering(tx, lease)?;
     tx.execute_typed(
         "UPDATE jobhost_outbox SET state = 'DELIVERED', in_flight = false,
@@ -249,11 +291,29 @@ fn record_delivery(tx: &mut Client, lease: &Lease, done: &Attempted<'_>) -> Resu
             text(&done.status),
         ],
     )
-    .map_err(|e| pg("cannot record a delivery", &e))?;
+    .map_err(|e| tx.err("record a delivery", &e))?;
     Ok(())
 }
 
-fn read_existing(tx: &mut Client, key: &WindowKey) -> Result<Option<Existing>> {
+/// Why a claim could not read the window's row.
+enum Unread {
+    /// Another session held it past the claim's lock wait.
+    Locked,
+    /// Anything else.
+    Failed(Error),
+}
+
+impl From<Error> for Unread {
+    fn from(e: Error) -> Unread {
+        Unread::Failed(e)
+    }
+}
+
+/// The window's row, read and locked (`FOR UPDATE`) for the claim.
+fn read_existing(
+    tx: &mut Tx<'_>,
+    key: &WindowKey,
+) -> std::result::Result<Option<Existing>, Unread> {
     let row = tx
         .query_typed_opt(
             concat!(
@@ -269,7 +329,13 @@ fn read_existing(tx: &mut Client, key: &WindowKey) -> Result<Option<Existing>> {
             ),
             &[text(&key.as_str())],
         )
-        .map_err(|e| pg("cannot read the claim", &e))?;
+        .map_err(|e| {
+            if lock_timed_out(&e) {
+                Unread::Locked
+            } else {
+                Unread::Failed(tx.err("read the claim", &e))
+            }
+        })?;
     let Some(r) = row else { return Ok(None) };
     let retry_at: Option<i64> = r.get(8);
     let waiting: bool = r.get(9);
@@ -301,56 +367,74 @@ fn staged(r: &Row) -> Result<StagedMessage> {
 }
 
 impl ClaimStore for PostgresStore {
+    fn created(&self) -> bool {
+        self.created
+    }
+
     fn peek(&mut self, key: &WindowKey) -> Result<Option<RunRecord>> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE r.key = $1");
         let row = self
             .client
             .query_typed_opt(&sql, &[text(&key.as_str())])
-            .map_err(|e| pg("cannot read a run", &e))?;
+            .map_err(|e| pg_in(&self.url, "read a run", &e))?;
         row.as_ref().map(run_record).transpose()
     }
 
     fn claim(&mut self, req: &ClaimRequest<'_>) -> Result<Claim> {
         let key = req.window.key();
         let lease_s = seconds(req.lease);
+        // One transaction, which waits at most CLAIM_WAIT for the window's
+        // row: a session holding it longer (a host paused in the middle of
+        // a transaction) makes the window busy, not this process hang.
+        let mut tx = Tx::begin(&mut self.client, &self.url, "claim", CLAIM)?;
+        let locked = || Claim::Locked {
+            waited: super::CLAIM_WAIT,
+        };
         // The common case, a window nobody has claimed, is one statement.
-        let inserted = self
-            .client
-            .execute_typed(
-                "INSERT INTO jobhost_runs (key, job, window_start, window_end, timezone, state,
-                    fence, owner, lease_expires_at, attempt, component, created_at, updated_at)
-                 VALUES ($1, $2, to_timestamp($3), to_timestamp($4), $5, 'CLAIMED', 1, $6,
-                    now() + make_interval(secs => $7), 1, $8, now(), now())
-                 ON CONFLICT (key) DO NOTHING",
-                &[
-                    text(&key.as_str()),
-                    text(&req.window.job.as_str()),
-                    float8(&unix_seconds(req.window.start)),
-                    float8(&unix_seconds(req.window.end)),
-                    text(&req.window.zone.name()),
-                    text(&req.owner),
-                    float8(&lease_s),
-                    text(&req.component),
-                ],
-            )
-            .map_err(|e| pg("cannot insert the claim", &e))?;
-        if inserted == 1 {
-            return Ok(Claim::Run {
-                lease: Lease {
-                    key,
-                    fence: Fence(1),
-                    owner: req.owner.to_string(),
-                    attempt: 1,
-                },
-                takeover: false,
-            });
+        let inserted = tx.execute_typed(
+            "INSERT INTO jobhost_runs (key, job, window_start, window_end, timezone, state,
+                fence, owner, lease_expires_at, attempt, component, created_at, updated_at)
+             VALUES ($1, $2, to_timestamp($3), to_timestamp($4), $5, 'CLAIMED', 1, $6,
+                now() + make_interval(secs => $7), 1, $8, now(), now())
+             ON CONFLICT (key) DO NOTHING",
+            &[
+                text(&key.as_str()),
+                text(&req.window.job.as_str()),
+                float8(&unix_seconds(req.window.start)),
+                float8(&unix_seconds(req.window.end)),
+                text(&req.window.zone.name()),
+                text(&req.owner),
+                float8(&lease_s),
+                text(&req.component),
+            ],
+        );
+        match inserted {
+            Err(e) if lock_timed_out(&e) => return Ok(locked()),
+            Err(e) => return Err(tx.err("insert the claim", &e)),
+            Ok(1) => {
+                tx.commit_named("commit the claim")?;
+                return Ok(Claim::Run {
+                    lease: Lease {
+                        key,
+                        fence: Fence(1),
+                        owner: req.owner.to_string(),
+                        attempt: 1,
+                    },
+                    takeover: false,
+                });
+            }
+            Ok(_) => {}
         }
-        let mut tx = self.begin("claim")?;
-        let Some(existing) = read_existing(&mut tx, &key)? else {
-            // Deleted between the insert and the read (a person removed the
-            // row to run the window again): claim it afresh.
-            drop(tx);
-            return self.claim(req);
+        let existing = match read_existing(&mut tx, &key) {
+            Err(Unread::Locked) => return Ok(locked()),
+            Err(Unread::Failed(e)) => return Err(e),
+            Ok(None) => {
+                // Deleted since the insert found it (a person removed the
+                // row to run the window again): claim it afresh.
+                drop(tx);
+                return self.claim(req);
+            }
+            Ok(Some(existing)) => existing,
         };
         let decision = decide(&existing, req)?;
         match &decision {
@@ -361,7 +445,7 @@ impl ClaimStore for PostgresStore {
                      WHERE key = $1 AND fence = $2",
                     &[text(&key.as_str()), int8(&existing.fence), text(why)],
                 )
-                .map_err(|e| pg("cannot abandon the claim", &e))?;
+                .map_err(|e| tx.err("abandon the claim", &e))?;
             }
             Decision::TakeOver { .. } => {
                 tx.execute_typed(
@@ -375,10 +459,10 @@ impl ClaimStore for PostgresStore {
                      WHERE key = $1 AND fence = $2",
                     &[text(&key.as_str()), int8(&existing.fence), int8(&(existing.fence + 1)), text(&req.owner), float8(&lease_s), int8(&i64::from(existing.attempt + 1)), text(&req.component)],
                 )
-                .map_err(|e| pg("cannot take over the claim", &e))?;
+                .map_err(|e| tx.err("take over the claim", &e))?;
             }
         }
-        tx.commit().map_err(|e| pg("cannot commit the claim", &e))?;
+        tx.commit_named("commit the claim")?;
         Ok(decided(decision, req, &existing))
     }
 
@@ -390,6 +474,7 @@ impl ClaimStore for PostgresStore {
         journal: &[u8],
         _now: Timestamp,
     ) -> Result<()> {
+        let failpoints = self.failpoints.clone();
         let mut tx = self.begin("commit the report")?;
         let changed = tx
             .execute_typed(
@@ -407,7 +492,7 @@ impl ClaimStore for PostgresStore {
                     boolean(&report.described),
                 ],
             )
-            .map_err(|e| pg("cannot commit the report", &e))?;
+            .map_err(|e| tx.err("commit the report", &e))?;
         fenced(changed, lease)?;
         if !messages.is_empty() {
             // All of a run's messages in one statement (one round trip).
@@ -435,9 +520,12 @@ impl ClaimStore for PostgresStore {
                     (&bodies, Type::BYTEA_ARRAY),
                 ],
             )
-            .map_err(|e| pg("cannot stage messages", &e))?;
+            .map_err(|e| tx.err("stage messages", &e))?;
         }
-        tx.commit().map_err(|e| pg("cannot commit the report", &e))
+        if let Some(f) = &failpoints {
+            f.reached(Boundary::InPrepare);
+        }
+        tx.commit_named("commit the report")
     }
 
     fn journal(&mut self, key: &WindowKey) -> Result<Option<Vec<u8>>> {
@@ -447,7 +535,7 @@ impl ClaimStore for PostgresStore {
                 "SELECT journal FROM jobhost_runs WHERE key = $1",
                 &[text(&key.as_str())],
             )
-            .map_err(|e| pg("cannot read the journal", &e))?;
+            .map_err(|e| pg_in(&self.url, "read the journal", &e))?;
         Ok(row.and_then(|r| r.get(0)))
     }
 
@@ -459,7 +547,7 @@ impl ClaimStore for PostgresStore {
                  FROM jobhost_outbox WHERE key = $1 AND state = 'PENDING' ORDER BY seq",
                 &[text(&key.as_str())],
             )
-            .map_err(|e| pg("cannot read staged messages", &e))?;
+            .map_err(|e| pg_in(&self.url, "read staged messages", &e))?;
         rows.iter()
             .map(|r| {
                 Ok(PendingMessage {
@@ -479,7 +567,7 @@ impl ClaimStore for PostgresStore {
                  FROM jobhost_outbox WHERE key = $1 ORDER BY seq",
                 &[text(&key.as_str())],
             )
-            .map_err(|e| pg("cannot read staged messages", &e))?;
+            .map_err(|e| pg_in(&self.url, "read staged messages", &e))?;
         rows.iter().map(staged).collect()
     }
 
@@ -491,7 +579,7 @@ impl ClaimStore for PostgresStore {
                  WHERE key = $1 AND report IS NOT NULL",
                 &[text(&key.as_str())],
             )
-            .map_err(|e| pg("cannot read the report", &e))?;
+            .map_err(|e| pg_in(&self.url, "read the report", &e))?;
         Ok(row.map(|r| StoredReport {
             summary: r.get(0),
             cursor: r.get(1),
@@ -508,7 +596,7 @@ impl ClaimStore for PostgresStore {
                  FROM jobhost_runs WHERE key = $1 AND fence = $2 AND state = 'PREPARED'",
                 &[text(&lease.key.as_str()), int8(&lease.fence.0)],
             )
-            .map_err(|e| pg("cannot check the claim", &e))?;
+            .map_err(|e| pg_in(&self.url, "check the claim", &e))?;
         match row {
             Some(r) => Ok(SignedDuration::from_micros(r.get(0))),
             None => Err(lease_lost(lease)),
@@ -534,7 +622,7 @@ impl ClaimStore for PostgresStore {
                     float8(&seconds(for_)),
                 ],
             )
-            .map_err(|e| pg("cannot renew the claim", &e))?;
+            .map_err(|e| tx.err("renew the claim", &e))?;
         fenced(changed, lease)?;
         if let Some(seq) = in_flight {
             tx.execute_typed(
@@ -543,9 +631,9 @@ impl ClaimStore for PostgresStore {
                  WHERE key = $1 AND seq = $2 AND state = 'PENDING'",
                 &[text(&lease.key.as_str()), int8(&i64::from(seq))],
             )
-            .map_err(|e| pg("cannot record a send", &e))?;
+            .map_err(|e| tx.err("record a send", &e))?;
         }
-        tx.commit().map_err(|e| pg("cannot renew the claim", &e))
+        tx.commit_named("renew the claim")
     }
 
     fn not_sent(&mut self, lease: &Lease, seq: u32, status: &str, _now: Timestamp) -> Result<()> {
@@ -560,8 +648,8 @@ impl ClaimStore for PostgresStore {
                 text(&status),
             ],
         )
-        .map_err(|e| pg("cannot record a send", &e))?;
-        tx.commit().map_err(|e| pg("cannot record a send", &e))
+        .map_err(|e| tx.err("record a send", &e))?;
+        tx.commit_named("record a send")
     }
 
     fn mark_delivered(
@@ -572,7 +660,7 @@ impl ClaimStore for PostgresStore {
     ) -> Result<()> {
         let mut tx = self.begin("record a delivery")?;
         record_delivery(&mut tx, lease, done)?;
-        tx.commit().map_err(|e| pg("cannot record a delivery", &e))
+        tx.commit_named("record a delivery")
     }
 
     fn finish(
@@ -594,14 +682,14 @@ impl ClaimStore for PostgresStore {
                                    WHERE o.key = $1 AND o.state <> 'DELIVERED')",
                 &[text(&lease.key.as_str()), int8(&lease.fence.0)],
             )
-            .map_err(|e| pg("cannot mark the run done", &e))?;
+            .map_err(|e| tx.err("mark the run done", &e))?;
         if changed == 0 {
             let still_ours = tx
                 .query_typed_opt(
                     "SELECT 1 FROM jobhost_runs WHERE key = $1 AND fence = $2 AND state = 'PREPARED'",
                     &[text(&lease.key.as_str()), int8(&lease.fence.0)],
                 )
-                .map_err(|e| pg("cannot mark the run done", &e))?;
+                .map_err(|e| tx.err("mark the run done", &e))?;
             if still_ours.is_some() {
                 return Err(undelivered(lease));
             }
@@ -617,8 +705,8 @@ impl ClaimStore for PostgresStore {
              WHERE excluded.window_end >= jobhost_cursors.window_end",
             &[text(&lease.key.as_str())],
         )
-        .map_err(|e| pg("cannot move the cursor", &e))?;
-        tx.commit().map_err(|e| pg("cannot mark the run done", &e))
+        .map_err(|e| tx.err("move the cursor", &e))?;
+        tx.commit_named("mark the run done")
     }
 
     fn fail(
@@ -658,7 +746,7 @@ impl ClaimStore for PostgresStore {
                     int8(&uncounted),
                 ],
             )
-            .map_err(|e| pg("cannot record the failure", &e))?;
+            .map_err(|e| tx.err("record the failure", &e))?;
         fenced(changed, lease)?;
         if let Some(m) = message {
             tx.execute_typed(
@@ -673,9 +761,9 @@ impl ClaimStore for PostgresStore {
                     text(&m.status),
                 ],
             )
-            .map_err(|e| pg("cannot record the failed delivery", &e))?;
+            .map_err(|e| tx.err("record the failed delivery", &e))?;
         }
-        tx.commit().map_err(|e| pg("cannot record the failure", &e))
+        tx.commit_named("record the failure")
     }
 
     fn cursor(&mut self, job: &JobName) -> Result<Option<String>> {
@@ -685,7 +773,7 @@ impl ClaimStore for PostgresStore {
                 "SELECT cursor FROM jobhost_cursors WHERE job = $1",
                 &[text(&job.as_str())],
             )
-            .map_err(|e| pg("cannot read the cursor", &e))?;
+            .map_err(|e| pg_in(&self.url, "read the cursor", &e))?;
         Ok(row.and_then(|r| r.get(0)))
     }
 
@@ -726,10 +814,10 @@ impl ClaimStore for PostgresStore {
         let ends: Vec<f64> = skips.iter().map(|s| unix_seconds(s.window.end)).collect();
         let zones: Vec<&str> = skips.iter().map(|s| s.window.zone.name()).collect();
         let reasons: Vec<&str> = skips.iter().map(|s| s.reason).collect();
-        // One statement (one round trip) for all of them; the keys it
-        // inserted come back, the others were already there.
-        let rows = self
-            .client
+        // One statement for all of them, in a bounded transaction; the
+        // keys it inserted come back, the others were already there.
+        let mut tx = self.begin("record skipped windows")?;
+        let rows = tx
             .query_typed(
                 "INSERT INTO jobhost_runs (key, job, window_start, window_end, timezone, state,
                     fence, owner, lease_expires_at, attempt, component, error, created_at,
@@ -750,7 +838,8 @@ impl ClaimStore for PostgresStore {
                     text(&owner),
                 ],
             )
-            .map_err(|e| pg("cannot record skipped windows", &e))?;
+            .map_err(|e| tx.err("record skipped windows", &e))?;
+        tx.commit_named("record skipped windows")?;
         let inserted: std::collections::HashSet<String> =
             rows.iter().map(|r| r.get::<_, String>(0)).collect();
         Ok(keys.iter().map(|k| inserted.contains(k)).collect())
@@ -767,7 +856,7 @@ impl ClaimStore for PostgresStore {
                 ),
                 &[text(&job.as_str())],
             )
-            .map_err(|e| pg("cannot read the schedule", &e))?;
+            .map_err(|e| pg_in(&self.url, "read the schedule", &e))?;
         row.map(|r| instant(r.get(0))).transpose()
     }
 
@@ -777,17 +866,16 @@ impl ClaimStore for PostgresStore {
         until: Timestamp,
         _now: Timestamp,
     ) -> Result<()> {
-        self.client
-            .execute_typed(
-                "INSERT INTO jobhost_schedule (job, decided_until, updated_at)
-                 VALUES ($1, to_timestamp($2), now())
-                 ON CONFLICT (job) DO UPDATE SET
-                    decided_until = greatest(jobhost_schedule.decided_until, excluded.decided_until),
-                    updated_at = excluded.updated_at",
-                &[text(&job.as_str()), float8(&unix_seconds(until))],
-            )
-            .map_err(|e| pg("cannot record the schedule", &e))?;
-        Ok(())
+        self.write_one(
+            "record the schedule",
+            "INSERT INTO jobhost_schedule (job, decided_until, updated_at)
+             VALUES ($1, to_timestamp($2), now())
+             ON CONFLICT (job) DO UPDATE SET
+                decided_until = greatest(jobhost_schedule.decided_until, excluded.decided_until),
+                updated_at = excluded.updated_at",
+            &[text(&job.as_str()), float8(&unix_seconds(until))],
+        )
+        .map(drop)
     }
 
     fn record_digest(
@@ -796,23 +884,21 @@ impl ClaimStore for PostgresStore {
         note: &DigestNote<'_>,
         _now: Timestamp,
     ) -> Result<()> {
-        let changed = self
-            .client
-            .execute_typed(
-                "INSERT INTO jobhost_digests (key, cache_key, model, error, updated_at)
-                 SELECT key, $2, $3, $4, now() FROM jobhost_runs WHERE key = $1
-                 ON CONFLICT (key) DO UPDATE SET
-                    cache_key = coalesce(excluded.cache_key, jobhost_digests.cache_key),
-                    model = excluded.model, error = excluded.error,
-                    updated_at = excluded.updated_at",
-                &[
-                    text(&key.as_str()),
-                    text(&note.cache_key),
-                    text(&note.model),
-                    text(&note.error),
-                ],
-            )
-            .map_err(|e| pg("cannot record the digest", &e))?;
+        let changed = self.write_one(
+            "record the digest",
+            "INSERT INTO jobhost_digests (key, cache_key, model, error, updated_at)
+             SELECT key, $2, $3, $4, now() FROM jobhost_runs WHERE key = $1
+             ON CONFLICT (key) DO UPDATE SET
+                cache_key = coalesce(excluded.cache_key, jobhost_digests.cache_key),
+                model = excluded.model, error = excluded.error,
+                updated_at = excluded.updated_at",
+            &[
+                text(&key.as_str()),
+                text(&note.cache_key),
+                text(&note.model),
+                text(&note.error),
+            ],
+        )?;
         if changed == 0 {
             return Err(super::no_such_run(key));
         }
@@ -820,16 +906,14 @@ impl ClaimStore for PostgresStore {
     }
 
     fn digest_sent(&mut self, key: &WindowKey, _now: Timestamp) -> Result<()> {
-        let changed = self
-            .client
-            .execute_typed(
-                "INSERT INTO jobhost_digests (key, sent_at, updated_at)
-                 SELECT key, now(), now() FROM jobhost_runs WHERE key = $1
-                 ON CONFLICT (key) DO UPDATE SET sent_at = excluded.sent_at,
-                    updated_at = excluded.updated_at",
-                &[text(&key.as_str())],
-            )
-            .map_err(|e| pg("cannot record the digest message", &e))?;
+        let changed = self.write_one(
+            "record the digest message",
+            "INSERT INTO jobhost_digests (key, sent_at, updated_at)
+             SELECT key, now(), now() FROM jobhost_runs WHERE key = $1
+             ON CONFLICT (key) DO UPDATE SET sent_at = excluded.sent_at,
+                updated_at = excluded.updated_at",
+            &[text(&key.as_str())],
+        )?;
         if changed == 0 {
             return Err(super::no_such_run(key));
         }

@@ -8,6 +8,7 @@
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -20,6 +21,7 @@ use super::{
     decide, decided,
 };
 use crate::error::{Error, Result};
+use crate::failpoint::{Boundary, Failpoints};
 use crate::window::{JobName, WindowKey};
 
 /// Migrations, applied in order; `user_version` counts those applied.
@@ -133,12 +135,16 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 /// How long a writer waits for another process's write lock.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+const BUSY_TIMEOUT: Duration = super::WRITE_WAIT;
 
 /// A claim store in one SQLite file.
 pub struct SqliteStore {
     conn: Connection,
     path: PathBuf,
+    /// Whether opening it created the file.
+    created: bool,
+    /// Test hooks inside the commit of a report.
+    failpoints: Option<Arc<dyn Failpoints>>,
 }
 
 impl SqliteStore {
@@ -166,27 +172,46 @@ impl SqliteStore {
         }
         // Created here rather than by SQLite so the file is owner-only from
         // its first byte: it holds report bodies. SQLite gives its -wal and
-        // -shm files the same permissions.
-        OpenOptions::new()
-            .create(true)
-            .append(true)
+        // -shm files the same permissions. Of several processes racing to
+        // create it, one does, and says so.
+        let created = match OpenOptions::new()
+            .write(true)
+            .create_new(true)
             .mode(0o600)
             .open(path)
-            .map_err(|e| {
-                Error::input(format!(
+        {
+            Ok(_) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+            Err(e) => {
+                return Err(Error::input(format!(
                     "cannot create store `{shown}`: {e}; choose another --store path"
-                ))
-            })?;
+                )));
+            }
+        };
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| open_error(path, e))?;
+        // SQLite opens a file it may not write read-only without a word;
+        // every claim is a write, so say it now, naming the fix.
+        if conn
+            .is_readonly(rusqlite::MAIN_DB)
+            .map_err(|e| open_error(path, e))?
+        {
+            return Err(Error::input(format!(
+                "store `{shown}` is read-only for this user (its permissions, an immutable \
+                 flag or a read-only mount); jobhost writes every claim there: make it \
+                 writable, or choose another --store"
+            )));
+        }
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| open_error(path, e))?;
         let mut store = SqliteStore {
             conn,
             path: path.to_path_buf(),
+            created,
+            failpoints: None,
         };
         // Before anything writes: never convert somebody else's database.
         let schema = refuse_foreign(&store.conn, path)?;
@@ -210,6 +235,13 @@ impl SqliteStore {
     /// The store's file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Stops at [`Boundary::InPrepare`] inside the commit of every report
+    /// (tests only).
+    pub fn with_failpoints(mut self, failpoints: Option<Arc<dyn Failpoints>>) -> Self {
+        self.failpoints = failpoints;
+        self
     }
 
     /// Switches to WAL once. On a brand-new file several processes racing to
@@ -283,14 +315,12 @@ impl SqliteStore {
         }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
             tx.execute_batch(sql).map_err(|e| {
-                Error::store(
-                    format!(
-                        "cannot migrate store `{}` to version {}",
-                        path.display(),
-                        i + 1
-                    ),
-                    e,
-                )
+                Error::Store(format!(
+                    "cannot migrate store `{}` to version {}: {}",
+                    path.display(),
+                    i + 1,
+                    cause(&path, &e).unwrap_or_else(|| e.to_string())
+                ))
             })?;
         }
         let dangling: Option<String> = tx
@@ -355,6 +385,8 @@ impl SqliteStore {
         let store = SqliteStore {
             conn,
             path: path.to_path_buf(),
+            created: false,
+            failpoints: None,
         };
         store.refuse_foreign_database()?;
         let version = store.user_version()?;
@@ -367,22 +399,14 @@ impl SqliteStore {
         Ok(store)
     }
 
-    fn err(&self, what: &str, e: rusqlite::Error) -> Error {
-        Error::store(
-            format!("cannot {what} in store `{}`", self.path.display()),
-            e,
-        )
-    }
-
     /// One write statement in a transaction of its own; the rows it
     /// changed.
     fn write_one(&mut self, what: &str, sql: &str, args: impl rusqlite::Params) -> Result<usize> {
-        let tx = self.immediate()?;
+        let tx = immediate(&mut self.conn, &self.path)?;
         let changed = tx
             .execute(sql, args)
-            .map_err(|e| Error::store(format!("cannot {what}"), e))?;
-        tx.commit()
-            .map_err(|e| Error::store(format!("cannot {what}"), e))?;
+            .map_err(|e| failed(&self.path, what, e))?;
+        tx.commit().map_err(|e| failed(&self.path, what, e))?;
         Ok(changed)
     }
 
@@ -399,18 +423,84 @@ impl SqliteStore {
         let mut stmt = self
             .conn
             .prepare(&sql)
-            .map_err(|e| self.err("read history", e))?;
+            .map_err(|e| failed(&self.path, "read history", e))?;
         let rows = stmt
             .query_map(args, run_record)
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>());
-        rows.map_err(|e| Error::store("cannot read history", e))
+        rows.map_err(|e| failed(&self.path, "read history", e))
     }
+}
 
-    fn immediate(&mut self) -> Result<rusqlite::Transaction<'_>> {
-        let path = self.path.clone();
-        self.conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| Error::store(format!("cannot lock store `{}`", path.display()), e))
+/// `BEGIN IMMEDIATE`, waiting at most `wait` for another process's write
+/// lock.
+fn begin_immediate(
+    conn: &mut Connection,
+    wait: Duration,
+) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+    conn.busy_timeout(wait)?;
+    conn.transaction_with_behavior(TransactionBehavior::Immediate)
+}
+
+/// A write transaction on the store, which waits at most [`BUSY_TIMEOUT`]
+/// for another process's write lock.
+fn immediate<'c>(conn: &'c mut Connection, path: &Path) -> Result<rusqlite::Transaction<'c>> {
+    begin_immediate(conn, BUSY_TIMEOUT).map_err(|e| {
+        if is_busy(&e) {
+            Error::Store(format!(
+                "cannot lock store `{}`: another process held its write lock for more than \
+                     {} s (a process paused or stuck in the middle of a write); nothing was \
+                     written, and a later invocation tries again",
+                path.display(),
+                BUSY_TIMEOUT.as_secs()
+            ))
+        } else {
+            failed(path, "lock the store", e)
+        }
+    })
+}
+
+/// A failed statement, as a person reads it: what was attempted, in which
+/// store, and why. A full disk and a store that became read-only are said
+/// in those words, with the fix.
+fn failed(path: &Path, what: &str, e: rusqlite::Error) -> Error {
+    let why = cause(path, &e).unwrap_or_else(|| e.to_string());
+    Error::Store(format!(
+        "cannot {what} in store `{}`: {why}",
+        path.display()
+    ))
+}
+
+/// What a full disk or a read-only store mean for the store at `path`, when
+/// `e` is one of them.
+fn cause(path: &Path, e: &rusqlite::Error) -> Option<String> {
+    let rusqlite::Error::SqliteFailure(f, _) = e else {
+        return None;
+    };
+    let folder = store_folder(path);
+    let full = f.code == ErrorCode::DiskFull
+        || (f.code == ErrorCode::SystemIoFailure && super::durable::no_space_left(&folder));
+    if full {
+        return Some(format!(
+            "no space left on device (the filesystem of `{}` is full); nothing was written: \
+             free space there, or move the store, and run again",
+            folder.display()
+        ));
+    }
+    (f.code == ErrorCode::ReadOnly).then(|| {
+        format!(
+            "the store is read-only ({e}); jobhost writes every claim there: make the file and \
+             its folder `{}` writable for this user, or choose another --store",
+            folder.display()
+        )
+    })
+}
+
+/// The folder a store file lives in (where SQLite keeps its `-wal` and
+/// `-shm` files too).
+fn store_folder(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
     }
 }
 
@@ -481,7 +571,11 @@ fn open_error(path: &Path, e: rusqlite::Error) -> Error {
         {
             Error::input(format!("cannot open store `{}`: {e}", path.display()))
         }
-        _ => Error::store(format!("cannot open store `{}`", path.display()), e),
+        _ => Error::Store(format!(
+            "cannot open store `{}`: {}",
+            path.display(),
+            cause(path, &e).unwrap_or_else(|| e.to_string())
+        )),
     }
 }
 
@@ -582,19 +676,33 @@ fn secs_after(now: Timestamp, d: Duration) -> i64 {
 }
 
 impl ClaimStore for SqliteStore {
+    fn created(&self) -> bool {
+        self.created
+    }
+
     fn peek(&mut self, key: &WindowKey) -> Result<Option<RunRecord>> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE r.key = ?1");
         self.conn
             .query_row(&sql, [key.as_str()], run_record)
             .optional()
-            .map_err(|e| self.err("read a run", e))
+            .map_err(|e| failed(&self.path, "read a run", e))
     }
 
     fn claim(&mut self, req: &ClaimRequest<'_>) -> Result<Claim> {
         let key = req.window.key();
         let now = secs(req.now);
         let until = secs_after(req.now, req.lease);
-        let tx = self.immediate()?;
+        // A claim waits briefly for the write lock: a process holding it
+        // longer is paused or stuck mid-write, and the window is busy.
+        let tx = match begin_immediate(&mut self.conn, super::CLAIM_WAIT) {
+            Ok(tx) => tx,
+            Err(e) if is_busy(&e) => {
+                return Ok(Claim::Locked {
+                    waited: super::CLAIM_WAIT,
+                });
+            }
+            Err(e) => return Err(failed(&self.path, "lock the store", e)),
+        };
         let existing = tx
             .query_row(
                 "SELECT state, fence, attempt, owner, lease_expires_at, error, retryable,
@@ -622,7 +730,7 @@ impl ClaimStore for SqliteStore {
                 },
             )
             .optional()
-            .map_err(|e| Error::store("cannot read the claim", e))?;
+            .map_err(|e| failed(&self.path, "read the claim", e))?;
         let claim = match existing {
             None => {
                 tx.execute(
@@ -641,7 +749,7 @@ impl ClaimStore for SqliteStore {
                         now
                     ],
                 )
-                .map_err(|e| Error::store("cannot insert the claim", e))?;
+                .map_err(|e| failed(&self.path, "insert the claim", e))?;
                 Claim::Run {
                     lease: Lease {
                         key: key.clone(),
@@ -662,17 +770,24 @@ impl ClaimStore for SqliteStore {
                              WHERE key = ?1 AND fence = ?2",
                             params![key.as_str(), existing.fence, why, now],
                         )
-                        .map_err(|e| Error::store("cannot abandon the claim", e))?;
+                        .map_err(|e| failed(&self.path, "abandon the claim", e))?;
                     }
                     Decision::TakeOver { .. } => {
-                        take_over(&tx, &key, req, existing.fence, existing.attempt + 1)?;
+                        take_over(
+                            &tx,
+                            &self.path,
+                            &key,
+                            req,
+                            existing.fence,
+                            existing.attempt + 1,
+                        )?;
                     }
                 }
                 decided(decision, req, &existing)
             }
         };
         tx.commit()
-            .map_err(|e| Error::store("cannot commit the claim", e))?;
+            .map_err(|e| failed(&self.path, "commit the claim", e))?;
         Ok(claim)
     }
 
@@ -684,7 +799,7 @@ impl ClaimStore for SqliteStore {
         journal: &[u8],
         now: Timestamp,
     ) -> Result<()> {
-        let tx = self.immediate()?;
+        let tx = immediate(&mut self.conn, &self.path)?;
         let changed = tx
             .execute(
                 "UPDATE runs SET state = 'PREPARED', report = ?3, report_cursor = ?4,
@@ -702,7 +817,7 @@ impl ClaimStore for SqliteStore {
                     report.described
                 ],
             )
-            .map_err(|e| Error::store("cannot commit the report", e))?;
+            .map_err(|e| failed(&self.path, "commit the report", e))?;
         fenced(changed, lease)?;
         {
             let mut insert = tx
@@ -711,7 +826,7 @@ impl ClaimStore for SqliteStore {
                         body, state, updated_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'PENDING', ?7)",
                 )
-                .map_err(|e| Error::store("cannot stage messages", e))?;
+                .map_err(|e| failed(&self.path, "stage messages", e))?;
             for m in messages {
                 insert
                     .execute(params![
@@ -723,11 +838,14 @@ impl ClaimStore for SqliteStore {
                         m.body,
                         secs(now)
                     ])
-                    .map_err(|e| Error::store("cannot stage messages", e))?;
+                    .map_err(|e| failed(&self.path, "stage messages", e))?;
             }
         }
+        if let Some(f) = &self.failpoints {
+            f.reached(Boundary::InPrepare);
+        }
         tx.commit()
-            .map_err(|e| Error::store("cannot commit the report", e))
+            .map_err(|e| failed(&self.path, "commit the report", e))
     }
 
     fn pending_messages(&mut self, key: &WindowKey) -> Result<Vec<PendingMessage>> {
@@ -737,7 +855,7 @@ impl ClaimStore for SqliteStore {
                 "SELECT seq, destination, idempotency_key, content_type, body, attempts, in_flight
                  FROM outbox WHERE key = ?1 AND state = 'PENDING' ORDER BY seq",
             )
-            .map_err(|e| Error::store("cannot read staged messages", e))?;
+            .map_err(|e| failed(&self.path, "read staged messages", e))?;
         let rows = stmt
             .query_map([key.as_str()], |r| {
                 Ok(PendingMessage {
@@ -753,7 +871,7 @@ impl ClaimStore for SqliteStore {
                 })
             })
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(|e| Error::store("cannot read staged messages", e))?;
+            .map_err(|e| failed(&self.path, "read staged messages", e))?;
         Ok(rows)
     }
 
@@ -764,7 +882,7 @@ impl ClaimStore for SqliteStore {
                 "SELECT seq, destination, idempotency_key, content_type, body
                  FROM outbox WHERE key = ?1 ORDER BY seq",
             )
-            .map_err(|e| Error::store("cannot read staged messages", e))?;
+            .map_err(|e| failed(&self.path, "read staged messages", e))?;
         stmt.query_map([key.as_str()], |r| {
             Ok(StagedMessage {
                 seq: r.get(0)?,
@@ -775,7 +893,7 @@ impl ClaimStore for SqliteStore {
             })
         })
         .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-        .map_err(|e| Error::store("cannot read staged messages", e))
+        .map_err(|e| failed(&self.path, "read staged messages", e))
     }
 
     fn journal(&mut self, key: &WindowKey) -> Result<Option<Vec<u8>>> {
@@ -787,7 +905,7 @@ impl ClaimStore for SqliteStore {
             )
             .optional()
             .map(Option::flatten)
-            .map_err(|e| self.err("read the journal", e))
+            .map_err(|e| failed(&self.path, "read the journal", e))
     }
 
     fn report(&mut self, key: &WindowKey) -> Result<Option<StoredReport>> {
@@ -806,7 +924,7 @@ impl ClaimStore for SqliteStore {
                 },
             )
             .optional()
-            .map_err(|e| self.err("read the report", e))
+            .map_err(|e| failed(&self.path, "read the report", e))
     }
 
     fn check_lease(&mut self, lease: &Lease, now: Timestamp) -> Result<SignedDuration> {
@@ -819,7 +937,7 @@ impl ClaimStore for SqliteStore {
                 |r| r.get(0),
             )
             .optional()
-            .map_err(|e| self.err("check the claim", e))?;
+            .map_err(|e| failed(&self.path, "check the claim", e))?;
         match expires {
             Some(s) => Ok(SignedDuration::from_secs(s.saturating_sub(secs(now)))),
             None => Err(super::lease_lost(lease)),
@@ -834,14 +952,14 @@ impl ClaimStore for SqliteStore {
         now: Timestamp,
     ) -> Result<()> {
         let until = secs_after(now, for_);
-        let tx = self.immediate()?;
+        let tx = immediate(&mut self.conn, &self.path)?;
         let changed = tx
             .execute(
                 "UPDATE runs SET lease_expires_at = max(lease_expires_at, ?3), updated_at = ?4
                  WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'",
                 params![lease.key.as_str(), lease.fence.0, until, secs(now)],
             )
-            .map_err(|e| Error::store("cannot renew the claim", e))?;
+            .map_err(|e| failed(&self.path, "renew the claim", e))?;
         fenced(changed, lease)?;
         if let Some(seq) = in_flight {
             tx.execute(
@@ -849,23 +967,23 @@ impl ClaimStore for SqliteStore {
                  WHERE key = ?1 AND seq = ?2 AND state = 'PENDING'",
                 params![lease.key.as_str(), seq, secs(now)],
             )
-            .map_err(|e| Error::store("cannot record a send", e))?;
+            .map_err(|e| failed(&self.path, "record a send", e))?;
         }
         tx.commit()
-            .map_err(|e| Error::store("cannot renew the claim", e))
+            .map_err(|e| failed(&self.path, "renew the claim", e))
     }
 
     fn not_sent(&mut self, lease: &Lease, seq: u32, status: &str, now: Timestamp) -> Result<()> {
-        let tx = self.immediate()?;
-        still_delivering(&tx, lease, now)?;
+        let tx = immediate(&mut self.conn, &self.path)?;
+        still_delivering(&tx, &self.path, lease, now)?;
         tx.execute(
             "UPDATE outbox SET in_flight = 0, last_status = ?3, updated_at = ?4
              WHERE key = ?1 AND seq = ?2 AND state = 'PENDING'",
             params![lease.key.as_str(), seq, status, secs(now)],
         )
-        .map_err(|e| Error::store("cannot record a send", e))?;
+        .map_err(|e| failed(&self.path, "record a send", e))?;
         tx.commit()
-            .map_err(|e| Error::store("cannot record a send", e))
+            .map_err(|e| failed(&self.path, "record a send", e))
     }
 
     fn mark_delivered(
@@ -874,10 +992,10 @@ impl ClaimStore for SqliteStore {
         done: &Attempted<'_>,
         now: Timestamp,
     ) -> Result<()> {
-        let tx = self.immediate()?;
-        record_delivery(&tx, lease, done, now)?;
+        let tx = immediate(&mut self.conn, &self.path)?;
+        record_delivery(&tx, &self.path, lease, done, now)?;
         tx.commit()
-            .map_err(|e| Error::store("cannot record a delivery", e))
+            .map_err(|e| failed(&self.path, "record a delivery", e))
     }
 
     fn finish(
@@ -886,9 +1004,9 @@ impl ClaimStore for SqliteStore {
         last_delivery: Option<&Attempted<'_>>,
         now: Timestamp,
     ) -> Result<()> {
-        let tx = self.immediate()?;
+        let tx = immediate(&mut self.conn, &self.path)?;
         if let Some(done) = last_delivery {
-            record_delivery(&tx, lease, done, now)?;
+            record_delivery(&tx, &self.path, lease, done, now)?;
         }
         let changed = tx
             .execute(
@@ -898,7 +1016,7 @@ impl ClaimStore for SqliteStore {
                                    WHERE outbox.key = ?1 AND outbox.state <> 'DELIVERED')",
                 params![lease.key.as_str(), lease.fence.0, secs(now)],
             )
-            .map_err(|e| Error::store("cannot mark the run done", e))?;
+            .map_err(|e| failed(&self.path, "mark the run done", e))?;
         if changed == 0 {
             let still_ours = tx
                 .query_row(
@@ -907,7 +1025,7 @@ impl ClaimStore for SqliteStore {
                     |_| Ok(()),
                 )
                 .optional()
-                .map_err(|e| Error::store("cannot mark the run done", e))?;
+                .map_err(|e| failed(&self.path, "mark the run done", e))?;
             if still_ours.is_some() {
                 return Err(super::undelivered(lease));
             }
@@ -924,9 +1042,9 @@ impl ClaimStore for SqliteStore {
              WHERE excluded.window_end >= cursors.window_end",
             params![lease.key.as_str(), secs(now)],
         )
-        .map_err(|e| Error::store("cannot move the cursor", e))?;
+        .map_err(|e| failed(&self.path, "move the cursor", e))?;
         tx.commit()
-            .map_err(|e| Error::store("cannot mark the run done", e))
+            .map_err(|e| failed(&self.path, "mark the run done", e))
     }
 
     fn fail(
@@ -937,7 +1055,7 @@ impl ClaimStore for SqliteStore {
         message: Option<&Attempted<'_>>,
         now: Timestamp,
     ) -> Result<()> {
-        let tx = self.immediate()?;
+        let tx = immediate(&mut self.conn, &self.path)?;
         // A PREPARED run that will be retried keeps its state (its report
         // and messages are committed) and only lets its lease go.
         let (retry_at, run_state, message_state) = match how {
@@ -967,7 +1085,7 @@ impl ClaimStore for SqliteStore {
                     uncounted
                 ],
             )
-            .map_err(|e| Error::store("cannot record the failure", e))?;
+            .map_err(|e| failed(&self.path, "record the failure", e))?;
         fenced(changed, lease)?;
         if let Some(m) = message {
             tx.execute(
@@ -983,10 +1101,10 @@ impl ClaimStore for SqliteStore {
                     secs(now)
                 ],
             )
-            .map_err(|e| Error::store("cannot record the failed delivery", e))?;
+            .map_err(|e| failed(&self.path, "record the failed delivery", e))?;
         }
         tx.commit()
-            .map_err(|e| Error::store("cannot record the failure", e))
+            .map_err(|e| failed(&self.path, "record the failure", e))
     }
 
     fn cursor(&mut self, job: &JobName) -> Result<Option<String>> {
@@ -998,7 +1116,7 @@ impl ClaimStore for SqliteStore {
             )
             .optional()
             .map(Option::flatten)
-            .map_err(|e| self.err("read the cursor", e))
+            .map_err(|e| failed(&self.path, "read the cursor", e))
     }
 
     fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>> {
@@ -1009,11 +1127,11 @@ impl ClaimStore for SqliteStore {
         let mut stmt = self
             .conn
             .prepare(&sql)
-            .map_err(|e| self.err("read history", e))?;
+            .map_err(|e| failed(&self.path, "read history", e))?;
         let rows = stmt
             .query_map([job], run_record)
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>());
-        rows.map_err(|e| Error::store("cannot read history", e))
+        rows.map_err(|e| failed(&self.path, "read history", e))
     }
 
     fn history_from(&mut self, job: &str, from: Option<Timestamp>) -> Result<Vec<RunRecord>> {
@@ -1043,7 +1161,7 @@ impl ClaimStore for SqliteStore {
             return Ok(Vec::new());
         }
         let now = secs(now);
-        let tx = self.immediate()?;
+        let tx = immediate(&mut self.conn, &self.path)?;
         let mut recorded = Vec::with_capacity(skips.len());
         {
             // Only a row already there is passed over; any other violation
@@ -1056,7 +1174,7 @@ impl ClaimStore for SqliteStore {
                      VALUES (?1, ?2, ?3, ?4, ?5, 'SKIPPED', 0, ?6, ?7, 0, '', ?8, ?7, ?7)
                      ON CONFLICT (key) DO NOTHING",
                 )
-                .map_err(|e| Error::store("cannot record skipped windows", e))?;
+                .map_err(|e| failed(&self.path, "record skipped windows", e))?;
             for skip in skips {
                 let w = skip.window;
                 let n = insert
@@ -1070,12 +1188,12 @@ impl ClaimStore for SqliteStore {
                         now,
                         skip.reason
                     ])
-                    .map_err(|e| Error::store("cannot record a skipped window", e))?;
+                    .map_err(|e| failed(&self.path, "record a skipped window", e))?;
                 recorded.push(n == 1);
             }
         }
         tx.commit()
-            .map_err(|e| Error::store("cannot record skipped windows", e))?;
+            .map_err(|e| failed(&self.path, "record skipped windows", e))?;
         Ok(recorded)
     }
 
@@ -1087,7 +1205,7 @@ impl ClaimStore for SqliteStore {
                 |r| stored_instant(r, 0),
             )
             .optional()
-            .map_err(|e| self.err("read the schedule", e))
+            .map_err(|e| failed(&self.path, "read the schedule", e))
     }
 
     fn set_decided_until(&mut self, job: &JobName, until: Timestamp, now: Timestamp) -> Result<()> {
@@ -1151,13 +1269,18 @@ impl ClaimStore for SqliteStore {
 /// # Errors
 ///
 /// `Error::LeaseLost` when it is not; `Error::Store`.
-fn still_delivering(tx: &rusqlite::Transaction<'_>, lease: &Lease, now: Timestamp) -> Result<()> {
+fn still_delivering(
+    tx: &rusqlite::Transaction<'_>,
+    path: &Path,
+    lease: &Lease,
+    now: Timestamp,
+) -> Result<()> {
     let owned = tx
         .execute(
             "UPDATE runs SET updated_at = ?3 WHERE key = ?1 AND fence = ?2 AND state = 'PREPARED'",
             params![lease.key.as_str(), lease.fence.0, secs(now)],
         )
-        .map_err(|e| Error::store("cannot check the claim", e))?;
+        .map_err(|e| failed(path, "check the claim", e))?;
     fenced(owned, lease)
 }
 
@@ -1165,11 +1288,12 @@ fn still_delivering(tx: &rusqlite::Transaction<'_>, lease: &Lease, now: Timestam
 /// claim (fenced on the run row).
 fn record_delivery(
     tx: &rusqlite::Transaction<'_>,
+    path: &Path,
     lease: &Lease,
     done: &Attempted<'_>,
     now: Timestamp,
 ) -> Result<()> {
-    still_delivering(tx, lease, now)?;
+    still_delivering(tx, path, lease, now)?;
     tx.execute(
         "UPDATE outbox SET state = 'DELIVERED', in_flight = 0, attempts = attempts + ?3,
             last_status = ?4, updated_at = ?5
@@ -1182,12 +1306,13 @@ fn record_delivery(
             secs(now)
         ],
     )
-    .map_err(|e| Error::store("cannot record a delivery", e))?;
+    .map_err(|e| failed(path, "record a delivery", e))?;
     Ok(())
 }
 
 fn take_over(
     tx: &rusqlite::Transaction<'_>,
+    path: &Path,
     key: &WindowKey,
     req: &ClaimRequest<'_>,
     fence: i64,
@@ -1211,7 +1336,7 @@ fn take_over(
             secs(req.now)
         ],
     )
-    .map_err(|e| Error::store("cannot take over the claim", e))?;
+    .map_err(|e| failed(path, "take over the claim", e))?;
     Ok(())
 }
 
