@@ -40,21 +40,53 @@ pub const DEFAULT_STORE: &str = "state/jobhost.db";
 /// `Error::Input` when there is no config and no home folder to keep a
 /// store in.
 pub fn default_store(config: Option<&Path>, env: &Env<'_>) -> Result<StoreLocation> {
-    if let Some(file) = config {
-        return Ok(StoreLocation::Sqlite(config_dir(file).join(DEFAULT_STORE)));
+    let path = match config {
+        Some(file) => config_dir(file).join(DEFAULT_STORE),
+        None => {
+            let absolute = |name: &str| env(name).map(PathBuf::from).filter(|p| p.is_absolute());
+            absolute("XDG_STATE_HOME")
+                .or_else(|| absolute("HOME").map(|h| h.join(".local").join("state")))
+                .ok_or_else(|| {
+                    Error::input(
+                        "no store given, and no home folder to keep one in (HOME is not set): \
+                         pass --store PATH, set JOBHOST_STORE, or run with a job config",
+                    )
+                })?
+                .join("jobhost")
+                .join("jobhost.db")
+        }
+    };
+    refuse_abandoning_the_old_default(&path)?;
+    Ok(StoreLocation::Sqlite(path))
+}
+
+/// Before this version, the default store was `state/jobhost.db` in the
+/// working directory. A store there, and none yet at the new default, is a
+/// store this job most likely used: starting a new one beside it would run
+/// every window it holds again, the very duplicate jobhost exists to
+/// prevent. Refused, naming both and the fix.
+fn refuse_abandoning_the_old_default(new: &Path) -> Result<()> {
+    let old = Path::new(DEFAULT_STORE);
+    if new.exists() || !old.is_file() {
+        return Ok(());
     }
-    let absolute = |name: &str| env(name).map(PathBuf::from).filter(|p| p.is_absolute());
-    let state = absolute("XDG_STATE_HOME")
-        .or_else(|| absolute("HOME").map(|h| h.join(".local").join("state")))
-        .ok_or_else(|| {
-            Error::input(
-                "no store given, and no home folder to keep one in (HOME is not set): pass \
-                 --store PATH, set JOBHOST_STORE, or run with a job config",
-            )
-        })?;
-    Ok(StoreLocation::Sqlite(
-        state.join("jobhost").join("jobhost.db"),
-    ))
+    let same = match (old.canonicalize(), new.parent().map(Path::canonicalize)) {
+        (Ok(o), Some(Ok(dir))) => Some(o) == new.file_name().map(|f| dir.join(f)),
+        _ => false,
+    };
+    if same || new == old {
+        return Ok(());
+    }
+    Err(Error::input(format!(
+        "the default store is now `{}` (beside the job's config, or in the per-user state \
+         folder without one), and there is none there yet, but a store is at `{}` in the \
+         working directory, where jobhost kept it before: name it with --store {} (or `store` \
+         in the job config), or move it there with its -wal and -shm files, so that the windows \
+         it holds do not run again",
+        new.display(),
+        old.display(),
+        old.display()
+    )))
 }
 
 /// Where `${VAR}` values come from: the process environment, or a test's map.
@@ -66,7 +98,7 @@ pub const MAX_MEMORY_MIB: u64 = 4096;
 /// The longest guest time limit a config may ask for, seconds.
 pub const MAX_TIMEOUT_SECONDS: u64 = 86_400;
 
-/// The journal's limit when the config names none: room for about eight
+/// The journal's limit when the config names none: room for about sixteen
 /// million rows of the reference report's kind.
 pub const DEFAULT_JOURNAL_BYTES: u64 = 256 << 20;
 
@@ -503,11 +535,16 @@ impl Config {
             )));
         }
         let timeout = Duration::from_secs_f64(timeout_s);
+        let report_bytes = l.max_report_bytes.unwrap_or(1 << 20);
         let journal_bytes = l.max_journal_bytes.unwrap_or(DEFAULT_JOURNAL_BYTES);
-        if !(MIN_JOURNAL_BYTES..=crate::journal::MAX_PLAIN).contains(&journal_bytes) {
+        // The journal starts with the context, which holds the cursor (up
+        // to the report's limit).
+        let least = MIN_JOURNAL_BYTES + report_bytes as u64;
+        if !(least..=crate::journal::MAX_PLAIN).contains(&journal_bytes) {
             return Err(Error::input(format!(
-                "invalid `limits.max_journal_bytes = {journal_bytes}`: use {MIN_JOURNAL_BYTES} to {} \
-                 (1 GiB, the most a replay reads)",
+                "invalid `limits.max_journal_bytes = {journal_bytes}`: use {least} (64 KiB more \
+                 than `limits.max_report_bytes`, which a cursor may fill) to {} (1 GiB, the most a \
+                 replay reads)",
                 crate::journal::MAX_PLAIN
             )));
         }
@@ -601,7 +638,7 @@ impl Config {
                 memory_bytes: (memory_mib as usize) << 20,
                 timeout,
                 output_bytes: l.output_bytes.unwrap_or(64 << 10),
-                report_bytes: l.max_report_bytes.unwrap_or(1 << 20),
+                report_bytes,
                 journal_bytes,
             },
             max_messages: l.max_messages.unwrap_or(100),

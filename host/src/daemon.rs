@@ -339,6 +339,12 @@ fn wake_job(
             Some("busy" | "retry-later")
         ) {
             deferred.insert(window.key());
+            if outcome.receipt.fence.is_none() {
+                // Held by a process stuck in the middle of a write, with no
+                // row of its own yet: nothing in the store says when to
+                // look again, so soon.
+                next = next.min(crate::delivery::after(now, RETRY_SOON));
+            }
         }
         if outcome.receipt.fence.is_some() {
             claimed.insert(window.key());

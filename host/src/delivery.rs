@@ -375,6 +375,16 @@ fn append(
             ));
         }
     };
+    // Read before the lock, so that other writers are not held up by a long
+    // file; under the lock only what was appended since is read again.
+    let before = match find_key(&mut file, 0, &m.idempotency_key) {
+        Ok(seen) => seen,
+        Err(e) => {
+            return fail(format!(
+                "cannot read `{shown}` for destination `{name}`: {e}"
+            ));
+        }
+    };
     if let Err(e) = lock(&file, FILE_LOCK_WAIT) {
         return fail(format!(
             "cannot lock `{shown}` for destination `{name}`: {e}"
@@ -387,10 +397,14 @@ fn append(
             "cannot repair the last line of `{shown}` for destination `{name}`: {e}"
         ));
     }
+    let found = match before {
+        Seen { found: true, .. } => Ok(true),
+        Seen { whole_to, .. } => find_key(&mut file, whole_to, &m.idempotency_key).map(|s| s.found),
+    };
     // A file can be read back, so it is its own witness: a key it holds
     // is delivered when an earlier process of this claim may have appended
     // it, and a second copy otherwise (another store ran the window).
-    match already_in(&mut file, &m.idempotency_key) {
+    match found {
         Ok(true) if maybe_there => {
             return Ok(Sent::Delivered {
                 detail: "already in file".to_string(),
@@ -404,7 +418,8 @@ fn append(
                      about to append for the first time: another store? a store that was \
                      deleted, replaced or not the one this job used before has run window \
                      `{key}` already; nothing was appended, and the window is not run again \
-                     until a person looks",
+                     until a person looks (if its rows were removed on purpose, to run it \
+                     again, remove its lines from the file too)",
                     m.idempotency_key
                 ),
                 outcome: Uncertainty::Refused,
@@ -497,23 +512,43 @@ fn cut_torn_line(file: &mut std::fs::File) -> std::io::Result<()> {
     file.sync_data()
 }
 
-/// Whether a line of the file carries `idempotency_key` (the file ends in
-/// a newline: torn lines were cut first).
-fn already_in(file: &mut std::fs::File, idempotency_key: &str) -> std::io::Result<bool> {
+/// How far a read of a file destination got.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    /// A whole line carries the key.
+    found: bool,
+    /// The end of the last whole line read (a read from there on sees
+    /// whatever was appended since).
+    whole_to: u64,
+}
+
+/// Whether a whole line of the file from byte `from` on (a line start)
+/// carries `idempotency_key`. A line without its newline (one being
+/// written, or torn by a crash) never counts.
+fn find_key(file: &mut std::fs::File, from: u64, idempotency_key: &str) -> std::io::Result<Seen> {
     use std::io::{Seek, SeekFrom};
-    file.seek(SeekFrom::Start(0))?;
-    for line in BufReader::new(&*file).split(b'\n') {
-        let line = line?;
-        if line
-            .windows(idempotency_key.len())
-            .any(|w| w == idempotency_key.as_bytes())
+    file.seek(SeekFrom::Start(from))?;
+    let mut seen = Seen {
+        found: false,
+        whole_to: from,
+    };
+    let mut reader = BufReader::new(&*file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line)?;
+        if n == 0 || line.last() != Some(&b'\n') {
+            return Ok(seen);
+        }
+        seen.whole_to += n as u64;
+        if memchr::memmem::find(&line, idempotency_key.as_bytes()).is_some()
             && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&line)
             && v["idempotency_key"] == idempotency_key
         {
-            return Ok(true);
+            seen.found = true;
+            return Ok(seen);
         }
     }
-    Ok(false)
 }
 
 /// The JSON line a file destination receives: the body inline as JSON when
@@ -981,7 +1016,7 @@ mod tests {
             ..m
         };
         let mut f = std::fs::File::open(&path).unwrap();
-        assert!(!already_in(&mut f, &other.idempotency_key).unwrap());
+        assert!(!find_key(&mut f, 0, &other.idempotency_key).unwrap().found);
     }
 
     #[test]

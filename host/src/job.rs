@@ -24,7 +24,7 @@ use crate::sandbox::{ComponentFile, RunInput, Sandbox};
 use crate::source::SourceAccess;
 use crate::store::durable::ephemeral_filesystem;
 use crate::store::{
-    Claim, ClaimRequest, ClaimStore, Failure, Lease, PendingMessage, RunRecord, RunState,
+    Claim, ClaimRequest, ClaimStore, Failure, Held, Lease, PendingMessage, RunRecord, RunState,
     StoreLocation,
 };
 use crate::window::{Window, WindowKey};
@@ -373,14 +373,18 @@ fn run_inner(
             );
             return Ok(());
         }
-        Claim::Locked { waited } => {
+        Claim::Locked { held, waited } => {
+            let what = match held {
+                Held::Row => format!("the row of `{key}`"),
+                Held::Store => "the store's write lock".to_string(),
+            };
             skipped(
                 receipt,
                 "busy",
                 format!(
-                    "another process has held `{key}` in the store for more than {} s without \
-                     finishing its write (paused or cut off in the middle of it); nothing was \
-                     claimed, and a later invocation tries again",
+                    "another process has held {what} for more than {} s without finishing its \
+                     write (paused or cut off in the middle of it); nothing was claimed, and a \
+                     later invocation tries again",
                     waited.as_secs_f64()
                 ),
             );

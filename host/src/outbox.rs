@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::failpoint::{Boundary, Failpoints};
 use crate::store::StagedMessage;
-use crate::text::Given;
+use crate::text::echoed;
 use crate::window::WindowKey;
 
 /// A destination declared in the job's config.
@@ -380,9 +380,10 @@ impl Staging {
         content_type: &str,
     ) -> std::result::Result<(), StageError> {
         if self.closed || !self.destinations.iter().any(|d| d == destination) {
-            return Err(StageError::UnknownDestination(
-                Given::new(destination, MAX_DESTINATION_NAME).shown(),
-            ));
+            return Err(StageError::UnknownDestination(echoed(
+                destination,
+                MAX_DESTINATION_NAME,
+            )));
         }
         if size > self.max_bytes {
             return Err(StageError::TooLarge(self.max_bytes));
@@ -394,9 +395,10 @@ impl Staging {
             return Err(StageError::TooManyMessages(self.max_messages));
         }
         if !valid_content_type(content_type) {
-            return Err(StageError::InvalidContentType(
-                Given::new(content_type, MAX_CONTENT_TYPE).shown(),
-            ));
+            return Err(StageError::InvalidContentType(echoed(
+                content_type,
+                MAX_CONTENT_TYPE,
+            )));
         }
         Ok(())
     }

@@ -823,11 +823,14 @@ fn journal_failure(limits: &GuestLimits, journal: &Recorder) -> GuestFailure {
         message: format!(
             "the run's journal reached its limit of {} bytes (`limits.max_journal_bytes`) after \
              {} bytes of answers to the guest's calls; the guest was stopped and nothing was \
-             kept; raise the limit if the report reads that much, or have it read its rows once",
+             kept; raise the limit if the report reads that much (the next attempt runs under \
+             the new one), or have it read its rows once",
             limits.journal_bytes,
             journal.recorded_bytes()
         ),
-        retryable: false,
+        // The data may shrink, or a person raise the limit, before the next
+        // attempt: retried, then abandoned after the job's attempts.
+        retryable: true,
     }
 }
 

@@ -88,13 +88,9 @@ pub fn cap(text: &str, max: usize) -> Cow<'_, str> {
     if text.len() <= max {
         return Cow::Borrowed(text);
     }
-    let mut cut = max;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
     Cow::Owned(format!(
         "{}… (cut: {} bytes in all)",
-        &text[..cut],
+        head(text, max),
         text.len()
     ))
 }
@@ -106,9 +102,10 @@ pub fn cap_error(text: &str) -> Cow<'_, str> {
 }
 
 /// Text a guest handed the host, as the journal keeps it: whole when it is
-/// short, otherwise its first bytes, its length and its sha256, so that a
-/// guest cannot make the journal (or the host's memory) hold what the host
-/// refused.
+/// short, otherwise its first bytes and its length, so that a guest cannot
+/// make the journal (or the host's memory) hold what the host refused.
+/// (No hash of the rest: work done inside a host call is not stopped by
+/// the guest's deadline, so it stays as small as reading the text once.)
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Given {
     /// The whole text.
@@ -119,8 +116,6 @@ pub enum Given {
         head: String,
         /// Its length in bytes.
         bytes: u64,
-        /// The sha256 of all of it.
-        sha256: [u8; 32],
     },
 }
 
@@ -130,15 +125,9 @@ impl Given {
         if text.len() <= keep {
             return Given::Whole(text.to_string());
         }
-        let mut cut = keep;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        use sha2::Digest as _;
         Given::Cut {
-            head: text[..cut].to_string(),
+            head: head(text, keep).to_string(),
             bytes: text.len() as u64,
-            sha256: sha2::Sha256::digest(text.as_bytes()).into(),
         }
     }
 
@@ -148,6 +137,28 @@ impl Given {
             Given::Whole(t) => t.clone(),
             Given::Cut { head, .. } => format!("{head}…"),
         }
+    }
+}
+
+/// The first `max` bytes of `text`, cut back to a character boundary.
+pub fn head(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &text[..cut]
+}
+
+/// `text` as the host echoes it back to a guest: whole when it has at most
+/// `keep` bytes, else its head and `…`.
+pub fn echoed(text: &str, keep: usize) -> String {
+    if text.len() <= keep {
+        text.to_string()
+    } else {
+        format!("{}…", head(text, keep))
     }
 }
 

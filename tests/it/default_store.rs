@@ -128,3 +128,58 @@ fn without_a_config_the_store_is_the_per_user_state_folder_and_the_flag_or_varia
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("pass --store"), "{}", run.stderr);
 }
+
+#[test]
+fn a_store_left_at_the_old_default_in_the_working_directory_is_not_silently_abandoned() {
+    let dir = scratch();
+    demo(dir.path());
+    // An earlier jobhost kept the demo's claims in ./state/jobhost.db.
+    let old = dir.path().join("state/jobhost.db");
+    let first = jobhost_in(
+        dir.path(),
+        &[
+            "run",
+            "--config",
+            "examples/daily-sales.toml",
+            "--component",
+            s(&guests().report),
+            "--store",
+            "state/jobhost.db",
+            "--now",
+            "2026-11-09T00:05:00Z",
+        ],
+    );
+    assert_eq!(first.receipt()["event"], "ran", "{}", first.stderr);
+    assert!(old.is_file());
+    let upgraded = run_demo(dir.path(), "examples/daily-sales.toml");
+    assert_eq!(upgraded.code, 2, "{}", upgraded.stderr);
+    for part in ["examples/state/jobhost.db", "`state/jobhost.db`", "--store"] {
+        assert!(
+            upgraded.stderr.contains(part),
+            "{part}: {}",
+            upgraded.stderr
+        );
+    }
+    assert!(
+        !dir.path().join("examples/state").exists(),
+        "no second store was started"
+    );
+    let delivered =
+        std::fs::read_to_string(dir.path().join("examples/out/daily-sales.jsonl")).unwrap();
+    assert_eq!(delivered.lines().count(), 1, "nothing ran twice");
+    // Moved beside the config, it is the job's store again.
+    std::fs::create_dir_all(dir.path().join("examples/state")).unwrap();
+    for suffix in ["", "-wal", "-shm"] {
+        let from = dir.path().join(format!("state/jobhost.db{suffix}"));
+        if from.exists() {
+            std::fs::rename(
+                &from,
+                dir.path()
+                    .join(format!("examples/state/jobhost.db{suffix}")),
+            )
+            .unwrap();
+        }
+    }
+    let moved = run_demo(dir.path(), "examples/daily-sales.toml");
+    assert_eq!(moved.receipt()["reason"], "done", "{}", moved.stderr);
+}

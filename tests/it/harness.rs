@@ -281,7 +281,16 @@ pub fn raw_controls(text: &str) -> Vec<char> {
     text.chars()
         .filter(|&c| {
             (c.is_control() && c != '\n')
-                || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+                || matches!(
+                    c,
+                    '\u{2028}'
+                        | '\u{2029}'
+                        | '\u{061c}'
+                        | '\u{200e}'
+                        | '\u{200f}'
+                        | '\u{202a}'..='\u{202e}'
+                        | '\u{2066}'..='\u{2069}'
+                )
         })
         .collect()
 }

@@ -66,8 +66,9 @@ fn two_hundred_sends_to_a_one_mib_undeclared_name_keep_memory_store_and_journal_
     // 200 MiB of names were handed over; a few KiB were kept.
     let kept = store_bytes(dir.path());
     assert!(kept < 1 << 20, "the store holds {kept} bytes");
+    // Each refused name is kept as its first 64 bytes and its length.
     let h = &history(store(dir.path()))[0];
-    assert!(h["journal_bytes"].as_u64().unwrap() < 4096, "{h}");
+    assert!(h["journal_bytes"].as_u64().unwrap() < 200 * 160, "{h}");
 }
 
 #[test]
@@ -157,7 +158,7 @@ fn a_fifty_mib_error_is_cut_in_the_receipt_on_stderr_and_in_the_store() {
 
 /// Forged lines, terminal escapes, carriage returns, NUL, BEL, BS, DEL, C1,
 /// a line separator and a right-to-left override, as the guest writes them.
-const FORGERY: &str = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J\r\njobhost: error: forged by the guest\u{8}\u{7f}\u{9b}31m\u{0}\u{2028}\u{202e}end";
+const FORGERY: &str = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J\r\njobhost: error: forged by the guest\u{8}\u{7f}\u{9b}31m\u{0}\u{2028}\u{202e}\u{200f}\u{61c}end";
 
 #[test]
 fn no_raw_control_character_from_a_guest_reaches_stderr_history_or_status() {
@@ -292,19 +293,22 @@ fn a_message_of_newlines_is_measured_by_what_it_would_print() {
     );
 }
 
-/// A run stopped at its journal's limit fails with the limit named, keeps
-/// nothing, and does not hold its host for long.
+/// A run stopped at its journal's limit fails with the limit named, to be
+/// tried again, and keeps nothing.
 fn stopped_at_the_journal_limit(mode: &str, params: &str) {
     let (dir, cfg) = hostile(
         mode,
         params,
-        "timeout_seconds = 30\nmax_journal_bytes = 1048576",
+        "timeout_seconds = 30\nmax_report_bytes = 65536\nmax_journal_bytes = 1048576",
     );
     let run = run_job(&cfg, store(dir.path()), NOW);
     let r = run.receipt();
     assert_eq!(run.code, 1, "{mode}: {}", run.stderr);
     assert_eq!(r["error"]["kind"], "journal-limit", "{mode}: {r}");
-    assert_eq!(r["error"]["retryable"], false);
+    assert_eq!(
+        r["error"]["retryable"], true,
+        "the limit may be raised meanwhile"
+    );
     assert!(
         r["error"]["message"]
             .as_str()
@@ -337,14 +341,31 @@ fn a_guest_that_reads_its_source_again_and_again_is_stopped_at_its_journal_limit
 }
 
 #[test]
+fn a_describe_that_logs_without_end_stops_the_run_at_its_journal_limit() {
+    // The journal holds what `describe` was answered too: a flood there
+    // stops the run like any other (documented).
+    stopped_at_the_journal_limit("describe-flood", "count = 100000000");
+}
+
+#[test]
 fn an_out_of_range_journal_limit_is_refused_naming_the_key() {
-    let (dir, cfg) = hostile("log-call-flood", "", "max_journal_bytes = 100");
-    let run = run_job(&cfg, store(dir.path()), NOW);
-    assert_eq!(run.code, 2);
-    assert!(
-        run.stderr.contains("limits.max_journal_bytes = 100"),
-        "{}",
-        run.stderr
-    );
-    assert!(!store(dir.path()).exists(), "nothing was created");
+    for (limits, why) in [
+        ("max_journal_bytes = 100", "64 KiB more"),
+        ("max_journal_bytes = 2147483648", "1 GiB"),
+        // The context, and its cursor, must fit.
+        (
+            "max_report_bytes = 4194304\nmax_journal_bytes = 1048576",
+            "max_report_bytes",
+        ),
+    ] {
+        let (dir, cfg) = hostile("log-call-flood", "", limits);
+        let run = run_job(&cfg, store(dir.path()), NOW);
+        assert_eq!(run.code, 2, "{limits}");
+        assert!(
+            run.stderr.contains("limits.max_journal_bytes = ") && run.stderr.contains(why),
+            "{limits}: {}",
+            run.stderr
+        );
+        assert!(!store(dir.path()).exists(), "nothing was created");
+    }
 }

@@ -121,3 +121,42 @@ fn a_naive_timestamp_is_refused_and_nothing_is_claimed() {
         "no store was created, so nothing was claimed"
     );
 }
+
+#[test]
+fn a_window_whose_rows_a_person_removed_runs_again_once_its_file_lines_are_removed_too() {
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 2000);
+    let store = dir.path().join("s.db");
+    let now = "2026-11-09T00:05:00Z";
+    assert_eq!(run_job(&cfg, &store, now).event(), "ran");
+    let remove_rows = || {
+        let conn = rusqlite::Connection::open(&store).unwrap();
+        conn.execute_batch(
+            "DELETE FROM outbox WHERE key = 'daily-report:2026-11-08';
+             DELETE FROM runs WHERE key = 'daily-report:2026-11-08';",
+        )
+        .unwrap();
+    };
+    // The rows removed to run the window again (the remedy the host names
+    // for a window that needs a person): the file still holds the key, so
+    // the run is refused, and the refusal says what else to remove.
+    remove_rows();
+    let again = run_job(&cfg, &store, now);
+    let r = again.receipt();
+    assert_eq!(r["error"]["kind"], "delivery", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("remove its lines from the file too"),
+        "{r}"
+    );
+    let out = dir.path().join("out.jsonl");
+    assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 1);
+    // With its line gone as well, the window runs again, once.
+    std::fs::write(&out, "").unwrap();
+    remove_rows();
+    let third = run_job(&cfg, &store, now);
+    assert_eq!(third.event(), "ran", "{}", third.stderr);
+    assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 1);
+}

@@ -62,6 +62,7 @@ fn busy_at_once(run: &Run) {
             .contains("without finishing its write"),
         "{r}"
     );
+    assert!(r.get("fence").is_none(), "nothing was claimed: {r}");
 }
 
 #[test]
@@ -210,49 +211,77 @@ fn is_root() -> bool {
     unsafe { libc::getuid() == 0 }
 }
 
+/// `jobhost run` for `cfg` on `store` at `now`, as one line of shell that
+/// writes its receipt and stderr into `name`.json and `name`.err in `out`
+/// and echoes its exit code.
+fn shell_run(cfg: &Path, store: &Path, now: &str, out: &Path, name: &str) -> String {
+    let cmd = job_command(cfg, store, now);
+    let args: Vec<String> = cmd
+        .get_args()
+        .map(|a| format!("'{}'", a.to_str().unwrap()))
+        .collect();
+    format!(
+        "if JOBHOST_CACHE_DIR='{cache}' RUST_BACKTRACE=0 JOBHOST_TEST_VIRTUAL_TIME=1 '{program}' \
+         {args} > '{out}/{name}.json' 2> '{out}/{name}.err'; then echo '{name} 0'; \
+         else echo \"{name} $?\"; fi",
+        cache = s(&cache_dir()),
+        program = cmd.get_program().to_str().unwrap(),
+        args = args.join(" "),
+        out = s(out),
+    )
+}
+
 #[test]
 fn a_full_disk_is_said_in_those_words_naming_the_store_folder() {
     let dir = scratch();
     let cfg = report_config(dir.path(), 100);
     let disk = dir.path().join("disk");
-    let store = disk.join("s.db");
-    let cmd = job_command(&cfg, &store, NOW);
-    let program = cmd.get_program().to_str().unwrap().to_string();
-    let args: Vec<String> = cmd
-        .get_args()
-        .map(|a| format!("'{}'", a.to_str().unwrap()))
-        .collect();
-    let out_file = dir.path().join("receipt.json");
-    let err_file = dir.path().join("stderr.txt");
-    let ran = with_small_disk(
-        &disk,
-        &format!(
-            "dd if=/dev/zero of={disk}/filler bs=4096 2>/dev/null || true\n\
-             JOBHOST_CACHE_DIR='{cache}' RUST_BACKTRACE=0 JOBHOST_TEST_VIRTUAL_TIME=1 \
-             '{program}' {args} > '{out}' 2> '{err}' || echo \"exit $?\"",
-            disk = s(&disk),
-            cache = s(&cache_dir()),
-            args = args.join(" "),
-            out = s(&out_file),
-            err = s(&err_file),
+    let out = dir.path();
+    // A store that ran a window, then its disk filled up; and a store
+    // created on a disk already full.
+    let script = [
+        shell_run(&cfg, &disk.join("s.db"), NOW, out, "first"),
+        format!(
+            "dd if=/dev/zero of='{}/filler' bs=4096 2>/dev/null || true",
+            s(&disk)
         ),
-    );
+        shell_run(
+            &cfg,
+            &disk.join("s.db"),
+            "2026-11-10T00:05:00Z",
+            out,
+            "filled",
+        ),
+        shell_run(&cfg, &disk.join("new.db"), NOW, out, "fresh"),
+    ]
+    .join("\n");
+    let ran = with_small_disk(&disk, &script);
     assert!(
         ran.status.success(),
         "the small disk could not be set up (this test mounts a tmpfs in a mount namespace \
          of its own: it needs root, or user namespaces): {}",
         String::from_utf8_lossy(&ran.stderr)
     );
-    let stdout = String::from_utf8_lossy(&ran.stdout);
-    assert!(stdout.contains("exit 1"), "the run failed: {stdout}");
-    let stderr = std::fs::read_to_string(&err_file).unwrap();
-    assert!(
-        stderr.contains("no space left on device") && stderr.contains(s(&disk)),
-        "{stderr}"
+    let codes = String::from_utf8_lossy(&ran.stdout);
+    assert_eq!(
+        codes.lines().collect::<Vec<_>>(),
+        ["first 0", "filled 1", "fresh 1"],
+        "{codes}"
     );
-    let receipt: serde_json::Value =
-        serde_json::from_str(std::fs::read_to_string(&out_file).unwrap().trim()).unwrap();
-    assert_eq!(receipt["error"]["kind"], "store", "{receipt}");
+    for name in ["filled", "fresh"] {
+        let stderr = std::fs::read_to_string(out.join(format!("{name}.err"))).unwrap();
+        assert!(
+            stderr.contains("no space left on device") && stderr.contains(s(&disk)),
+            "{name}: {stderr}"
+        );
+        let receipt: serde_json::Value = serde_json::from_str(
+            std::fs::read_to_string(out.join(format!("{name}.json")))
+                .unwrap()
+                .trim(),
+        )
+        .unwrap();
+        assert_eq!(receipt["error"]["kind"], "store", "{name}: {receipt}");
+    }
 }
 
 #[test]
@@ -305,4 +334,64 @@ fn a_store_that_became_read_only_is_said_to_be_read_only() {
     // Writable again, the next window runs.
     let next = run_job(&cfg, &store, "2026-11-10T00:05:00Z");
     assert_eq!(next.receipt()["event"], "ran", "{}", next.stderr);
+}
+
+#[test]
+fn a_daemon_that_finds_a_window_held_mid_write_looks_again_a_minute_later() {
+    let Some(db) = Scratch::new(
+        "store_faults::a_daemon_that_finds_a_window_held_mid_write_looks_again_a_minute_later",
+    ) else {
+        return;
+    };
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 100);
+    let url = db.url();
+    // A session holds the row of the window the daemon is about to run.
+    let mut holder = db.client();
+    let first = run_job(&cfg, &url, "2026-11-08T00:05:00Z");
+    assert_eq!(first.receipt()["event"], "ran", "{}", first.stderr);
+    let mut tx = holder.transaction().unwrap();
+    tx.execute(
+        "INSERT INTO jobhost_runs (key, job, window_start, window_end, timezone, state, fence,
+            owner, lease_expires_at, attempt, component, created_at, updated_at)
+         VALUES ('daily-report:2026-11-08', 'daily-report', '2026-11-08 00:00:00+00',
+            '2026-11-09 00:00:00+00', 'UTC', 'CLAIMED', 1, 'frozen', now(), 1, '', now(), now())",
+        &[],
+    )
+    .unwrap();
+    let mut daemon = daemon_command(
+        &[&cfg],
+        &url,
+        "2026-11-09T00:05:00Z",
+        "2026-11-09T00:30:00Z",
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(daemon.stdout.take().unwrap()));
+    let busy: serde_json::Value =
+        serde_json::from_str(&lines.next().expect("a first line").unwrap()).unwrap();
+    assert_eq!(
+        (busy["key"].as_str(), busy["reason"].as_str()),
+        (Some("daily-report:2026-11-08"), Some("busy")),
+        "{busy}"
+    );
+    // The holder lets go; the daemon looks again a minute later (its clock
+    // is virtual), not at the next window.
+    tx.rollback().unwrap();
+    let rest: Vec<serde_json::Value> = lines
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    let ran = rest
+        .iter()
+        .find(|l| l["key"] == "daily-report:2026-11-08" && l["event"] == "ran")
+        .unwrap_or_else(|| panic!("the window never ran: {rest:?}"));
+    let minutes =
+        |l: &serde_json::Value| l["now"].as_str().unwrap()[14..16].parse::<u32>().unwrap();
+    assert!(
+        minutes(ran) <= minutes(&busy) + 5,
+        "looked at again within minutes: {busy} then {ran}"
+    );
+    assert!(daemon.wait().unwrap().success());
 }

@@ -43,10 +43,12 @@ pub use location::{PostgresUrl, StoreLocation};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
-/// How long a claim waits for another session's hold on what it must
-/// write (the window's row on PostgreSQL, the store's write lock on
-/// SQLite) before it answers [`Claim::Locked`]: a holder that takes longer
-/// is paused or cut off in the middle of a transaction.
+/// How long a claim on PostgreSQL waits for another session's hold on the
+/// window's row before it answers [`Claim::Locked`]: only a claim or a
+/// write of that one window holds it, for milliseconds, so a holder that
+/// takes longer is paused or cut off in the middle of a transaction. (On
+/// SQLite the write lock is the whole store's, held also by other jobs'
+/// legitimate writes: a claim there waits [`WRITE_WAIT`].)
 pub const CLAIM_WAIT: Duration = Duration::from_secs(2);
 
 /// How long every other write waits for such a hold before it fails the
@@ -257,6 +259,8 @@ pub enum Claim {
     /// paused or cut off in the middle of a transaction. Answered at once
     /// instead of waited on; a later invocation tries again.
     Locked {
+        /// What was held.
+        held: Held,
         /// How long the claim waited.
         waited: Duration,
     },
@@ -278,6 +282,15 @@ pub enum Claim {
         /// attempts ran out just now).
         abandoned_now: bool,
     },
+}
+
+/// What another session held when a claim gave up waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// The window's row (PostgreSQL).
+    Row,
+    /// The store's write lock (SQLite: one lock for the whole file).
+    Store,
 }
 
 /// How a failed attempt ends.

@@ -94,6 +94,12 @@ const MIGRATIONS: &[&str] = &[
 /// pooler's connection hand-offs.
 const MIGRATION_LOCK: i64 = 0x006a_6f62_686f_7374;
 
+/// Reading the schema's version waits as long as any other read.
+const READ_LIMITS: Limits = Limits {
+    lock_wait: super::WRITE_WAIT,
+    statement: Some(super::STATEMENT_TIMEOUT),
+};
+
 /// Migrations may wait longer, for another host's migration to finish, and
 /// a statement of theirs (an index on a long history) may take its time.
 const MIGRATION_LIMITS: Limits = Limits {
@@ -107,10 +113,12 @@ const MIGRATION_LIMITS: Limits = Limits {
 ///
 /// `Error::Input` for a search path naming no schema, or a newer version.
 pub(super) fn schema_version(client: &mut Client, url: &PostgresUrl) -> Result<Option<i64>> {
-    let url = url.clone();
+    // In a bounded transaction, as every read: a migration in progress
+    // holds the tables, and this waits for it at most as long as a write.
+    let mut tx = Tx::begin(client, url, "read", READ_LIMITS)?;
     // In the schema the tables are (or would be) created in: the first
     // schema of the search path that exists.
-    let row = client
+    let row = tx
         .query_typed_one(
             "SELECT current_schema() IS NOT NULL,
                     EXISTS (SELECT 1 FROM pg_class
@@ -128,16 +136,18 @@ pub(super) fn schema_version(client: &mut Client, url: &PostgresUrl) -> Result<O
         )));
     }
     if !exists {
+        tx.commit_named("read")?;
         return Ok(None);
     }
-    let v: i64 = client
+    let v: i64 = tx
         .query_typed_one(
             "SELECT coalesce(max(version), 0)::int8 FROM jobhost_schema",
             &[],
         )
         .map_err(|e| pg(&format!("cannot read store `{url}`"), &e))?
         .get(0);
-    check_version(&url, v)?;
+    tx.commit_named("read")?;
+    check_version(url, v)?;
     Ok(Some(v))
 }
 

@@ -26,9 +26,7 @@ use postgres::types::Type;
 use postgres::{Client, Row};
 
 use super::pg_schema::{check_version, latest, migrate, schema_version};
-use super::pg_support::{
-    Limits, Param, Tx, boolean, bytea, float8, int8, lock_timed_out, pg_in, text,
-};
+use super::pg_support::{Limits, Param, Tx, boolean, bytea, float8, int8, lock_timed_out, text};
 
 use super::{
     Attempted, Claim, ClaimRequest, ClaimStore, Decision, DigestNote, DigestRecord, Existing,
@@ -62,6 +60,9 @@ const WRITE: Limits = Limits {
     lock_wait: super::WRITE_WAIT,
     statement: Some(super::STATEMENT_TIMEOUT),
 };
+
+/// A read: it waits as long as a write for what another session holds.
+const READ: Limits = WRITE;
 
 /// A claim's transaction: it waits [`super::CLAIM_WAIT`] for the window's
 /// row, then answers [`Claim::Locked`].
@@ -150,15 +151,26 @@ impl PostgresStore {
             "SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE {condition}
              ORDER BY r.window_start DESC, r.key COLLATE \"C\""
         );
-        let rows = self
-            .client
-            .query_typed(&sql, params)
-            .map_err(|e| pg_in(&self.url, "read history", &e))?;
+        let rows = self.read("read history", |tx| tx.query_typed(&sql, params))?;
         rows.iter().map(run_record).collect()
     }
 
     fn begin(&mut self, what: &str) -> Result<Tx<'_>> {
         Tx::begin(&mut self.client, &self.url, what, WRITE)
+    }
+
+    /// A read in a transaction of its own, so that it too waits a bounded
+    /// time (a table another session holds for a migration or for
+    /// maintenance, a server too busy to answer).
+    fn read<T>(
+        &mut self,
+        what: &str,
+        f: impl FnOnce(&mut Tx<'_>) -> std::result::Result<T, postgres::Error>,
+    ) -> Result<T> {
+        let mut tx = Tx::begin(&mut self.client, &self.url, what, READ)?;
+        let value = f(&mut tx).map_err(|e| tx.err(what, &e))?;
+        tx.commit_named(what)?;
+        Ok(value)
     }
 
     /// One write statement in a transaction of its own, so that it too is
@@ -373,10 +385,9 @@ impl ClaimStore for PostgresStore {
 
     fn peek(&mut self, key: &WindowKey) -> Result<Option<RunRecord>> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE r.key = $1");
-        let row = self
-            .client
-            .query_typed_opt(&sql, &[text(&key.as_str())])
-            .map_err(|e| pg_in(&self.url, "read a run", &e))?;
+        let row = self.read("read a run", |tx| {
+            tx.query_typed_opt(&sql, &[text(&key.as_str())])
+        })?;
         row.as_ref().map(run_record).transpose()
     }
 
@@ -388,6 +399,7 @@ impl ClaimStore for PostgresStore {
         // a transaction) makes the window busy, not this process hang.
         let mut tx = Tx::begin(&mut self.client, &self.url, "claim", CLAIM)?;
         let locked = || Claim::Locked {
+            held: super::Held::Row,
             waited: super::CLAIM_WAIT,
         };
         // The common case, a window nobody has claimed, is one statement.
@@ -529,25 +541,23 @@ impl ClaimStore for PostgresStore {
     }
 
     fn journal(&mut self, key: &WindowKey) -> Result<Option<Vec<u8>>> {
-        let row = self
-            .client
-            .query_typed_opt(
+        let row = self.read("read the journal", |tx| {
+            tx.query_typed_opt(
                 "SELECT journal FROM jobhost_runs WHERE key = $1",
                 &[text(&key.as_str())],
             )
-            .map_err(|e| pg_in(&self.url, "read the journal", &e))?;
+        })?;
         Ok(row.and_then(|r| r.get(0)))
     }
 
     fn pending_messages(&mut self, key: &WindowKey) -> Result<Vec<PendingMessage>> {
-        let rows = self
-            .client
-            .query_typed(
+        let rows = self.read("read staged messages", |tx| {
+            tx.query_typed(
                 "SELECT seq, destination, idempotency_key, content_type, body, attempts, in_flight
                  FROM jobhost_outbox WHERE key = $1 AND state = 'PENDING' ORDER BY seq",
                 &[text(&key.as_str())],
             )
-            .map_err(|e| pg_in(&self.url, "read staged messages", &e))?;
+        })?;
         rows.iter()
             .map(|r| {
                 Ok(PendingMessage {
@@ -560,26 +570,24 @@ impl ClaimStore for PostgresStore {
     }
 
     fn messages(&mut self, key: &WindowKey) -> Result<Vec<StagedMessage>> {
-        let rows = self
-            .client
-            .query_typed(
+        let rows = self.read("read staged messages", |tx| {
+            tx.query_typed(
                 "SELECT seq, destination, idempotency_key, content_type, body
                  FROM jobhost_outbox WHERE key = $1 ORDER BY seq",
                 &[text(&key.as_str())],
             )
-            .map_err(|e| pg_in(&self.url, "read staged messages", &e))?;
+        })?;
         rows.iter().map(staged).collect()
     }
 
     fn report(&mut self, key: &WindowKey) -> Result<Option<StoredReport>> {
-        let row = self
-            .client
-            .query_typed_opt(
+        let row = self.read("read the report", |tx| {
+            tx.query_typed_opt(
                 "SELECT report, report_cursor, digest_prompt, described FROM jobhost_runs
                  WHERE key = $1 AND report IS NOT NULL",
                 &[text(&key.as_str())],
             )
-            .map_err(|e| pg_in(&self.url, "read the report", &e))?;
+        })?;
         Ok(row.map(|r| StoredReport {
             summary: r.get(0),
             cursor: r.get(1),
@@ -589,14 +597,13 @@ impl ClaimStore for PostgresStore {
     }
 
     fn check_lease(&mut self, lease: &Lease, _now: Timestamp) -> Result<SignedDuration> {
-        let row = self
-            .client
-            .query_typed_opt(
+        let row = self.read("check the claim", |tx| {
+            tx.query_typed_opt(
                 "SELECT (extract(epoch FROM lease_expires_at - now()) * 1000000)::int8
                  FROM jobhost_runs WHERE key = $1 AND fence = $2 AND state = 'PREPARED'",
                 &[text(&lease.key.as_str()), int8(&lease.fence.0)],
             )
-            .map_err(|e| pg_in(&self.url, "check the claim", &e))?;
+        })?;
         match row {
             Some(r) => Ok(SignedDuration::from_micros(r.get(0))),
             None => Err(lease_lost(lease)),
@@ -767,13 +774,12 @@ impl ClaimStore for PostgresStore {
     }
 
     fn cursor(&mut self, job: &JobName) -> Result<Option<String>> {
-        let row = self
-            .client
-            .query_typed_opt(
+        let row = self.read("read the cursor", |tx| {
+            tx.query_typed_opt(
                 "SELECT cursor FROM jobhost_cursors WHERE job = $1",
                 &[text(&job.as_str())],
             )
-            .map_err(|e| pg_in(&self.url, "read the cursor", &e))?;
+        })?;
         Ok(row.and_then(|r| r.get(0)))
     }
 
@@ -846,9 +852,8 @@ impl ClaimStore for PostgresStore {
     }
 
     fn decided_until(&mut self, job: &JobName) -> Result<Option<Timestamp>> {
-        let row = self
-            .client
-            .query_typed_opt(
+        let row = self.read("read the schedule", |tx| {
+            tx.query_typed_opt(
                 concat!(
                     "SELECT ",
                     us!("decided_until"),
@@ -856,7 +861,7 @@ impl ClaimStore for PostgresStore {
                 ),
                 &[text(&job.as_str())],
             )
-            .map_err(|e| pg_in(&self.url, "read the schedule", &e))?;
+        })?;
         row.map(|r| instant(r.get(0))).transpose()
     }
 

@@ -174,14 +174,14 @@ impl SqliteStore {
         // its first byte: it holds report bodies. SQLite gives its -wal and
         // -shm files the same permissions. Of several processes racing to
         // create it, one does, and says so.
-        let created = match OpenOptions::new()
+        match OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .open(path)
         {
-            Ok(_) => true,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => {
                 return Err(Error::input(format!(
                     "cannot create store `{shown}`: {e}; choose another --store path"
@@ -210,7 +210,7 @@ impl SqliteStore {
         let mut store = SqliteStore {
             conn,
             path: path.to_path_buf(),
-            created,
+            created: false,
             failpoints: None,
         };
         // Before anything writes: never convert somebody else's database.
@@ -227,7 +227,7 @@ impl SqliteStore {
             .execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
             .map_err(|e| open_error(path, e))?;
         if !current {
-            store.migrate()?;
+            store.created = store.migrate()?;
         }
         Ok(store)
     }
@@ -278,11 +278,13 @@ impl SqliteStore {
         }
     }
 
-    fn migrate(&mut self) -> Result<()> {
+    /// Migrates the schema; returns whether it found none (this process
+    /// created the store, whether or not it created the file).
+    fn migrate(&mut self) -> Result<bool> {
         let latest = MIGRATIONS.len() as i64;
         let version = self.user_version()?;
         if version == latest {
-            return Ok(());
+            return Ok(false);
         }
         // A migration may rebuild a table that others reference; SQLite
         // ignores this pragma inside a transaction, so it is set around it,
@@ -298,7 +300,7 @@ impl SqliteStore {
         migrated
     }
 
-    fn migrate_in_transaction(&mut self) -> Result<()> {
+    fn migrate_in_transaction(&mut self) -> Result<bool> {
         let latest = MIGRATIONS.len() as i64;
         let path = self.path.clone();
         let tx = self
@@ -340,7 +342,8 @@ impl SqliteStore {
         }
         tx.pragma_update(None, "user_version", latest)
             .map_err(|e| open_error(&path, e))?;
-        tx.commit().map_err(|e| open_error(&path, e))
+        tx.commit().map_err(|e| open_error(&path, e))?;
+        Ok(version == 0)
     }
 
     fn user_version(&self) -> Result<i64> {
@@ -692,13 +695,15 @@ impl ClaimStore for SqliteStore {
         let key = req.window.key();
         let now = secs(req.now);
         let until = secs_after(req.now, req.lease);
-        // A claim waits briefly for the write lock: a process holding it
-        // longer is paused or stuck mid-write, and the window is busy.
-        let tx = match begin_immediate(&mut self.conn, super::CLAIM_WAIT) {
+        // The write lock is the whole store's: a process holding it longer
+        // than any write takes is paused or stuck mid-write, and the window
+        // is answered busy rather than failed.
+        let tx = match begin_immediate(&mut self.conn, BUSY_TIMEOUT) {
             Ok(tx) => tx,
             Err(e) if is_busy(&e) => {
                 return Ok(Claim::Locked {
-                    waited: super::CLAIM_WAIT,
+                    held: super::Held::Store,
+                    waited: BUSY_TIMEOUT,
                 });
             }
             Err(e) => return Err(failed(&self.path, "lock the store", e)),

@@ -17,6 +17,20 @@ use jobhost::report::source;
 
 struct Hostile;
 
+/// `len` bytes of letters that do not compress: an xorshift stream from
+/// `seed`, so a run is the same every time.
+fn noise(len: usize, seed: u64) -> String {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(b'a' + (x % 26) as u8)
+        })
+        .collect()
+}
+
 /// A parameter of the job as a number, or `default`.
 fn param(ctx: &RunContext, name: &str, default: usize) -> usize {
     ctx.params
@@ -28,7 +42,7 @@ fn param(ctx: &RunContext, name: &str, default: usize) -> usize {
 
 /// Text that would drive a terminal or forge a line of the host's own, if
 /// it reached one as it is.
-const FORGERY: &str = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J\r\njobhost: error: forged by the guest\u{8}\u{7f}\u{9b}31m\u{0}\u{2028}\u{202e}end";
+const FORGERY: &str = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J\r\njobhost: error: forged by the guest\u{8}\u{7f}\u{9b}31m\u{0}\u{2028}\u{202e}\u{200f}\u{61c}end";
 
 fn send_error(e: &SendError) -> String {
     match e {
@@ -49,9 +63,10 @@ impl Guest for Hostile {
         let summary = match ctx.window.job.as_str() {
             // Sends to a destination nobody declared, under a huge name.
             "journal-flood" => {
-                let name = black_box("n".repeat(bytes));
                 let mut answers = Vec::new();
-                for _ in 0..count {
+                for i in 0..count {
+                    // A new name each time, that does not compress.
+                    let name = black_box(noise(bytes, i as u64));
                     if let Err(e) = outbox::send(&name, b"x", "text/plain") {
                         answers.push(send_error(&e));
                     }
@@ -129,6 +144,7 @@ impl Guest for Hostile {
             "control-error" => return Err(RunError::Other(FORGERY.to_string())),
             "control-panic" => panic!("{FORGERY}"),
             "control-report" => FORGERY.to_string(),
+            "describe-flood" => "ran; describe floods".to_string(),
             other => return Err(RunError::Other(format!("unknown hostile mode `{other}`"))),
         };
         Ok(Report {
@@ -140,6 +156,12 @@ impl Guest for Hostile {
     fn describe(ctx: RunContext, _report: Report) -> Option<String> {
         match ctx.window.job.as_str() {
             "control-report" => Some(FORGERY.to_string()),
+            "describe-flood" => {
+                for _ in 0..param(&ctx, "count", 1) {
+                    log::emit(Level::Trace, "");
+                }
+                Some("described".to_string())
+            }
             _ => None,
         }
     }
