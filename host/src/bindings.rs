@@ -12,12 +12,12 @@
 use wasmtime::StoreContextMut;
 use wasmtime::component::{HasSelf, Linker, Resource, WasmList, WasmStr};
 
+use crate::core::text::Given;
+use crate::core::window::Window;
 use crate::guest_log::LogLevel;
 use crate::outbox::{MAX_CONTENT_TYPE, MAX_DESTINATION_NAME, StageError};
 use crate::sandbox::HostState;
 use crate::source::{self, RowCursor, SourceError};
-use crate::text::Given;
-use crate::window::Window;
 use jiff::Timestamp;
 
 wasmtime::component::bindgen!({

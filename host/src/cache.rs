@@ -144,7 +144,7 @@ pub fn is_sha256_hex(s: &str) -> bool {
 }
 
 fn warn(msg: &str) {
-    crate::text::say("warning", msg);
+    crate::core::text::say("warning", msg);
 }
 
 /// The engine's compatibility hash as hex, stable across processes.

@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use crate::clock::rfc3339;
 use crate::config::{Config, RunFlags};
-use crate::error::Error;
+use crate::core::clock::rfc3339;
+use crate::core::error::Error;
+use crate::core::text::{json_line, printable};
 use crate::job::Runtime;
 use crate::receipt::{Event, Receipt};
 use crate::store::{self, RunRecord, StoreLocation};
-use crate::text::{json_line, printable};
 
 /// Run a report job exactly once per time window, as a sandboxed
 /// WebAssembly component.
@@ -265,14 +265,14 @@ pub fn main_with(runtime: &Runtime) -> i32 {
         Command::History(args) => match history(args) {
             Ok(()) => 0,
             Err(e) => {
-                crate::text::say("error", &format!("{e:#}"));
+                crate::core::text::say("error", &format!("{e:#}"));
                 e.downcast_ref::<Error>().map_or(1, Error::exit_code)
             }
         },
         Command::Export(args) => match export(args) {
             Ok(()) => 0,
             Err(e) => {
-                crate::text::say("error", &e.to_string());
+                crate::core::text::say("error", &e.to_string());
                 e.exit_code()
             }
         },
@@ -280,21 +280,21 @@ pub fn main_with(runtime: &Runtime) -> i32 {
         Command::Daemon(args) => match daemon(args, runtime) {
             Ok(()) => 0,
             Err(e) => {
-                crate::text::say("error", &e.to_string());
+                crate::core::text::say("error", &e.to_string());
                 e.exit_code()
             }
         },
         Command::Status(args) => match status(args) {
             Ok(code) => code,
             Err(e) => {
-                crate::text::say("error", &e.to_string());
+                crate::core::text::say("error", &e.to_string());
                 e.exit_code()
             }
         },
         Command::Plan(args) => match plan(args) {
             Ok(()) => 0,
             Err(e) => {
-                crate::text::say("error", &e.to_string());
+                crate::core::text::say("error", &e.to_string());
                 e.exit_code()
             }
         },
@@ -303,7 +303,7 @@ pub fn main_with(runtime: &Runtime) -> i32 {
         Command::Replay(args) => match replay(args) {
             Ok(code) => code,
             Err(e) => {
-                crate::text::say("error", &e.to_string());
+                crate::core::text::say("error", &e.to_string());
                 if e.exit_code() == 2 { 2 } else { 3 }
             }
         },
@@ -335,10 +335,10 @@ fn run(args: RunArgs, runtime: &Runtime) -> i32 {
         }
     };
     if let Some(err) = &outcome.receipt.error {
-        crate::text::say("error", &err.message);
+        crate::core::text::say("error", &err.message);
     } else if let (Event::Skipped, Some(detail)) = (outcome.receipt.event, &outcome.receipt.detail)
     {
-        crate::text::say("skipped", &detail.to_string());
+        crate::core::text::say("skipped", &detail.to_string());
     }
     let mut out = std::io::stdout().lock();
     if writeln!(out, "{}", outcome.receipt.to_json_line()).is_err() {
@@ -429,7 +429,7 @@ fn digest(args: DigestArgs, runtime: &Runtime) -> i32 {
             code
         }
         Err(e) => {
-            crate::text::say("error", &e.to_string());
+            crate::core::text::say("error", &e.to_string());
             e.exit_code()
         }
     }
@@ -443,7 +443,7 @@ fn digest_inner(args: DigestArgs, runtime: &Runtime) -> Result<(serde_json::Valu
         cache_dir: args.cache_dir.clone(),
         ..RunFlags::default()
     })?;
-    let key = crate::window::WindowKey::from_stored(args.key.clone());
+    let key = crate::core::window::WindowKey::from_stored(args.key.clone());
     let clock = crate::job::clock_for(&config, runtime);
     let info = crate::digest::again(&config, &args.config, &key, args.refresh, clock.as_ref())?;
     let code = match info.status {
@@ -452,7 +452,7 @@ fn digest_inner(args: DigestArgs, runtime: &Runtime) -> Result<(serde_json::Valu
         _ => 1,
     };
     if let Some(why) = &info.error {
-        crate::text::say("error", &format!("no digest of `{key}`: {why}"));
+        crate::core::text::say("error", &format!("no digest of `{key}`: {why}"));
     }
     let line = serde_json::json!({
         "event": "digest",
@@ -477,7 +477,7 @@ fn store_location(flag: Option<PathBuf>, config: Option<&Path>) -> Result<StoreL
 
 /// Runs the daemon until `--until`, or a signal.
 fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
-    use crate::clock::{Clock, SystemClock, VirtualClock, parse_instant};
+    use crate::core::clock::{Clock, SystemClock, VirtualClock, parse_instant};
     let instant =
         |what: &str, t: &Option<String>| t.as_deref().map(|t| parse_instant(what, t)).transpose();
     let (since, until, start) = (
@@ -520,7 +520,7 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
     crate::daemon::open_stores(&configs)?;
     let clock: Box<dyn Clock> = match (start, runtime.virtual_time) {
         (Some(t), true) => Box::new(VirtualClock::new(t)),
-        (Some(t), false) => Box::new(crate::daemon::ShiftedClock::starting_at(t)),
+        (Some(t), false) => Box::new(crate::core::clock::ShiftedClock::starting_at(t)),
         (None, true) => Box::new(VirtualClock::new(jiff::Timestamp::now())),
         (None, false) => Box::new(SystemClock),
     };
@@ -700,7 +700,7 @@ fn plan(args: PlanArgs) -> Result<(), Error> {
     let since = args
         .since
         .as_deref()
-        .map(|t| crate::clock::parse_instant("--since", t))
+        .map(|t| crate::core::clock::parse_instant("--since", t))
         .transpose()?;
     let mut out = std::io::stdout().lock();
     for file in &args.config {
@@ -769,7 +769,7 @@ fn plan(args: PlanArgs) -> Result<(), Error> {
 /// Writes a run's replay file.
 fn export(args: ExportArgs) -> Result<(), Error> {
     let mut store = store::open_read_only(&store_location(args.store, args.config.as_deref())?)?;
-    let key = crate::window::WindowKey::from_stored(args.key);
+    let key = crate::core::window::WindowKey::from_stored(args.key);
     let recording = crate::replay::Recording::from_store(store.as_mut(), &key)?;
     let bytes = recording.to_file()?;
     let out = &args.output;
@@ -807,7 +807,7 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
             let key = key.unwrap_or_default();
             let recording = Recording::from_store(
                 store.as_mut(),
-                &crate::window::WindowKey::from_stored(key.clone()),
+                &crate::core::window::WindowKey::from_stored(key.clone()),
             )?;
             (key, recording)
         }

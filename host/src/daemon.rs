@@ -26,13 +26,13 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::clock::{Clock, rfc3339};
 use crate::config::Config;
-use crate::error::Result;
+use crate::core::clock::{Clock, rfc3339};
+use crate::core::error::Result;
+use crate::core::window::Window;
 use crate::job::{self, Runtime};
 use crate::plan::{self, What};
 use crate::store::{self, RunRecord, Skip};
-use crate::window::Window;
 
 /// How the daemon runs.
 pub struct Options<'a> {
@@ -57,7 +57,7 @@ pub type Output = Arc<Mutex<dyn Write + Send>>;
 /// Writes one line to `out`.
 fn emit(out: &Output, line: &str) {
     let mut out = out.lock().unwrap_or_else(PoisonError::into_inner);
-    let _ = writeln!(out, "{}", crate::text::json_line(line));
+    let _ = writeln!(out, "{}", crate::core::text::json_line(line));
 }
 
 /// Runs the daemon over `configs` until `until` passes or a stop is
@@ -79,7 +79,7 @@ pub fn run(configs: &[Config], opts: &Options<'_>, out: &Output) -> Result<()> {
     drop(digests);
     if stopping(opts) {
         if left > 0 {
-            crate::text::say(
+            crate::core::text::say(
                 "note",
                 &format!(
                     "{left} digest(s) not made yet are dropped; \
@@ -88,7 +88,7 @@ pub fn run(configs: &[Config], opts: &Options<'_>, out: &Output) -> Result<()> {
             );
         }
     } else if worker.join().is_err() {
-        crate::text::say("error", "the digest worker stopped unexpectedly");
+        crate::core::text::say("error", "the digest worker stopped unexpectedly");
     }
     result
 }
@@ -139,10 +139,10 @@ pub fn open_stores(configs: &[Config]) -> Result<()> {
             continue;
         }
         match store::open(&c.store) {
-            Ok(s) if s.created() => crate::text::say("note", &job::store_created(&c.store)),
+            Ok(s) if s.created() => crate::core::text::say("note", &job::store_created(&c.store)),
             Ok(_) => {}
             Err(e @ crate::Error::Input(_)) => return Err(e),
-            Err(e) => crate::text::say(
+            Err(e) => crate::core::text::say(
                 "error",
                 &format!("job `{}`: {e}; trying again at its first wake-up", c.job),
             ),
@@ -208,11 +208,11 @@ fn run_loop(configs: &[Config], opts: &Options<'_>, out: &Output, digests: &Dige
                 Ok(next) => next,
                 Err(e) => {
                     // One job's store failing stops none of the others.
-                    crate::text::say(
+                    crate::core::text::say(
                         "error",
                         &format!("job `{}`: {e}; trying again in a minute", config.job),
                     );
-                    crate::delivery::after(now, RETRY_SOON)
+                    crate::core::clock::after(now, RETRY_SOON)
                 }
             };
             wake = Some(wake.map_or(next, |w| w.min(next)));
@@ -265,7 +265,7 @@ fn wake_job(
     if plan.truncated
         && let Some(first) = plan.entries.first()
     {
-        crate::text::say(
+        crate::core::text::say(
             "warning",
             &format!(
                 "job `{}`: more than {} windows fell due while no scheduler ran; \
@@ -343,7 +343,7 @@ fn wake_job(
                 // Held by a process stuck in the middle of a write, with no
                 // row of its own yet: nothing in the store says when to
                 // look again, so soon.
-                next = next.min(crate::delivery::after(now, RETRY_SOON));
+                next = next.min(crate::core::clock::after(now, RETRY_SOON));
             }
         }
         if outcome.receipt.fence.is_some() {
@@ -352,7 +352,7 @@ fn wake_job(
             // It failed before any claim (the store unreachable, the
             // component missing): so would the job's later windows. They
             // stay undecided, and the job is looked at again soon.
-            next = next.min(crate::delivery::after(now, RETRY_SOON));
+            next = next.min(crate::core::clock::after(now, RETRY_SOON));
             break;
         }
     }
@@ -375,9 +375,9 @@ fn wake_job(
                 next = next.min(match w {
                     Work::Later(t) => t,
                     Work::Run(w) if deferred.contains(&w.key()) => {
-                        crate::delivery::after(clock.now(), RETRY_SOON)
+                        crate::core::clock::after(clock.now(), RETRY_SOON)
                     }
-                    Work::Run(_) => crate::delivery::after(clock.now(), Duration::from_secs(1)),
+                    Work::Run(_) => crate::core::clock::after(clock.now(), Duration::from_secs(1)),
                 });
             }
         }
@@ -419,7 +419,7 @@ fn unfinished_work(config: &Config, runs: &[RunRecord], clock: &dyn Clock) -> Re
             let wait = Duration::try_from(wait)
                 .unwrap_or(config.lease)
                 .min(config.lease);
-            todo.push(Work::Later(crate::delivery::after(now, wait)));
+            todo.push(Work::Later(crate::core::clock::after(now, wait)));
         }
     }
     Ok(todo)
@@ -468,32 +468,4 @@ pub fn stop_on_signals() -> &'static AtomicBool {
         }
     }
     &STOP
-}
-
-/// A real clock shifted to start at a given instant (`jobhost daemon
-/// --now`, for demonstrations): it advances in real time.
-#[derive(Debug)]
-pub struct ShiftedClock {
-    offset: SignedDuration,
-}
-
-impl ShiftedClock {
-    /// A clock that reads `start` now.
-    pub fn starting_at(start: Timestamp) -> ShiftedClock {
-        ShiftedClock {
-            offset: Timestamp::now().duration_until(start),
-        }
-    }
-}
-
-impl Clock for ShiftedClock {
-    fn now(&self) -> Timestamp {
-        Timestamp::now()
-            .checked_add(self.offset)
-            .unwrap_or(Timestamp::MAX)
-    }
-
-    fn sleep(&self, d: Duration) {
-        std::thread::sleep(d);
-    }
 }

@@ -20,14 +20,15 @@ use jiff::{SignedDuration, Timestamp};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-use crate::clock::Clock;
 use crate::config::Config;
-use crate::error::Result;
-use crate::failpoint::{Boundary, Failpoints};
-use crate::outbox::{DeliveryMode, Destination, HttpTarget, Redactor, Target};
+use crate::core::clock::Clock;
+use crate::core::error::Result;
+use crate::core::failpoint::{Boundary, Failpoints};
+use crate::core::redact::Redactor;
+use crate::core::window::WindowKey;
+use crate::outbox::{DeliveryMode, Destination, HttpTarget, Target};
 use crate::receipt::{DeliveryStatus, MessageInfo};
 use crate::store::{Attempted, ClaimStore, Failure, Fence, Lease, PendingMessage, StagedMessage};
-use crate::window::WindowKey;
 
 /// How a run's delivery ended (a lost lease is an `Err`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -316,7 +317,7 @@ fn parse_retry_after(v: &str) -> Option<Duration> {
 
 /// `text` on one line, escaped (see `text::printable`), at most `max` chars.
 fn one_line(text: &str, max: usize) -> String {
-    let mut out = crate::text::printable(text.trim()).into_owned();
+    let mut out = crate::core::text::printable(text.trim()).into_owned();
     if out.chars().count() > max {
         out = out.chars().take(max).collect::<String>() + "...";
     }
@@ -606,12 +607,6 @@ pub struct Delivery<'a> {
     /// message again, the run lets its claim go, and a later invocation
     /// resumes the delivery.
     pub stop: Option<&'a AtomicBool>,
-}
-
-/// `now + d`, saturating.
-pub fn after(now: Timestamp, d: Duration) -> Timestamp {
-    now.checked_add(SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX))
-        .unwrap_or(Timestamp::MAX)
 }
 
 /// How a failed attempt of a window ends: retried after a backoff that

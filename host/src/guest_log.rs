@@ -7,7 +7,7 @@
 
 use std::io::Write;
 
-use crate::text::printable;
+use crate::core::text::printable;
 
 /// A log level from the guest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

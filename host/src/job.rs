@@ -10,12 +10,13 @@ use std::sync::atomic::AtomicBool;
 use jiff::Timestamp;
 
 use crate::cache::CompileCache;
-use crate::clock::{Clock, FixedClock, SystemClock, VirtualClock, rfc3339};
 use crate::config::Config;
+use crate::core::clock::{Clock, FixedClock, SystemClock, VirtualClock, rfc3339};
+use crate::core::error::Result;
+use crate::core::failpoint::{Boundary, Failpoints};
+use crate::core::window::{Window, WindowKey};
 use crate::delivery::{self, Delivery, Ended, retry_or_abandon};
 use crate::digest::Wanted;
-use crate::error::Result;
-use crate::failpoint::{Boundary, Failpoints};
 use crate::guest_log::GuestLog;
 use crate::outbox::Staging;
 use crate::ping::Signal;
@@ -27,7 +28,6 @@ use crate::store::{
     Claim, ClaimRequest, ClaimStore, Failure, Held, Lease, PendingMessage, RunRecord, RunState,
     StoreLocation,
 };
-use crate::window::{Window, WindowKey};
 
 /// A finished invocation: the receipt to print and the exit code.
 #[derive(Debug)]
@@ -186,7 +186,7 @@ fn digest(
         },
     };
     if let (Some(why), "failed") = (&info.error, info.status) {
-        crate::text::say(
+        crate::core::text::say(
             "warning",
             &format!(
                 "no digest of `{}`: {why}; the run is done all the same, and \
@@ -218,7 +218,7 @@ fn ping(config: &Config, signal: Signal, receipt: &mut Receipt, clock: &dyn Cloc
     };
     // Error messages hold no credentials; scrubbed all the same, since the
     // line leaves for a third party, and escaped: it is shown on a page.
-    let mut line = crate::text::printable(&config.redactor.scrub(&line)).into_owned();
+    let mut line = crate::core::text::printable(&config.redactor.scrub(&line)).into_owned();
     if line.len() > 2000 {
         let mut cut = 2000;
         while !line.is_char_boundary(cut) {
@@ -230,7 +230,7 @@ fn ping(config: &Config, signal: Signal, receipt: &mut Receipt, clock: &dyn Cloc
         return;
     };
     if let Some(detail) = info.detail.as_deref().filter(|_| info.status != "sent") {
-        crate::text::say(
+        crate::core::text::say(
             "warning",
             &format!(
                 "{detail} (after {} request(s)); the run itself is not affected",
@@ -652,7 +652,7 @@ fn check_durable(config: &Config, receipt: &mut Receipt) -> Result<()> {
             "{problem}; {fix} (refused because a durable store is required)"
         )));
     }
-    crate::text::say(
+    crate::core::text::say(
         "warning",
         &format!("{problem}; {fix}, or pass --require-durable-store to refuse such a store"),
     );
@@ -668,7 +668,7 @@ fn check_durable(config: &Config, receipt: &mut Receipt) -> Result<()> {
 /// (the field report's duplicate starts exactly like this).
 pub fn note_store_created(store: &StoreLocation, receipt: &mut Receipt) {
     receipt.store_created = true;
-    crate::text::say("note", &store_created(store));
+    crate::core::text::say("note", &store_created(store));
 }
 
 /// What is said of a store that was just created.

@@ -22,9 +22,9 @@ use std::thread::JoinHandle;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::core::text::Given;
 use crate::outbox::StageError;
 use crate::source::{Batch, ColumnInfo, SourceError};
-pub use crate::text::Given;
 
 /// The journal format this host writes; it reads this one and every
 /// earlier one. 2: `outbox.send` entries keep long text as its head and

@@ -15,10 +15,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::Clock;
-use crate::config::{Env, expand};
-use crate::error::{Error, Result};
-use crate::outbox::{HttpTarget, Redactor};
+use crate::core::clock::Clock;
+use crate::core::env::{Env, expand};
+use crate::core::error::{Error, Result};
+use crate::core::redact::Redactor;
+use crate::outbox::HttpTarget;
 
 /// `[ping]` in the job config, as written.
 #[derive(Debug, Default, Deserialize)]

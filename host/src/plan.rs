@@ -14,10 +14,10 @@
 use jiff::Timestamp;
 
 use crate::config::Config;
-use crate::error::Result;
-use crate::schedule::{Verdict, decide};
+use crate::core::error::Result;
+use crate::core::schedule::{Verdict, decide};
+use crate::core::window::Window;
 use crate::store::{ClaimStore, RunRecord, RunState};
-use crate::window::Window;
 
 /// The most windows one plan considers; older ones are left out (and the
 /// plan says so).
@@ -203,7 +203,7 @@ pub fn plan_over(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::window::{JobName, WindowKind, Zone};
+    use crate::core::window::{JobName, WindowKind, Zone};
 
     fn hour(h: u32) -> Window {
         let t: Timestamp = format!("2026-11-09T{h:02}:30:00Z").parse().unwrap();

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::cache::CacheOutcome;
-use crate::clock::rfc3339;
+use crate::core::clock::rfc3339;
+use crate::core::window::Window;
 use crate::ping::PingInfo;
 use crate::sandbox::GuestStats;
-use crate::window::Window;
 
 /// What happened to this invocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -304,7 +304,7 @@ impl Receipt {
     /// The receipt as one line of JSON.
     pub fn to_json_line(&self) -> String {
         match serde_json::to_string(self) {
-            Ok(line) => crate::text::json_line(&line).into_owned(),
+            Ok(line) => crate::core::text::json_line(&line).into_owned(),
             Err(e) => format!(
                 r#"{{"event":"failed","error":{{"kind":"host","message":"cannot render receipt: {e}"}}}}"#
             ),

@@ -10,14 +10,14 @@
 use jiff::Timestamp;
 use sha2::{Digest as _, Sha256};
 
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
+use crate::core::window::{JobName, Window, WindowKey, Zone};
 use crate::guest_log::GuestLog;
 use crate::journal::{Context, Entry, Journal};
 use crate::outbox::Staging;
 use crate::sandbox::{GuestLimits, LoadedComponent, RunInput, Sandbox};
 use crate::source::{Recorded, SourceAccess};
 use crate::store::{ClaimStore, StagedMessage, StoredReport};
-use crate::window::{JobName, Window, WindowKey, Zone};
 
 /// Everything a replay needs of a recorded run.
 #[derive(Debug, Clone, PartialEq)]

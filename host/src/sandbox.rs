@@ -26,14 +26,14 @@ use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, Was
 use crate::bindings::{self, ReportWorld, ReportWorldPre, WitReport, WitRunContext, WitRunError};
 use crate::cache::{CacheOutcome, CompileCache};
 use crate::capture::CappedOutput;
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
+use crate::core::text::cap_error;
+use crate::core::window::Window;
 use crate::guest_log::GuestLog;
 use crate::journal::{self, Recorder};
 use crate::outbox::Staging;
 use crate::source::SourceAccess;
 use crate::store::{StagedMessage, StoredReport};
-use crate::text::cap_error;
-use crate::window::Window;
 
 /// The world this host implements, as guests name it.
 pub const WORLD: &str = "jobhost:report/reporter@0.1.0";

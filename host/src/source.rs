@@ -24,7 +24,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, Statement};
 use rustc_hash::FxHashMap;
 
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
 
 /// Parameters the query may use; at least one start and one end are required.
 const PARAMS: [&str; 6] = [

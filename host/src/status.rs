@@ -13,9 +13,9 @@
 use jiff::{SignedDuration, Timestamp};
 
 use crate::config::Config;
-use crate::error::Result;
+use crate::core::error::Result;
+use crate::core::window::Window;
 use crate::store::{ClaimStore, RunRecord, RunState};
-use crate::window::Window;
 
 /// How a job stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

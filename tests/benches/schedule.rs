@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
 use jobhost::config::{Config, RunFlags};
+use jobhost::core::window::{JobName, Window, WindowKind, Zone};
 use jobhost::store::{ClaimStore, PostgresStore, PostgresUrl, Skip, SqliteStore};
-use jobhost::window::{JobName, Window, WindowKind, Zone};
 use jobhost_tests::pg::Scratch;
 
 const SIZES: [usize; 3] = [100, 1_000, 10_000];

@@ -30,11 +30,11 @@
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
+use jobhost::core::window::{JobName, Window, WindowKind, Zone};
 use jobhost::store::{
     Attempted, Claim, ClaimRequest, ClaimStore, Lease, PostgresStore, PostgresUrl, SqliteStore,
     StagedMessage, StoredReport,
 };
-use jobhost::window::{JobName, Window, WindowKind, Zone};
 use jobhost_tests::pg::Scratch;
 
 /// What one timed pass over `N` windows does per window.

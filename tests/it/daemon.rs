@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Stdio;
 
-use jobhost::window::{JobName, Window, WindowKind, Zone};
+use jobhost::core::window::{JobName, Window, WindowKind, Zone};
 use serde_json::Value;
 
 use crate::harness::*;

@@ -82,7 +82,7 @@ fn a_long_content_type_is_refused_and_journalled_by_its_length_and_hash() {
     let r = run.receipt();
     assert_eq!(r["event"], "ran", "{}", run.stderr);
     assert_eq!(r["report"]["summary"], "invalid-content-type (259 bytes)");
-    let key = jobhost::window::WindowKey::from_stored("content-type-flood:2026-11-08".into());
+    let key = jobhost::core::window::WindowKey::from_stored("content-type-flood:2026-11-08".into());
     let stored = {
         use jobhost::store::ClaimStore;
         jobhost::store::SqliteStore::open(&store(dir.path()))

@@ -2,9 +2,9 @@
 //! the rows batch by batch, each outbox and log acknowledgement. It is stored
 //! with the run, compressed, and its size shows in `history`.
 
+use jobhost::core::window::WindowKey;
 use jobhost::journal::{Entry, Given, Journal};
 use jobhost::store::{ClaimStore, SqliteStore};
-use jobhost::window::WindowKey;
 
 use crate::harness::*;
 

@@ -3,8 +3,8 @@
 //! finishes without running the guest again.
 
 use jiff::Timestamp;
+use jobhost::core::window::{JobName, Window, WindowKind, Zone};
 use jobhost::store::{Claim, ClaimRequest, ClaimStore, SqliteStore, StagedMessage, StoredReport};
-use jobhost::window::{JobName, Window, WindowKind, Zone};
 
 use crate::harness::*;
 

@@ -15,11 +15,11 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use jobhost::Error;
+use jobhost::core::window::{JobName, Window, WindowKind, Zone};
 use jobhost::store::{
     Attempted, Claim, ClaimRequest, ClaimStore, Failure, Fence, Lease, PostgresStore, PostgresUrl,
     RunState, Skip, SqliteStore, StagedMessage, StoredReport,
 };
-use jobhost::window::{JobName, Window, WindowKind, Zone};
 use jobhost_tests::pg::Scratch;
 
 use crate::harness::scratch;

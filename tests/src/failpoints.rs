@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use jobhost::failpoint::{Boundary, Failpoints};
+use jobhost::core::failpoint::{Boundary, Failpoints};
 
 /// What to do at the boundary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

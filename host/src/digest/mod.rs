@@ -30,13 +30,14 @@ use std::time::Duration;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
-use crate::clock::Clock;
-use crate::config::{Env, expand};
+use crate::core::clock::Clock;
+use crate::core::env::{Env, expand};
+use crate::core::error::{Error, Result};
+use crate::core::redact::Redactor;
+use crate::core::window::WindowKey;
 use crate::delivery::{Sender, Sending, Sent, Uncertainty};
-use crate::error::{Error, Result};
-use crate::outbox::{DeliveryMode, Destination, HttpTarget, Redactor};
+use crate::outbox::{DeliveryMode, Destination, HttpTarget};
 use crate::store::{ClaimStore, DigestNote, StagedMessage};
-use crate::window::WindowKey;
 
 use self::cache::{DigestCache, Entry, KeyParts, Lookup};
 
@@ -439,7 +440,7 @@ pub fn make(
         cache.get(&key, clock.lease_now(), settings.ttl)
     };
     if let Lookup::Unreadable(why) = &found {
-        crate::text::say(
+        crate::core::text::say(
             "warning",
             &format!("digest cache: {why}; asking the model again"),
         );
@@ -473,7 +474,7 @@ pub fn make(
                         text: text.clone(),
                     };
                     if let Err(why) = cache.put(&key, &entry) {
-                        crate::text::say(
+                        crate::core::text::say(
                             "warning",
                             &format!(
                                 "cannot cache the digest: {why}; the next request \
@@ -497,7 +498,7 @@ pub fn make(
         error: info.error.as_deref(),
     };
     if let Err(e) = store.record_digest(&wanted.key, &note, clock.lease_now()) {
-        crate::text::say(
+        crate::core::text::say(
             "warning",
             &format!("cannot note the digest in the store: {e}"),
         );
@@ -524,7 +525,7 @@ pub fn make(
             if sent.status == "delivered"
                 && let Err(e) = store.digest_sent(&wanted.key, clock.lease_now())
             {
-                crate::text::say(
+                crate::core::text::say(
                     "warning",
                     &format!(
                         "the digest message was delivered, but the store could \

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::outbox::{HttpTarget, Redactor};
+use crate::core::redact::Redactor;
+use crate::outbox::HttpTarget;
 
 /// The longest digest kept; a longer answer is cut there.
 const MAX_DIGEST_BYTES: usize = 16 << 10;
@@ -209,7 +210,7 @@ fn error_detail(text: &str) -> String {
 /// `text::printable`).
 fn snippet(text: &str) -> String {
     let head: String = text.trim().chars().take(200).collect();
-    crate::text::printable(&head).into_owned()
+    crate::core::text::printable(&head).into_owned()
 }
 
 #[cfg(test)]

@@ -35,9 +35,9 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::error::{Error, Result};
-use crate::failpoint::Failpoints;
-use crate::window::{JobName, Window, WindowKey};
+use crate::core::error::{Error, Result};
+use crate::core::failpoint::Failpoints;
+use crate::core::window::{JobName, Window, WindowKey};
 
 pub use location::{PostgresUrl, StoreLocation};
 pub use postgres::PostgresStore;
@@ -77,7 +77,7 @@ pub fn open(location: &StoreLocation) -> Result<Box<dyn ClaimStore>> {
     open_with(location, None)
 }
 
-/// [`open`], stopping at [`Boundary::InPrepare`](crate::failpoint::Boundary)
+/// [`open`], stopping at [`Boundary::InPrepare`](crate::core::failpoint::Boundary)
 /// inside the transaction that commits a report (tests only).
 ///
 /// # Errors
@@ -887,7 +887,7 @@ pub fn undelivered(lease: &Lease) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::window::{WindowKind, Zone};
+    use crate::core::window::{WindowKind, Zone};
 
     #[test]
     fn a_row_for_another_window_under_the_same_key_is_refused() {

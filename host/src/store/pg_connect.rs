@@ -30,7 +30,7 @@ use rustls::{
 
 use super::PostgresUrl;
 use super::pg_support::describe;
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
 
 /// How long connecting may take before it is a failure.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -11,7 +11,7 @@ use postgres::Client;
 
 use super::PostgresUrl;
 use super::pg_support::{Limits, Tx, int8, pg};
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
 
 /// Migrations, applied in order; `jobhost_schema` has a row for each.
 const MIGRATIONS: &[&str] = &[

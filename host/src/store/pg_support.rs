@@ -9,7 +9,7 @@ use postgres::error::SqlState;
 use postgres::types::{ToSql, Type};
 
 use super::{IDLE_IN_TRANSACTION, PostgresUrl};
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
 
 /// How long a transaction may wait for a lock and run each statement.
 #[derive(Debug, Clone, Copy)]

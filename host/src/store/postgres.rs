@@ -33,9 +33,9 @@ use super::{
     Failure, Fence, Lease, PendingMessage, PostgresUrl, RunRecord, RunState, Skip, StagedMessage,
     StoredReport, decide, decided, fenced, lease_lost, undelivered,
 };
-use crate::error::{Error, Result};
-use crate::failpoint::{Boundary, Failpoints};
-use crate::window::{JobName, WindowKey};
+use crate::core::error::{Error, Result};
+use crate::core::failpoint::{Boundary, Failpoints};
+use crate::core::window::{JobName, WindowKey};
 
 /// Microseconds since the epoch of a `timestamptz` expression, exactly.
 macro_rules! us {

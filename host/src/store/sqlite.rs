@@ -20,9 +20,9 @@ use super::{
     Failure, Fence, Lease, PendingMessage, RunRecord, RunState, Skip, StagedMessage, StoredReport,
     decide, decided,
 };
-use crate::error::{Error, Result};
-use crate::failpoint::{Boundary, Failpoints};
-use crate::window::{JobName, WindowKey};
+use crate::core::error::{Error, Result};
+use crate::core::failpoint::{Boundary, Failpoints};
+use crate::core::window::{JobName, WindowKey};
 
 /// Migrations, applied in order; `user_version` counts those applied.
 const MIGRATIONS: &[&str] = &[
@@ -675,7 +675,7 @@ fn fenced(changed: usize, lease: &Lease) -> Result<()> {
 
 /// `now + d` on the host's lease clock, in the store's whole seconds.
 fn secs_after(now: Timestamp, d: Duration) -> i64 {
-    secs(crate::delivery::after(now, d))
+    secs(crate::core::clock::after(now, d))
 }
 
 impl ClaimStore for SqliteStore {
@@ -1440,10 +1440,10 @@ mod tests {
         assert!(err.to_string().contains("FOREIGN KEY"), "{err}");
         // And the new state is accepted.
         let job = JobName::new("j").unwrap();
-        let w = crate::window::Window::containing(
+        let w = crate::core::window::Window::containing(
             &job,
-            crate::window::WindowKind::Day,
-            &crate::window::Zone::utc(),
+            crate::core::window::WindowKind::Day,
+            &crate::core::window::Zone::utc(),
             Timestamp::from_second(1794300000).unwrap(),
         )
         .unwrap();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp, ZonedDateTime};
 
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
 
 /// The accepted forms of a time value, shown whenever one is refused.
 pub const ACCEPTED_FORMS: &str = "use RFC 3339 with an offset or Z (2026-11-09T00:05:00Z, \
@@ -103,6 +103,40 @@ impl Clock for VirtualClock {
     }
 }
 
+/// `now + d`, saturating.
+pub fn after(now: Timestamp, d: Duration) -> Timestamp {
+    now.checked_add(SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX))
+        .unwrap_or(Timestamp::MAX)
+}
+
+/// A real clock shifted to start at a given instant (`jobhost daemon
+/// --now`, for demonstrations): it advances in real time.
+#[derive(Debug)]
+pub struct ShiftedClock {
+    offset: SignedDuration,
+}
+
+impl ShiftedClock {
+    /// A clock that reads `start` now.
+    pub fn starting_at(start: Timestamp) -> ShiftedClock {
+        ShiftedClock {
+            offset: Timestamp::now().duration_until(start),
+        }
+    }
+}
+
+impl Clock for ShiftedClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
+            .checked_add(self.offset)
+            .unwrap_or(Timestamp::MAX)
+    }
+
+    fn sleep(&self, d: Duration) {
+        std::thread::sleep(d);
+    }
+}
+
 /// Parses an instant given by a user: RFC 3339 with an offset or `Z`, or RFC
 /// 9557 with a `[Zone]` annotation (with or without an offset).
 ///
@@ -113,7 +147,7 @@ impl Clock for VirtualClock {
 pub fn parse_instant(what: &str, text: &str) -> Result<Timestamp> {
     let text = text.trim();
     let parsed = if text.contains('[') {
-        crate::window::parse_zoned(text).map(|z: ZonedDateTime| z.timestamp())
+        crate::core::window::parse_zoned(text).map(|z: ZonedDateTime| z.timestamp())
     } else {
         text.parse::<Timestamp>().map_err(|e| e.to_string())
     };

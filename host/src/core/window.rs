@@ -12,7 +12,7 @@ use jiff::civil::DateTime;
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp, ZonedDateTime};
 
-use crate::error::{Error, Result};
+use crate::core::error::{Error, Result};
 
 /// The length of a job's windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

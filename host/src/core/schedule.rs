@@ -18,8 +18,8 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use sha2::{Digest, Sha256};
 
-use crate::error::{Error, Result};
-use crate::window::{JobName, Window, WindowKind, Zone};
+use crate::core::error::{Error, Result};
+use crate::core::window::{JobName, Window, WindowKind, Zone};
 
 /// A job's windows and when each is due.
 #[derive(Debug, Clone)]
