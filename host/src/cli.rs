@@ -547,7 +547,7 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
 }
 
 /// What [`job_view`] gives.
-type JobView = (Config, jiff::Timestamp, Option<Box<dyn store::ClaimStore>>);
+type JobView = (Config, jiff::Timestamp, Option<Box<dyn store::Store>>);
 
 /// A job's config, the instant to look at it (`--now`, else the clock) and
 /// its store if it exists, for the commands that only read (`plan`,
@@ -569,10 +569,8 @@ fn job_view(
 }
 
 /// A store that may not exist, lent out for reading.
-fn lend(store: &mut Option<Box<dyn store::ClaimStore>>) -> Option<&mut dyn store::ClaimStore> {
-    store
-        .as_mut()
-        .map(|s| s.as_mut() as &mut dyn store::ClaimStore)
+fn lend(store: &mut Option<Box<dyn store::Store>>) -> Option<&mut dyn store::Ledger> {
+    store.as_mut().map(|s| s.as_mut() as &mut dyn store::Ledger)
 }
 
 /// Prints each job's status; returns the worst job's exit code.

@@ -25,7 +25,7 @@ use crate::sandbox::{ComponentFile, RunInput, Sandbox};
 use crate::source::SourceAccess;
 use crate::store::durable::ephemeral_filesystem;
 use crate::store::{
-    Claim, ClaimRequest, ClaimStore, Failure, Held, Lease, PendingMessage, RunRecord, RunState,
+    Claim, ClaimRequest, Failure, Held, Lease, PendingMessage, RunRecord, RunState, Store,
     StoreLocation,
 };
 
@@ -588,7 +588,7 @@ fn done(receipt: &Receipt) -> bool {
 #[allow(clippy::too_many_arguments)]
 fn deliver(
     config: &Config,
-    store: &mut dyn ClaimStore,
+    store: &mut dyn Store,
     lease: &Lease,
     clock: &dyn Clock,
     runtime: &Runtime,

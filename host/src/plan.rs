@@ -17,7 +17,7 @@ use crate::config::Config;
 use crate::core::error::Result;
 use crate::core::schedule::{Verdict, decide};
 use crate::core::window::Window;
-use crate::store::{ClaimStore, RunRecord, RunState};
+use crate::store::{Ledger, RunRecord, RunState};
 
 /// The most windows one plan considers; older ones are left out (and the
 /// plan says so).
@@ -98,7 +98,7 @@ pub fn plan(
     config: &Config,
     now: Timestamp,
     since: Option<Timestamp>,
-    store: Option<&mut dyn ClaimStore>,
+    store: Option<&mut dyn Ledger>,
 ) -> Result<Plan> {
     let (runs, decided_until) = match store {
         Some(s) => {

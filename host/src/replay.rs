@@ -17,7 +17,7 @@ use crate::journal::{Context, Entry, Journal};
 use crate::outbox::Staging;
 use crate::sandbox::{GuestLimits, LoadedComponent, RunInput, Sandbox};
 use crate::source::{Recorded, SourceAccess};
-use crate::store::{ClaimStore, StagedMessage, StoredReport};
+use crate::store::{Ledger, StagedMessage, StoredReport};
 
 /// Everything a replay needs of a recorded run.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,7 +42,7 @@ impl Recording {
     /// `Error::Input` when the store has no such run, or the run has no
     /// committed report and journal yet; the journal's own reason when it
     /// cannot be read.
-    pub fn from_store(store: &mut dyn ClaimStore, key: &WindowKey) -> Result<Recording> {
+    pub fn from_store(store: &mut dyn Ledger, key: &WindowKey) -> Result<Recording> {
         let run = store.peek(key)?.ok_or_else(|| {
             Error::input(format!(
                 "no run `{key}` in the store; `jobhost history` lists the keys"

@@ -15,7 +15,7 @@ use jiff::{SignedDuration, Timestamp};
 use crate::config::Config;
 use crate::core::error::Result;
 use crate::core::window::Window;
-use crate::store::{ClaimStore, RunRecord, RunState};
+use crate::store::{Ledger, RunRecord, RunState};
 
 /// How a job stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -81,11 +81,7 @@ pub struct Status {
 /// # Errors
 ///
 /// `Error::Store` when the store cannot be read.
-pub fn status(
-    config: &Config,
-    now: Timestamp,
-    store: Option<&mut dyn ClaimStore>,
-) -> Result<Status> {
+pub fn status(config: &Config, now: Timestamp, store: Option<&mut dyn Ledger>) -> Result<Status> {
     let schedule = config.schedule();
     let expected = schedule.last_due(now)?;
     let expected_due = schedule.due_at(&expected);

@@ -22,13 +22,13 @@ use std::time::{Duration, Instant};
 use jiff::{SignedDuration, Timestamp};
 use jobhost::config::{Config, RunFlags};
 use jobhost::core::window::{JobName, Window, WindowKind, Zone};
-use jobhost::store::{ClaimStore, PostgresStore, PostgresUrl, Skip, SqliteStore};
+use jobhost::store::{PostgresStore, PostgresUrl, Skip, SqliteStore, Store};
 use jobhost_tests::pg::Scratch;
 
 const SIZES: [usize; 3] = [100, 1_000, 10_000];
 
 struct Backend {
-    store: Box<dyn ClaimStore>,
+    store: Box<dyn Store>,
     _scratch: Option<Scratch>,
 }
 

@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 use jiff::{SignedDuration, Timestamp};
 use jobhost::core::window::{JobName, Window, WindowKind, Zone};
 use jobhost::store::{
-    Attempted, Claim, ClaimRequest, ClaimStore, Lease, PostgresStore, PostgresUrl, SqliteStore,
-    StagedMessage, StoredReport,
+    Attempted, Claim, ClaimRequest, Lease, PostgresStore, PostgresUrl, SqliteStore, StagedMessage,
+    Store, StoredReport,
 };
 use jobhost_tests::pg::Scratch;
 
@@ -56,7 +56,7 @@ const NAMES: [&str; 2] = ["SQLite", "PostgreSQL"];
 /// The store of one backend for one round. Fields drop in order: the
 /// connection closes before its scratch schema is dropped.
 struct Backend {
-    store: Box<dyn ClaimStore>,
+    store: Box<dyn Store>,
     _scratch: Option<Scratch>,
 }
 
@@ -192,7 +192,7 @@ fn main() {
 }
 
 /// The mean time per window of one pass of `work` over `ws`.
-fn measure(store: &mut dyn ClaimStore, ws: &[Window], work: Work) -> Duration {
+fn measure(store: &mut dyn Store, ws: &[Window], work: Work) -> Duration {
     let t = Instant::now();
     for w in ws {
         let lease = claim(store, w);
@@ -222,7 +222,7 @@ fn postgres_settings(server: &str) -> String {
     )
 }
 
-fn claim(store: &mut dyn ClaimStore, w: &Window) -> Lease {
+fn claim(store: &mut dyn Store, w: &Window) -> Lease {
     let now = w.end;
     match store
         .claim(&ClaimRequest {
@@ -241,7 +241,7 @@ fn claim(store: &mut dyn ClaimStore, w: &Window) -> Lease {
     }
 }
 
-fn prepare_and_finish(store: &mut dyn ClaimStore, w: &Window, lease: &Lease, check: bool) {
+fn prepare_and_finish(store: &mut dyn Store, w: &Window, lease: &Lease, check: bool) {
     let message = StagedMessage {
         seq: 1,
         destination: "digest".into(),

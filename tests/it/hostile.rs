@@ -84,7 +84,7 @@ fn a_long_content_type_is_refused_and_journalled_by_its_length_and_hash() {
     assert_eq!(r["report"]["summary"], "invalid-content-type (259 bytes)");
     let key = jobhost::core::window::WindowKey::from_stored("content-type-flood:2026-11-08".into());
     let stored = {
-        use jobhost::store::ClaimStore;
+        use jobhost::store::Ledger;
         jobhost::store::SqliteStore::open(&store(dir.path()))
             .unwrap()
             .journal(&key)

@@ -4,7 +4,7 @@
 
 use jobhost::core::window::WindowKey;
 use jobhost::journal::{Entry, Given, Journal};
-use jobhost::store::{ClaimStore, SqliteStore};
+use jobhost::store::{Ledger, SqliteStore};
 
 use crate::harness::*;
 

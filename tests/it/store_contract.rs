@@ -17,8 +17,8 @@ use jiff::{SignedDuration, Timestamp};
 use jobhost::Error;
 use jobhost::core::window::{JobName, Window, WindowKind, Zone};
 use jobhost::store::{
-    Attempted, Claim, ClaimRequest, ClaimStore, Failure, Fence, Lease, PostgresStore, PostgresUrl,
-    RunState, Skip, SqliteStore, StagedMessage, StoredReport,
+    Attempted, Claim, ClaimRequest, Failure, Fence, Lease, PostgresStore, PostgresUrl, RunState,
+    Skip, SqliteStore, StagedMessage, Store, StoredReport,
 };
 use jobhost_tests::pg::Scratch;
 
@@ -58,7 +58,7 @@ impl Fixture {
 
     /// A new connection to the store (a new process, as far as the store
     /// can tell).
-    fn open(&self) -> Box<dyn ClaimStore> {
+    fn open(&self) -> Box<dyn Store> {
         match &self.backend {
             Backend::Sqlite { path, .. } => Box::new(SqliteStore::open(path).unwrap()),
             Backend::Postgres(s) => {
@@ -101,11 +101,11 @@ impl Fixture {
         }
     }
 
-    fn claim(&self, s: &mut dyn ClaimStore, w: &Window, owner: &str, max: u32) -> Claim {
+    fn claim(&self, s: &mut dyn Store, w: &Window, owner: &str, max: u32) -> Claim {
         s.claim(&self.req(w, owner, max)).unwrap()
     }
 
-    fn run(&self, s: &mut dyn ClaimStore, w: &Window, owner: &str, max: u32) -> Lease {
+    fn run(&self, s: &mut dyn Store, w: &Window, owner: &str, max: u32) -> Lease {
         match self.claim(s, w, owner, max) {
             Claim::Run { lease, .. } => lease,
             other => panic!("{owner} must get the run, got {other:?}"),

@@ -37,7 +37,7 @@ use crate::core::redact::Redactor;
 use crate::core::window::WindowKey;
 use crate::delivery::{Sender, Sending, Sent, Uncertainty};
 use crate::outbox::{DeliveryMode, Destination, HttpTarget};
-use crate::store::{ClaimStore, DigestNote, StagedMessage};
+use crate::store::{DigestNote, Ledger, StagedMessage};
 
 use self::cache::{DigestCache, Entry, KeyParts, Lookup};
 
@@ -412,7 +412,7 @@ pub fn make(
     settings: &DigestSettings,
     destinations: &BTreeMap<String, Destination>,
     redactor: &Redactor,
-    store: &mut dyn ClaimStore,
+    store: &mut dyn Ledger,
     wanted: &Wanted,
     clock: &dyn Clock,
 ) -> DigestInfo {

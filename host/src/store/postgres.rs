@@ -30,8 +30,8 @@ use super::pg_support::{Limits, Param, Tx, boolean, bytea, float8, int8, lock_ti
 
 use super::{
     Attempted, Claim, ClaimRequest, ClaimStore, Decision, DigestNote, DigestRecord, Existing,
-    Failure, Fence, Lease, PendingMessage, PostgresUrl, RunRecord, RunState, Skip, StagedMessage,
-    StoredReport, decide, decided, fenced, lease_lost, undelivered,
+    Failure, Fence, Lease, Ledger, PendingMessage, PostgresUrl, RunRecord, RunState, Skip,
+    StagedMessage, StoredReport, decide, decided, fenced, lease_lost, undelivered,
 };
 use crate::core::error::{Error, Result};
 use crate::core::failpoint::{Boundary, Failpoints};
@@ -383,14 +383,6 @@ impl ClaimStore for PostgresStore {
         self.created
     }
 
-    fn peek(&mut self, key: &WindowKey) -> Result<Option<RunRecord>> {
-        let sql = format!("SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE r.key = $1");
-        let row = self.read("read a run", |tx| {
-            tx.query_typed_opt(&sql, &[text(&key.as_str())])
-        })?;
-        row.as_ref().map(run_record).transpose()
-    }
-
     fn claim(&mut self, req: &ClaimRequest<'_>) -> Result<Claim> {
         let key = req.window.key();
         let lease_s = seconds(req.lease);
@@ -540,16 +532,6 @@ impl ClaimStore for PostgresStore {
         tx.commit_named("commit the report")
     }
 
-    fn journal(&mut self, key: &WindowKey) -> Result<Option<Vec<u8>>> {
-        let row = self.read("read the journal", |tx| {
-            tx.query_typed_opt(
-                "SELECT journal FROM jobhost_runs WHERE key = $1",
-                &[text(&key.as_str())],
-            )
-        })?;
-        Ok(row.and_then(|r| r.get(0)))
-    }
-
     fn pending_messages(&mut self, key: &WindowKey) -> Result<Vec<PendingMessage>> {
         let rows = self.read("read staged messages", |tx| {
             tx.query_typed(
@@ -567,17 +549,6 @@ impl ClaimStore for PostgresStore {
                 })
             })
             .collect()
-    }
-
-    fn messages(&mut self, key: &WindowKey) -> Result<Vec<StagedMessage>> {
-        let rows = self.read("read staged messages", |tx| {
-            tx.query_typed(
-                "SELECT seq, destination, idempotency_key, content_type, body
-                 FROM jobhost_outbox WHERE key = $1 ORDER BY seq",
-                &[text(&key.as_str())],
-            )
-        })?;
-        rows.iter().map(staged).collect()
     }
 
     fn report(&mut self, key: &WindowKey) -> Result<Option<StoredReport>> {
@@ -724,14 +695,11 @@ impl ClaimStore for PostgresStore {
         message: Option<&Attempted<'_>>,
         _now: Timestamp,
     ) -> Result<()> {
-        let (retry_after, run_state, message_state): (Option<f64>, Option<&str>, &str) = match how {
-            Failure::Retry { after } | Failure::Release { after } => {
-                (Some(seconds(after)), None, "PENDING")
-            }
-            Failure::Permanent => (None, Some("FAILED"), "FAILED"),
-            Failure::Abandon => (None, Some("ABANDONED"), "ABANDONED"),
-        };
-        let uncounted = i64::from(matches!(how, Failure::Release { .. }));
+        let t = how.transition();
+        let retry_after = t.retry_after.map(seconds);
+        let run_state = t.run_state.map(RunState::as_str);
+        let message_state = t.message_state;
+        let uncounted = i64::from(!t.counted);
         let mut tx = self.begin("record the failure")?;
         let changed = tx
             .execute_typed(
@@ -781,6 +749,37 @@ impl ClaimStore for PostgresStore {
             )
         })?;
         Ok(row.and_then(|r| r.get(0)))
+    }
+}
+
+impl Ledger for PostgresStore {
+    fn peek(&mut self, key: &WindowKey) -> Result<Option<RunRecord>> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE r.key = $1");
+        let row = self.read("read a run", |tx| {
+            tx.query_typed_opt(&sql, &[text(&key.as_str())])
+        })?;
+        row.as_ref().map(run_record).transpose()
+    }
+
+    fn journal(&mut self, key: &WindowKey) -> Result<Option<Vec<u8>>> {
+        let row = self.read("read the journal", |tx| {
+            tx.query_typed_opt(
+                "SELECT journal FROM jobhost_runs WHERE key = $1",
+                &[text(&key.as_str())],
+            )
+        })?;
+        Ok(row.and_then(|r| r.get(0)))
+    }
+
+    fn messages(&mut self, key: &WindowKey) -> Result<Vec<StagedMessage>> {
+        let rows = self.read("read staged messages", |tx| {
+            tx.query_typed(
+                "SELECT seq, destination, idempotency_key, content_type, body
+                 FROM jobhost_outbox WHERE key = $1 ORDER BY seq",
+                &[text(&key.as_str())],
+            )
+        })?;
+        rows.iter().map(staged).collect()
     }
 
     fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>> {

@@ -17,8 +17,8 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionB
 
 use super::{
     Attempted, Claim, ClaimRequest, ClaimStore, Decision, DigestNote, DigestRecord, Existing,
-    Failure, Fence, Lease, PendingMessage, RunRecord, RunState, Skip, StagedMessage, StoredReport,
-    decide, decided,
+    Failure, Fence, Lease, Ledger, PendingMessage, RunRecord, RunState, Skip, StagedMessage,
+    StoredReport, decide, decided,
 };
 use crate::core::error::{Error, Result};
 use crate::core::failpoint::{Boundary, Failpoints};
@@ -683,14 +683,6 @@ impl ClaimStore for SqliteStore {
         self.created
     }
 
-    fn peek(&mut self, key: &WindowKey) -> Result<Option<RunRecord>> {
-        let sql = format!("SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE r.key = ?1");
-        self.conn
-            .query_row(&sql, [key.as_str()], run_record)
-            .optional()
-            .map_err(|e| failed(&self.path, "read a run", e))
-    }
-
     fn claim(&mut self, req: &ClaimRequest<'_>) -> Result<Claim> {
         let key = req.window.key();
         let now = secs(req.now);
@@ -880,39 +872,6 @@ impl ClaimStore for SqliteStore {
         Ok(rows)
     }
 
-    fn messages(&mut self, key: &WindowKey) -> Result<Vec<StagedMessage>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT seq, destination, idempotency_key, content_type, body
-                 FROM outbox WHERE key = ?1 ORDER BY seq",
-            )
-            .map_err(|e| failed(&self.path, "read staged messages", e))?;
-        stmt.query_map([key.as_str()], |r| {
-            Ok(StagedMessage {
-                seq: r.get(0)?,
-                destination: r.get(1)?,
-                idempotency_key: r.get(2)?,
-                content_type: r.get(3)?,
-                body: r.get(4)?,
-            })
-        })
-        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-        .map_err(|e| failed(&self.path, "read staged messages", e))
-    }
-
-    fn journal(&mut self, key: &WindowKey) -> Result<Option<Vec<u8>>> {
-        self.conn
-            .query_row(
-                "SELECT journal FROM runs WHERE key = ?1",
-                [key.as_str()],
-                |r| r.get(0),
-            )
-            .optional()
-            .map(Option::flatten)
-            .map_err(|e| failed(&self.path, "read the journal", e))
-    }
-
     fn report(&mut self, key: &WindowKey) -> Result<Option<StoredReport>> {
         self.conn
             .query_row(
@@ -1063,14 +1022,11 @@ impl ClaimStore for SqliteStore {
         let tx = immediate(&mut self.conn, &self.path)?;
         // A PREPARED run that will be retried keeps its state (its report
         // and messages are committed) and only lets its lease go.
-        let (retry_at, run_state, message_state) = match how {
-            Failure::Retry { after } | Failure::Release { after } => {
-                (Some(secs_after(now, after)), None, "PENDING")
-            }
-            Failure::Permanent => (None, Some("FAILED"), "FAILED"),
-            Failure::Abandon => (None, Some("ABANDONED"), "ABANDONED"),
-        };
-        let uncounted = i64::from(matches!(how, Failure::Release { .. }));
+        let t = how.transition();
+        let retry_at = t.retry_after.map(|after| secs_after(now, after));
+        let run_state = t.run_state.map(RunState::as_str);
+        let message_state = t.message_state;
+        let uncounted = i64::from(!t.counted);
         let changed = tx
             .execute(
                 "UPDATE runs SET
@@ -1122,6 +1078,49 @@ impl ClaimStore for SqliteStore {
             .optional()
             .map(Option::flatten)
             .map_err(|e| failed(&self.path, "read the cursor", e))
+    }
+}
+
+impl Ledger for SqliteStore {
+    fn peek(&mut self, key: &WindowKey) -> Result<Option<RunRecord>> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE r.key = ?1");
+        self.conn
+            .query_row(&sql, [key.as_str()], run_record)
+            .optional()
+            .map_err(|e| failed(&self.path, "read a run", e))
+    }
+
+    fn messages(&mut self, key: &WindowKey) -> Result<Vec<StagedMessage>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT seq, destination, idempotency_key, content_type, body
+                 FROM outbox WHERE key = ?1 ORDER BY seq",
+            )
+            .map_err(|e| failed(&self.path, "read staged messages", e))?;
+        stmt.query_map([key.as_str()], |r| {
+            Ok(StagedMessage {
+                seq: r.get(0)?,
+                destination: r.get(1)?,
+                idempotency_key: r.get(2)?,
+                content_type: r.get(3)?,
+                body: r.get(4)?,
+            })
+        })
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(|e| failed(&self.path, "read staged messages", e))
+    }
+
+    fn journal(&mut self, key: &WindowKey) -> Result<Option<Vec<u8>>> {
+        self.conn
+            .query_row(
+                "SELECT journal FROM runs WHERE key = ?1",
+                [key.as_str()],
+                |r| r.get(0),
+            )
+            .optional()
+            .map(Option::flatten)
+            .map_err(|e| failed(&self.path, "read the journal", e))
     }
 
     fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>> {

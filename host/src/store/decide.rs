@@ -1,0 +1,288 @@
+//! The decisions both backends share, so that they cannot answer the same
+//! row differently: what a claim does with an existing row ([`decide`]),
+//! what a failed attempt does to a run and its message ([`Transition`]),
+//! and the errors of fenced writes.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use super::{Claim, ClaimRequest, Failure, Fence, Lease, RunState};
+use crate::core::error::{Error, Result};
+use crate::core::window::WindowKey;
+
+/// The error for a key the store already holds for another window: the
+/// job's zone or window changed under the same name, and skipping would
+/// silently leave the new window unreported.
+pub fn window_mismatch(key: &WindowKey, start: Timestamp, end: Timestamp, zone: &str) -> Error {
+    Error::input(format!(
+        "window key `{key}` is already recorded for another window ({start} to {end} in {zone}); \
+         the job's time zone or window changed, so give the job a new name"
+    ))
+}
+
+/// The error for a digest recorded for a run the store does not hold.
+pub fn no_such_run(key: &WindowKey) -> Error {
+    Error::input(format!(
+        "no run `{key}` in the store; `jobhost history` lists the keys"
+    ))
+}
+
+/// What a claim found in an existing row, read under the row's write lock,
+/// with the lease and the retry time already judged on the store's clock.
+#[derive(Debug, Clone)]
+pub struct Existing {
+    /// The row's state.
+    pub state: RunState,
+    /// Its fence.
+    pub fence: i64,
+    /// Attempts so far.
+    pub attempt: u32,
+    /// The current or last owner.
+    pub owner: String,
+    /// When its lease runs out.
+    pub lease_until: Timestamp,
+    /// Whether that is still ahead on the store's clock.
+    pub lease_live: bool,
+    /// The last error.
+    pub error: Option<String>,
+    /// Whether its failure may be retried.
+    pub retryable: bool,
+    /// The retry time, when it is still ahead on the store's clock.
+    pub retry_pending: Option<Timestamp>,
+    /// The window the row was claimed for: start, end, zone.
+    pub bounds: (Timestamp, Timestamp, String),
+}
+
+/// What a claim must do with an existing row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Answer without writing.
+    Answer(Claim),
+    /// Write ABANDONED with this error, then answer `GaveUp`.
+    Abandon(String),
+    /// Take the row over with fence + 1 and attempt + 1: `resume` delivers
+    /// the committed messages, otherwise the guest runs again.
+    TakeOver {
+        /// The report is committed: deliver it, never re-render.
+        resume: bool,
+    },
+}
+
+/// The claim decision for an existing row, shared by every backend.
+///
+/// # Errors
+///
+/// `Error::Input` when the row was claimed for another window under the
+/// same key.
+pub fn decide(existing: &Existing, req: &ClaimRequest<'_>) -> Result<Decision> {
+    let key = req.window.key();
+    let (start, end, zone) = &existing.bounds;
+    if (*start, *end, zone.as_str()) != (req.window.start, req.window.end, req.window.zone.name()) {
+        return Err(window_mismatch(&key, *start, *end, zone));
+    }
+    let fence = Fence(existing.fence);
+    let attempts = existing.attempt;
+    let error = existing.error.clone();
+    let gave_up = || {
+        Decision::Answer(Claim::GaveUp {
+            fence,
+            attempts,
+            error: error.clone(),
+            abandoned_now: false,
+        })
+    };
+    Ok(match existing.state {
+        RunState::Done => Decision::Answer(Claim::Done {
+            attempt: attempts,
+            fence,
+        }),
+        RunState::Claimed | RunState::Prepared if existing.lease_live => {
+            Decision::Answer(Claim::Busy {
+                owner: existing.owner.clone(),
+                attempt: attempts,
+                fence,
+                lease_until: existing.lease_until,
+            })
+        }
+        RunState::Abandoned => gave_up(),
+        RunState::Skipped if !req.take_skipped => Decision::Answer(Claim::Skipped {
+            reason: existing.error.clone(),
+        }),
+        RunState::Failed if !existing.retryable => gave_up(),
+        _ if existing.retry_pending.is_some() => Decision::Answer(Claim::Wait {
+            until: existing.retry_pending.unwrap_or(Timestamp::MAX),
+            fence,
+            attempts,
+            error,
+        }),
+        // Out of attempts (each one failed, or died holding the claim):
+        // give up loudly rather than leave the window looking as if it
+        // might still finish.
+        _ if attempts >= req.max_attempts => Decision::Abandon(format!(
+            "abandoned after {attempts} attempt(s); last error: {}",
+            error.as_deref().unwrap_or(
+                "none recorded (the process died holding the claim; look at the host's logs)"
+            )
+        )),
+        RunState::Prepared => Decision::TakeOver { resume: true },
+        // A skip is a decision, not an effect: run on purpose, the window
+        // runs (once, under the claim, as any other).
+        RunState::Claimed | RunState::Failed | RunState::Skipped => {
+            Decision::TakeOver { resume: false }
+        }
+    })
+}
+
+/// The answer to a claim once `decision` has been written.
+pub fn decided(decision: Decision, req: &ClaimRequest<'_>, existing: &Existing) -> Claim {
+    let lease = |resume| {
+        Lease {
+            key: req.window.key(),
+            fence: Fence(existing.fence + 1),
+            owner: req.owner.to_string(),
+            attempt: existing.attempt + 1,
+        }
+        .into_claim(resume)
+    };
+    match decision {
+        Decision::Answer(claim) => claim,
+        Decision::Abandon(why) => Claim::GaveUp {
+            fence: Fence(existing.fence),
+            attempts: existing.attempt,
+            error: Some(why),
+            abandoned_now: true,
+        },
+        Decision::TakeOver { resume } => lease(resume),
+    }
+}
+
+impl Lease {
+    fn into_claim(self, resume: bool) -> Claim {
+        if resume {
+            Claim::Resume { lease: self }
+        } else {
+            Claim::Run {
+                lease: self,
+                takeover: true,
+            }
+        }
+    }
+}
+
+/// The error for a fenced write that matched no row.
+pub fn lease_lost(lease: &Lease) -> Error {
+    Error::LeaseLost(format!(
+        "lost the claim on `{}` (fence {}): another process took it over after the lease ran out; \
+         stopping without writing or sending",
+        lease.key, lease.fence
+    ))
+}
+
+/// Fails with `LeaseLost` unless a fenced write changed exactly one row.
+///
+/// # Errors
+///
+/// `Error::LeaseLost`.
+pub fn fenced(changed: u64, lease: &Lease) -> Result<()> {
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(lease_lost(lease))
+    }
+}
+
+/// The error for finishing a run whose messages are not all delivered.
+pub fn undelivered(lease: &Lease) -> Error {
+    Error::Delivery(format!(
+        "cannot mark `{}` done: some of its messages are not delivered yet",
+        lease.key
+    ))
+}
+
+/// What a failed attempt does to its run's row and to the message whose
+/// delivery failed: the one table both backends apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transition {
+    /// The run's new state; `None`: a CLAIMED run becomes FAILED and a
+    /// PREPARED one stays PREPARED (its report and messages are kept, for
+    /// the next attempt to deliver).
+    pub run_state: Option<RunState>,
+    /// The wait before the next attempt; `None`: never again.
+    pub retry_after: Option<Duration>,
+    /// The failed message's new state: `PENDING` (sent again later),
+    /// `FAILED` or `ABANDONED`.
+    pub message_state: &'static str,
+    /// Whether this attempt counts against the job's attempts (a clean
+    /// release, asked for by a stop, does not).
+    pub counted: bool,
+}
+
+impl Failure {
+    /// What this failure does to the run and its message.
+    pub fn transition(self) -> Transition {
+        match self {
+            Failure::Retry { after } => Transition {
+                run_state: None,
+                retry_after: Some(after),
+                message_state: "PENDING",
+                counted: true,
+            },
+            Failure::Release { after } => Transition {
+                run_state: None,
+                retry_after: Some(after),
+                message_state: "PENDING",
+                counted: false,
+            },
+            Failure::Permanent => Transition {
+                run_state: Some(RunState::Failed),
+                retry_after: None,
+                message_state: "FAILED",
+                counted: true,
+            },
+            Failure::Abandon => Transition {
+                run_state: Some(RunState::Abandoned),
+                retry_after: None,
+                message_state: "ABANDONED",
+                counted: true,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::window::{JobName, Window, WindowKind, Zone};
+    use crate::store::{ClaimRequest, RunState};
+
+    #[test]
+    fn a_row_for_another_window_under_the_same_key_is_refused() {
+        let job = JobName::new("j").unwrap();
+        let now: Timestamp = "2026-11-09T00:05:00Z".parse().unwrap();
+        let w = Window::last_closed(&job, WindowKind::Day, &Zone::utc(), now).unwrap();
+        let existing = Existing {
+            state: RunState::Done,
+            fence: 1,
+            attempt: 1,
+            owner: "a".into(),
+            lease_until: now,
+            lease_live: false,
+            error: None,
+            retryable: false,
+            retry_pending: None,
+            bounds: (w.start, w.end, "Asia/Tokyo".into()),
+        };
+        let req = ClaimRequest {
+            window: &w,
+            owner: "b",
+            component: "sha256:00",
+            now,
+            lease: Duration::from_secs(60),
+            max_attempts: 3,
+            take_skipped: true,
+        };
+        let err = decide(&existing, &req).unwrap_err();
+        assert!(err.to_string().contains("give the job a new name"), "{err}");
+    }
+}
