@@ -254,7 +254,7 @@ pub fn main_with(runtime: &Runtime) -> i32 {
                     "{}; see `jobhost run --help`",
                     first.trim_start_matches("error: ")
                 );
-                receipt.fail("invalid-input", message, None);
+                receipt.fail(crate::core::error::ErrorKind::InvalidInput, message, None);
                 println!("{}", receipt.to_json_line());
             }
             return 2;
@@ -369,7 +369,7 @@ fn history(args: HistoryArgs) -> anyhow::Result<()> {
             std::env::var_os("JOBHOST_CACHE_DIR")
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
-                .or_else(crate::cache::CompileCache::default_dir)
+                .or_else(crate::guest::cache::CompileCache::default_dir)
                 .map(|d| crate::digest::digest_dir(&d))
         })
         .map(crate::digest::cache::DigestCache::new);
@@ -810,13 +810,13 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
             (key, recording)
         }
     };
-    let sandbox = crate::sandbox::Sandbox::new()?;
-    let cache = crate::cache::CompileCache::new(
+    let sandbox = crate::guest::sandbox::Sandbox::new()?;
+    let cache = crate::guest::cache::CompileCache::new(
         args.cache_dir
-            .or_else(crate::cache::CompileCache::default_dir),
+            .or_else(crate::guest::cache::CompileCache::default_dir),
     );
     let component = match &args.component {
-        Some(p) => sandbox.load(&crate::sandbox::ComponentFile::read(p)?, &cache)?,
+        Some(p) => sandbox.load(&crate::guest::sandbox::ComponentFile::read(p)?, &cache)?,
         None => {
             let hex = recording
                 .component

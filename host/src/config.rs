@@ -18,10 +18,10 @@ use crate::core::error::{Error, Result};
 use crate::core::redact::Redactor;
 use crate::core::schedule::{CatchUp, DEFAULT_MAX_CATCH_UP, Schedule};
 use crate::core::window::{JobName, WindowKind, Zone};
-use crate::outbox::{DeliveryMode, Destination, HttpTarget, RetryPolicy, Target};
+use crate::effects::destination::{DeliveryMode, Destination, HttpTarget, RetryPolicy, Target};
+use crate::guest::sandbox::GuestLimits;
+use crate::guest::source::SourceSpec;
 use crate::ping::Pings;
-use crate::sandbox::GuestLimits;
-use crate::source::SourceSpec;
 use crate::store::location::{is_postgres_url, url_scheme};
 use crate::store::{PostgresUrl, StoreLocation};
 
@@ -461,7 +461,7 @@ impl Config {
         let cache_dir = match (&flags.cache_dir, &file.cache_dir) {
             (Some(p), _) => Some(p.clone()),
             (None, Some(p)) => Some(from_file(p)),
-            (None, None) => crate::cache::CompileCache::default_dir(),
+            (None, None) => crate::guest::cache::CompileCache::default_dir(),
         };
         let source = file.source.map(|s| SourceSpec {
             path: from_file(&s.path),
@@ -539,12 +539,12 @@ impl Config {
         // The journal starts with the context, which holds the cursor (up
         // to the report's limit).
         let least = MIN_JOURNAL_BYTES + report_bytes as u64;
-        if !(least..=crate::journal::MAX_PLAIN).contains(&journal_bytes) {
+        if !(least..=crate::guest::journal::MAX_PLAIN).contains(&journal_bytes) {
             return Err(Error::input(format!(
                 "invalid `limits.max_journal_bytes = {journal_bytes}`: use {least} (64 KiB more \
                  than `limits.max_report_bytes`, which a cursor may fill) to {} (1 GiB, the most a \
                  replay reads)",
-                crate::journal::MAX_PLAIN
+                crate::guest::journal::MAX_PLAIN
             )));
         }
         let pings = Pings::from_file(file.ping.unwrap_or_default(), env, &mut redactor)?;

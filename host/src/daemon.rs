@@ -110,15 +110,18 @@ pub fn check_components(configs: &[Config]) -> Result<()> {
         }
         let sandbox = match &mut sandbox {
             Some(s) => s,
-            None => sandbox.insert(crate::sandbox::Sandbox::new()?),
+            None => sandbox.insert(crate::guest::sandbox::Sandbox::new()?),
         };
         let named = |e: crate::Error| match e {
             crate::Error::Input(m) => crate::Error::Input(format!("job `{}`: {m}", c.job)),
             other => other,
         };
-        let file = crate::sandbox::ComponentFile::read(&c.component).map_err(named)?;
+        let file = crate::guest::sandbox::ComponentFile::read(&c.component).map_err(named)?;
         sandbox
-            .load(&file, &crate::cache::CompileCache::new(c.cache_dir.clone()))
+            .load(
+                &file,
+                &crate::guest::cache::CompileCache::new(c.cache_dir.clone()),
+            )
             .map_err(named)?;
     }
     Ok(())

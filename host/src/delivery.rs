@@ -26,7 +26,7 @@ use crate::core::error::Result;
 use crate::core::failpoint::{Boundary, Failpoints};
 use crate::core::redact::Redactor;
 use crate::core::window::WindowKey;
-use crate::outbox::{DeliveryMode, Destination, HttpTarget, Target};
+use crate::effects::destination::{DeliveryMode, Destination, HttpTarget, Target};
 use crate::receipt::{DeliveryStatus, MessageInfo};
 use crate::store::{Attempted, ClaimStore, Failure, Fence, Lease, PendingMessage, StagedMessage};
 

@@ -9,20 +9,20 @@ use std::sync::atomic::AtomicBool;
 
 use jiff::Timestamp;
 
-use crate::cache::CompileCache;
 use crate::config::Config;
 use crate::core::clock::{Clock, FixedClock, SystemClock, VirtualClock, rfc3339};
-use crate::core::error::Result;
+use crate::core::error::{ErrorKind, Result};
 use crate::core::failpoint::{Boundary, Failpoints};
 use crate::core::window::{Window, WindowKey};
 use crate::delivery::{self, Delivery, Ended, retry_or_abandon};
 use crate::digest::Wanted;
-use crate::guest_log::GuestLog;
-use crate::outbox::Staging;
+use crate::guest::cache::CompileCache;
+use crate::guest::guest_log::GuestLog;
+use crate::guest::outbox::Staging;
+use crate::guest::sandbox::{ComponentFile, RunInput, Sandbox};
+use crate::guest::source::SourceAccess;
 use crate::ping::Signal;
 use crate::receipt::{Event, MessageInfo, Receipt, ReportInfo};
-use crate::sandbox::{ComponentFile, RunInput, Sandbox};
-use crate::source::SourceAccess;
 use crate::store::durable::ephemeral_filesystem;
 use crate::store::{
     Claim, ClaimRequest, Failure, Held, Lease, PendingMessage, RunRecord, RunState, Store,
@@ -418,7 +418,7 @@ fn run_inner(
             if abandoned_now {
                 receipt.fail_as(
                     Event::Abandoned,
-                    "abandoned",
+                    ErrorKind::Abandoned,
                     format!(
                         "gave up on window `{key}` after {attempts} attempt(s){}; \
                          look at it, then remove its row or rename the job to run it again",
@@ -616,9 +616,9 @@ fn deliver(
     receipt.set_messages(infos, &modes);
     match result? {
         Ended::Done => {}
-        Ended::Retry(why) => receipt.fail("delivery", why, Some(true)),
-        Ended::Permanent(why) => receipt.fail("delivery", why, Some(false)),
-        Ended::Abandoned(why) => receipt.fail_as(Event::Abandoned, "delivery", why),
+        Ended::Retry(why) => receipt.fail(ErrorKind::Delivery, why, Some(true)),
+        Ended::Permanent(why) => receipt.fail(ErrorKind::Delivery, why, Some(false)),
+        Ended::Abandoned(why) => receipt.fail_as(Event::Abandoned, ErrorKind::Delivery, why),
     }
     Ok(())
 }

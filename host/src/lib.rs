@@ -6,25 +6,19 @@
 //! The modules follow the data flow of one run (see `job`): configuration,
 //! clock and window, claim store, sandbox and guest, outbox delivery, receipt.
 
-pub mod bindings;
-pub mod cache;
-pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod core;
 pub mod daemon;
 pub mod delivery;
 pub mod digest;
-pub mod guest_log;
+pub mod effects;
+pub mod guest;
 pub mod job;
-pub mod journal;
-pub mod outbox;
 pub mod ping;
 pub mod plan;
 pub mod receipt;
 pub mod replay;
-pub mod sandbox;
-pub mod source;
 pub mod status;
 pub mod store;
 

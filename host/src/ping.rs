@@ -19,7 +19,7 @@ use crate::core::clock::Clock;
 use crate::core::env::{Env, expand};
 use crate::core::error::{Error, Result};
 use crate::core::redact::Redactor;
-use crate::outbox::HttpTarget;
+use crate::effects::destination::HttpTarget;
 
 /// `[ping]` in the job config, as written.
 #[derive(Debug, Default, Deserialize)]

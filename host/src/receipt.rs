@@ -7,11 +7,12 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::cache::CacheOutcome;
 use crate::core::clock::rfc3339;
+use crate::core::error::ErrorKind;
 use crate::core::window::Window;
+use crate::guest::cache::CacheOutcome;
+use crate::guest::sandbox::GuestStats;
 use crate::ping::PingInfo;
-use crate::sandbox::GuestStats;
 
 /// What happened to this invocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -63,7 +64,7 @@ pub struct WindowInfo {
 #[derive(Debug, Clone, Serialize)]
 pub struct ErrorInfo {
     /// A stable kind: `invalid-input`, `guest-trap`, `guest-timeout`, ...
-    pub kind: String,
+    pub kind: ErrorKind,
     /// One line for a person.
     pub message: String,
     /// Whether a later invocation will try the window again.
@@ -285,10 +286,10 @@ impl Receipt {
     }
 
     /// Marks the receipt failed with `kind` and `message`.
-    pub fn fail(&mut self, kind: &str, message: String, retryable: Option<bool>) {
+    pub fn fail(&mut self, kind: ErrorKind, message: String, retryable: Option<bool>) {
         self.event = Event::Failed;
         self.error = Some(ErrorInfo {
-            kind: kind.to_string(),
+            kind,
             message,
             retryable,
         });
@@ -296,7 +297,7 @@ impl Receipt {
 
     /// Marks the receipt with `event` (failed or abandoned) and the error,
     /// which is not retried.
-    pub fn fail_as(&mut self, event: Event, kind: &str, message: String) {
+    pub fn fail_as(&mut self, event: Event, kind: ErrorKind, message: String) {
         self.fail(kind, message, Some(false));
         self.event = event;
     }

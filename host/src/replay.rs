@@ -12,11 +12,11 @@ use sha2::{Digest as _, Sha256};
 
 use crate::core::error::{Error, Result};
 use crate::core::window::{JobName, Window, WindowKey, Zone};
-use crate::guest_log::GuestLog;
-use crate::journal::{Context, Entry, Journal};
-use crate::outbox::Staging;
-use crate::sandbox::{GuestLimits, LoadedComponent, RunInput, Sandbox};
-use crate::source::{Recorded, SourceAccess};
+use crate::guest::guest_log::GuestLog;
+use crate::guest::journal::{Context, Entry, Journal};
+use crate::guest::outbox::Staging;
+use crate::guest::sandbox::{GuestLimits, LoadedComponent, RunInput, Sandbox};
+use crate::guest::source::{Recorded, SourceAccess};
 use crate::store::{Ledger, StagedMessage, StoredReport};
 
 /// Everything a replay needs of a recorded run.
@@ -121,7 +121,8 @@ impl Recording {
         let (sum, packed) = packed
             .split_first_chunk::<32>()
             .ok_or_else(|| Error::input("the replay file is truncated"))?;
-        let plain = crate::journal::inflate(packed, MAX_FILE_PLAIN).map_err(|e| damaged(&e))?;
+        let plain =
+            crate::guest::journal::inflate(packed, MAX_FILE_PLAIN).map_err(|e| damaged(&e))?;
         if Sha256::digest(&plain).as_slice() != sum {
             return Err(damaged(&"its checksum does not match"));
         }
@@ -132,7 +133,7 @@ impl Recording {
             postcard::from_bytes::<FileBody>(&plain).map_err(|e| damaged(&e))?
         };
         let digest = body.component.strip_prefix("sha256:").unwrap_or("");
-        if !crate::cache::is_sha256_hex(digest) {
+        if !crate::guest::cache::is_sha256_hex(digest) {
             return Err(damaged(&"its component digest is not a sha256"));
         }
         let journal = Journal::decode(&body.journal)
@@ -260,7 +261,7 @@ pub fn replay(
         report_bytes: usize::try_from(report).unwrap_or(usize::MAX),
         // The journal a replay writes is thrown away; it is bounded all
         // the same, at the most a replay reads.
-        journal_bytes: crate::journal::MAX_PLAIN,
+        journal_bytes: crate::guest::journal::MAX_PLAIN,
     };
     let window = window(c)?;
     let now = instant(c.now)?;
@@ -290,7 +291,7 @@ pub fn replay(
             messages: success.messages,
         },
         Err(failure) => Replayed::Failed {
-            divergence: failure.kind == "replay-divergence",
+            divergence: failure.kind == crate::core::error::ErrorKind::ReplayDivergence,
             reason: failure.message,
         },
     })

@@ -19,7 +19,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use jobhost::config::{Config, RunFlags};
-use jobhost::source::{self, SourceAccess, SourceSpec};
+use jobhost::guest::source::{self, SourceAccess, SourceSpec};
 use jobhost_tests::guests;
 
 const DAY_START: i64 = 1_794_096_000; // 2026-11-08T00:00:00Z

@@ -91,18 +91,18 @@ fn a_long_content_type_is_refused_and_journalled_by_its_length_and_hash() {
             .unwrap()
             .expect("a journal")
     };
-    let journal = jobhost::journal::Journal::decode(&stored).unwrap();
+    let journal = jobhost::guest::journal::Journal::decode(&stored).unwrap();
     let sends: Vec<_> = journal
         .entries
         .iter()
         .filter_map(|e| match e {
-            jobhost::journal::Entry::Send { content_type, .. } => Some(content_type),
+            jobhost::guest::journal::Entry::Send { content_type, .. } => Some(content_type),
             _ => None,
         })
         .collect();
     assert_eq!(sends.len(), 50);
     for ct in sends {
-        let jobhost::journal::Given::Cut { head, bytes, .. } = ct else {
+        let jobhost::guest::journal::Given::Cut { head, bytes, .. } = ct else {
             panic!("a 1 MiB content type is not kept whole: {ct:?}")
         };
         assert_eq!((head.len(), *bytes), (256, (1 << 20) + 5));

@@ -3,7 +3,7 @@
 //! with the run, compressed, and its size shows in `history`.
 
 use jobhost::core::window::WindowKey;
-use jobhost::journal::{Entry, Given, Journal};
+use jobhost::guest::journal::{Entry, Given, Journal};
 use jobhost::store::{Ledger, SqliteStore};
 
 use crate::harness::*;

@@ -50,16 +50,79 @@ impl Error {
         }
     }
 
-    /// A short stable name for the receipt's `error.kind` field.
-    pub fn kind(&self) -> &'static str {
+    /// The receipt's `error.kind` for this error.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Input(_) => "invalid-input",
-            Error::Store(_) => "store",
-            Error::LeaseLost(_) => "lease-lost",
-            Error::Source(_) => "source",
-            Error::Delivery(_) => "delivery",
-            Error::Host(_) => "host",
+            Error::Input(_) => ErrorKind::InvalidInput,
+            Error::Store(_) => ErrorKind::Store,
+            Error::LeaseLost(_) => ErrorKind::LeaseLost,
+            Error::Source(_) => ErrorKind::Source,
+            Error::Delivery(_) => ErrorKind::Delivery,
+            Error::Host(_) => ErrorKind::Host,
         }
+    }
+}
+
+/// Why a run failed, as a receipt's `error.kind` names it: a stable name a
+/// monitor can match on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorKind {
+    /// Bad flags, config, component, store path or URL; nothing claimed.
+    InvalidInput,
+    /// The claim store could not be read or written.
+    Store,
+    /// Another process took the run over.
+    LeaseLost,
+    /// The data source failed.
+    Source,
+    /// A message could not be delivered.
+    Delivery,
+    /// The host's own resources failed.
+    Host,
+    /// The component returned an error.
+    GuestError,
+    /// The component trapped (a panic, an invalid instruction).
+    GuestTrap,
+    /// The component ran past its time limit.
+    GuestTimeout,
+    /// The component ran past its memory limit.
+    GuestMemory,
+    /// The component's report was over its size limit.
+    GuestOutput,
+    /// The run's journal reached its limit.
+    JournalLimit,
+    /// A replay's component asked for what the journal does not hold.
+    ReplayDivergence,
+    /// The host gave up on the window (its attempts ran out).
+    Abandoned,
+}
+
+impl ErrorKind {
+    /// The kind's name, as receipts write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidInput => "invalid-input",
+            ErrorKind::Store => "store",
+            ErrorKind::LeaseLost => "lease-lost",
+            ErrorKind::Source => "source",
+            ErrorKind::Delivery => "delivery",
+            ErrorKind::Host => "host",
+            ErrorKind::GuestError => "guest-error",
+            ErrorKind::GuestTrap => "guest-trap",
+            ErrorKind::GuestTimeout => "guest-timeout",
+            ErrorKind::GuestMemory => "guest-memory",
+            ErrorKind::GuestOutput => "guest-output",
+            ErrorKind::JournalLimit => "journal-limit",
+            ErrorKind::ReplayDivergence => "replay-divergence",
+            ErrorKind::Abandoned => "abandoned",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -36,7 +36,7 @@ use crate::core::error::{Error, Result};
 use crate::core::redact::Redactor;
 use crate::core::window::WindowKey;
 use crate::delivery::{Sender, Sending, Sent, Uncertainty};
-use crate::outbox::{DeliveryMode, Destination, HttpTarget};
+use crate::effects::destination::{DeliveryMode, Destination, HttpTarget};
 use crate::store::{DigestNote, Ledger, StagedMessage};
 
 use self::cache::{DigestCache, Entry, KeyParts, Lookup};
@@ -609,7 +609,7 @@ fn send(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outbox::{RetryPolicy, Target};
+    use crate::effects::destination::{RetryPolicy, Target};
 
     fn settings(text: &str) -> Result<DigestSettings> {
         let file: DigestFile = toml::from_str(text).unwrap();

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::core::redact::Redactor;
-use crate::outbox::HttpTarget;
+use crate::effects::destination::HttpTarget;
 
 /// The longest digest kept; a longer answer is cut there.
 const MAX_DIGEST_BYTES: usize = 16 << 10;

@@ -23,8 +23,8 @@ use std::thread::JoinHandle;
 use serde::{Deserialize, Serialize};
 
 pub use crate::core::text::Given;
-use crate::outbox::StageError;
-use crate::source::{Batch, ColumnInfo, SourceError};
+use crate::guest::outbox::StageError;
+use crate::guest::source::{Batch, ColumnInfo, SourceError};
 
 /// The journal format this host writes; it reads this one and every
 /// earlier one. 2: `outbox.send` entries keep long text as its head and
@@ -441,7 +441,7 @@ impl Iterator for Records<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::{Column, ColumnData, ColumnKind};
+    use crate::guest::source::{Column, ColumnData, ColumnKind};
 
     fn context() -> Context {
         Context {

@@ -9,39 +9,162 @@
 //! message over the log's budget, a name no destination has) is never
 //! copied, however large the guest made it.
 
-use wasmtime::StoreContextMut;
-use wasmtime::component::{HasSelf, Linker, Resource, WasmList, WasmStr};
+use jiff::Timestamp;
+use wasmtime::component::{Component, HasSelf, Instance, Linker, Resource, WasmList, WasmStr};
+use wasmtime::{AsContextMut, StoreContextMut};
 
 use crate::core::text::Given;
 use crate::core::window::Window;
-use crate::guest_log::LogLevel;
-use crate::outbox::{MAX_CONTENT_TYPE, MAX_DESTINATION_NAME, StageError};
-use crate::sandbox::HostState;
-use crate::source::{self, RowCursor, SourceError};
-use jiff::Timestamp;
+use crate::guest::failure::RunError;
+use crate::guest::guest_log::LogLevel;
+use crate::guest::outbox::{MAX_CONTENT_TYPE, MAX_DESTINATION_NAME, StageError};
+use crate::guest::source::{self, RowCursor, SourceError};
+use crate::guest::state::HostState;
 
-wasmtime::component::bindgen!({
-    world: "reporter",
-    path: "../wit",
-    imports: { default: trappable },
-    with: {
-        "jobhost:report/source.cursor": crate::source::RowCursor,
-    },
-});
-
-pub use exports_types::*;
-
-/// Generated types the rest of the host refers to by these names.
-mod exports_types {
-    pub use super::Reporter as ReportWorld;
-    pub use super::ReporterPre as ReportWorldPre;
-    pub use super::jobhost::report::types::{
-        Instant as WitInstant, Report as WitReport, RunContext as WitRunContext,
-        RunError as WitRunError, Window as WitWindow,
-    };
+/// The generated types and traits, kept in a module of their own: the
+/// world's `run-context`, `report` and `run-error` would otherwise take the
+/// names of the host's own types.
+mod wit {
+    wasmtime::component::bindgen!({
+        world: "reporter",
+        path: "../wit",
+        imports: { default: trappable },
+        with: {
+            "jobhost:report/source.cursor": crate::guest::source::RowCursor,
+        },
+    });
 }
 
-use self::jobhost::report::{log, outbox, source as wit_source, types};
+use self::wit::jobhost::report::types::{
+    Instant as WitInstant, Report as WitReport, RunContext as WitRunContext,
+    RunError as WitRunError, Window as WitWindow,
+};
+use self::wit::{Reporter, ReporterPre};
+
+/// Everything a run tells its component (the WIT's `run-context`), in the
+/// host's own types.
+#[derive(Debug, Clone)]
+pub struct RunContext {
+    /// The window being reported.
+    pub window: Window,
+    /// The run's clock reading.
+    pub now: Timestamp,
+    /// The job's cursor from its last DONE run.
+    pub cursor: Option<String>,
+    /// The attempt number, from 1.
+    pub attempt: u32,
+    /// Declared destination names, sorted.
+    pub destinations: Vec<String>,
+    /// Free-form parameters, sorted by name.
+    pub params: Vec<(String, String)>,
+}
+
+/// What a component's `run` returned: the WIT's `report`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Returned {
+    /// The report's text.
+    pub summary: String,
+    /// The job's new cursor, if the report proposes one.
+    pub cursor: Option<String>,
+}
+
+/// A component linked against the host's world, ready to instantiate.
+pub struct Pre(ReporterPre<HostState>);
+
+impl Pre {
+    /// Links `component`.
+    ///
+    /// # Errors
+    ///
+    /// wasmtime's reason when the component does not fit the world.
+    pub fn new(linker: &Linker<HostState>, component: &Component) -> wasmtime::Result<Pre> {
+        linker
+            .instantiate_pre(component)
+            .and_then(ReporterPre::new)
+            .map(Pre)
+    }
+}
+
+/// A component instantiated for one run, with what it was told.
+pub struct Session {
+    instance: Instance,
+    world: Reporter,
+    ctx: WitRunContext,
+}
+
+impl Session {
+    /// Instantiates the component in `store`, for a run told `ctx`.
+    ///
+    /// # Errors
+    ///
+    /// A trap (or a limit) while instantiating.
+    pub fn start(
+        mut store: impl AsContextMut<Data = HostState>,
+        pre: &Pre,
+        ctx: &RunContext,
+    ) -> wasmtime::Result<Session> {
+        let instance = pre.0.instance_pre().instantiate(&mut store)?;
+        let world = Reporter::new(&mut store, &instance)?;
+        Ok(Session {
+            instance,
+            world,
+            ctx: WitRunContext {
+                window: wit_window(&ctx.window),
+                now: wit_instant(ctx.now),
+                cursor: ctx.cursor.clone(),
+                attempt: ctx.attempt,
+                destinations: ctx.destinations.clone(),
+                params: ctx.params.clone(),
+            },
+        })
+    }
+
+    /// Calls `run`.
+    ///
+    /// # Errors
+    ///
+    /// A trap, a limit, or a result that breaks the canonical ABI.
+    pub fn run(
+        &self,
+        store: impl AsContextMut<Data = HostState>,
+    ) -> wasmtime::Result<Result<Returned, RunError>> {
+        Ok(match self.world.call_run(store, &self.ctx)? {
+            Ok(r) => Ok(Returned {
+                summary: r.summary,
+                cursor: r.cursor,
+            }),
+            Err(WitRunError::InvalidData(m)) => Err(RunError::InvalidData(m)),
+            Err(WitRunError::SourceFailed(m)) => Err(RunError::SourceFailed(m)),
+            Err(WitRunError::Other(m)) => Err(RunError::Other(m)),
+        })
+    }
+
+    /// Calls `describe` (the `describing-reporter` world) on the same
+    /// instance, after `run` returned `report`.
+    ///
+    /// # Errors
+    ///
+    /// No such export of that type, a trap or a limit.
+    pub fn describe(
+        &self,
+        mut store: impl AsContextMut<Data = HostState>,
+        report: &Returned,
+    ) -> wasmtime::Result<Option<String>> {
+        let report = WitReport {
+            summary: report.summary.clone(),
+            cursor: report.cursor.clone(),
+        };
+        let f = self
+            .instance
+            .get_typed_func::<(&WitRunContext, &WitReport), (Option<String>,)>(
+                &mut store, "describe",
+            )?;
+        let (prompt,) = f.call(&mut store, (&self.ctx, &report))?;
+        Ok(prompt)
+    }
+}
+
+use self::wit::jobhost::report::{log, outbox, source as wit_source, types};
 
 /// Adds the world's imports (not WASI's) to `linker`.
 ///
@@ -249,7 +372,7 @@ fn emit(
 }
 
 /// An instant as the guest sees it.
-pub fn wit_instant(t: Timestamp) -> WitInstant {
+fn wit_instant(t: Timestamp) -> WitInstant {
     WitInstant {
         seconds: t.as_second(),
         nanoseconds: u32::try_from(t.subsec_nanosecond()).unwrap_or(0),
@@ -257,7 +380,7 @@ pub fn wit_instant(t: Timestamp) -> WitInstant {
 }
 
 /// A window as the guest sees it.
-pub fn wit_window(w: &Window) -> WitWindow {
+fn wit_window(w: &Window) -> WitWindow {
     WitWindow {
         job: w.job.to_string(),
         key: w.key().to_string(),

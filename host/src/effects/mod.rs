@@ -1,0 +1,8 @@
+//! The effects layer: everything a run causes outside the host, after its
+//! report is committed. Destinations and their transports (a file, HTTP
+//! with the one agent), the delivery loop, pings to a monitor, and digests
+//! from a language model. Each takes its own settings type; it may import
+//! `core`, `store` and `guest`'s types, never `run` or `app` (see
+//! ARCHITECTURE.md).
+
+pub mod destination;
