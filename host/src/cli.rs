@@ -12,6 +12,7 @@ use crate::config::{Config, RunFlags};
 use crate::core::clock::rfc3339;
 use crate::core::error::Error;
 use crate::core::text::{json_line, printable};
+use crate::effects::digest::DigestStatus;
 use crate::job::Runtime;
 use crate::receipt::{Event, Receipt};
 use crate::store::{self, RunRecord, StoreLocation};
@@ -370,9 +371,9 @@ fn history(args: HistoryArgs) -> anyhow::Result<()> {
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
                 .or_else(crate::guest::cache::CompileCache::default_dir)
-                .map(|d| crate::digest::digest_dir(&d))
+                .map(|d| crate::effects::digest::digest_dir(&d))
         })
-        .map(crate::digest::cache::DigestCache::new);
+        .map(crate::effects::digest::cache::DigestCache::new);
     let mut out = std::io::stdout().lock();
     if args.json {
         for r in &runs {
@@ -393,9 +394,9 @@ fn history(args: HistoryArgs) -> anyhow::Result<()> {
 /// or why the last attempt failed.
 fn digest_view(
     r: &RunRecord,
-    cache: Option<&crate::digest::cache::DigestCache>,
+    cache: Option<&crate::effects::digest::cache::DigestCache>,
 ) -> Option<serde_json::Value> {
-    use crate::digest::cache::Lookup;
+    use crate::effects::digest::cache::Lookup;
     let d = r.digest.as_ref()?;
     let mut v = serde_json::json!({
         "model": d.model,
@@ -445,11 +446,26 @@ fn digest_inner(args: DigestArgs, runtime: &Runtime) -> Result<(serde_json::Valu
     })?;
     let key = crate::core::window::WindowKey::from_stored(args.key.clone());
     let clock = crate::job::clock_for(&config, runtime);
-    let info = crate::digest::again(&config, &args.config, &key, args.refresh, clock.as_ref())?;
+    let Some(settings) = &config.digest else {
+        return Err(Error::input(format!(
+            "job `{}` has no [digest] section in `{}`; name a model there (base_url, model) to \
+             make digests",
+            config.job,
+            args.config.display()
+        )));
+    };
+    let again = crate::effects::digest::Again {
+        job: &config.job,
+        store: &config.store,
+        config_file: &args.config,
+        key: &key,
+        refresh: args.refresh,
+    };
+    let info = crate::effects::digest::again(settings, &again, clock.as_ref())?;
     let code = match info.status {
-        "generated" | "cached" => 0,
-        "nothing" => 2,
-        _ => 1,
+        DigestStatus::Generated | DigestStatus::Cached => 0,
+        DigestStatus::Nothing => 2,
+        DigestStatus::Failed => 1,
     };
     if let Some(why) = &info.error {
         crate::core::text::say("error", &format!("no digest of `{key}`: {why}"));
@@ -888,7 +904,10 @@ fn history_json(r: &RunRecord) -> serde_json::Value {
 }
 
 /// A run's digest in a table cell: its status and the start of its text.
-fn digest_cell(r: &RunRecord, cache: Option<&crate::digest::cache::DigestCache>) -> String {
+fn digest_cell(
+    r: &RunRecord,
+    cache: Option<&crate::effects::digest::cache::DigestCache>,
+) -> String {
     let Some(v) = digest_view(r, cache) else {
         return String::new();
     };
@@ -920,7 +939,7 @@ fn human_bytes(n: u64) -> String {
 fn write_table(
     out: &mut impl Write,
     runs: &[RunRecord],
-    cache: Option<&crate::digest::cache::DigestCache>,
+    cache: Option<&crate::effects::digest::cache::DigestCache>,
 ) -> std::io::Result<()> {
     if runs.is_empty() {
         return writeln!(out, "no runs recorded");

@@ -19,9 +19,9 @@ use crate::core::redact::Redactor;
 use crate::core::schedule::{CatchUp, DEFAULT_MAX_CATCH_UP, Schedule};
 use crate::core::window::{JobName, WindowKind, Zone};
 use crate::effects::destination::{DeliveryMode, Destination, HttpTarget, RetryPolicy, Target};
+use crate::effects::ping::Pings;
 use crate::guest::sandbox::GuestLimits;
 use crate::guest::source::SourceSpec;
-use crate::ping::Pings;
 use crate::store::location::{is_postgres_url, url_scheme};
 use crate::store::{PostgresUrl, StoreLocation};
 
@@ -176,9 +176,9 @@ pub struct ConfigFile {
     #[serde(default)]
     pub params: BTreeMap<String, toml::Value>,
     /// URLs pinged when a run starts, succeeds or fails.
-    pub ping: Option<crate::ping::PingFile>,
+    pub ping: Option<crate::effects::ping::PingFile>,
     /// A language model that writes a digest of each DONE run.
-    pub digest: Option<crate::digest::DigestFile>,
+    pub digest: Option<crate::effects::digest::DigestFile>,
 }
 
 /// `[source]`.
@@ -336,10 +336,29 @@ pub struct Config {
     /// URLs pinged when a run starts, succeeds or fails.
     pub pings: Pings,
     /// The language model that writes a digest of each DONE run, if any.
-    pub digest: Option<crate::digest::DigestSettings>,
+    pub digest: Option<crate::effects::digest::DigestSettings>,
 }
 
 impl Config {
+    /// How many attempts a window gets, and the waits between them.
+    pub fn attempts(&self) -> crate::store::Attempts {
+        crate::store::Attempts {
+            max_attempts: self.max_attempts,
+            retry_delay: self.retry_delay,
+            max_retry_delay: self.max_retry_delay,
+        }
+    }
+
+    /// What delivering the job's messages needs of it.
+    pub fn delivery(&self) -> crate::effects::delivery::DeliverySettings<'_> {
+        crate::effects::delivery::DeliverySettings {
+            destinations: &self.destinations,
+            redactor: &self.redactor,
+            lease: self.lease,
+            attempts: self.attempts(),
+        }
+    }
+
     /// When the job's windows are due.
     pub fn schedule(&self) -> Schedule {
         Schedule {
@@ -551,7 +570,7 @@ impl Config {
         let digest = file
             .digest
             .map(|d| {
-                crate::digest::DigestSettings::from_file(
+                crate::effects::digest::DigestSettings::from_file(
                     d,
                     env,
                     &mut redactor,

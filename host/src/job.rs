@@ -14,14 +14,14 @@ use crate::core::clock::{Clock, FixedClock, SystemClock, VirtualClock, rfc3339};
 use crate::core::error::{ErrorKind, Result};
 use crate::core::failpoint::{Boundary, Failpoints};
 use crate::core::window::{Window, WindowKey};
-use crate::delivery::{self, Delivery, Ended, retry_or_abandon};
-use crate::digest::Wanted;
+use crate::effects::delivery::{self, Delivery, Ended};
+use crate::effects::digest::{DigestStatus, Wanted};
+use crate::effects::ping::{PingStatus, Signal};
 use crate::guest::cache::CompileCache;
 use crate::guest::guest_log::GuestLog;
 use crate::guest::outbox::Staging;
 use crate::guest::sandbox::{ComponentFile, RunInput, Sandbox};
 use crate::guest::source::SourceAccess;
-use crate::ping::Signal;
 use crate::receipt::{Event, MessageInfo, Receipt, ReportInfo};
 use crate::store::durable::ephemeral_filesystem;
 use crate::store::{
@@ -149,7 +149,7 @@ pub fn make_deferred_digest(
     config: &Config,
     deferred: &DeferredDigest,
     runtime: &Runtime,
-) -> Option<crate::digest::DigestInfo> {
+) -> Option<crate::effects::digest::DigestInfo> {
     let settings = config.digest.as_ref()?;
     let clock: Box<dyn Clock> = if runtime.virtual_time {
         Box::new(VirtualClock::new(deferred.at))
@@ -163,21 +163,14 @@ pub fn make_deferred_digest(
 /// stderr when there is none.
 fn digest(
     config: &Config,
-    settings: &crate::digest::DigestSettings,
+    settings: &crate::effects::digest::DigestSettings,
     wanted: &Wanted,
     clock: &dyn Clock,
-) -> crate::digest::DigestInfo {
+) -> crate::effects::digest::DigestInfo {
     let info = match crate::store::open(&config.store) {
-        Ok(mut store) => crate::digest::make(
-            settings,
-            &config.destinations,
-            &config.redactor,
-            store.as_mut(),
-            wanted,
-            clock,
-        ),
-        Err(e) => crate::digest::DigestInfo {
-            status: "failed",
+        Ok(mut store) => crate::effects::digest::make(settings, store.as_mut(), wanted, clock),
+        Err(e) => crate::effects::digest::DigestInfo {
+            status: DigestStatus::Failed,
             cache: None,
             model: settings.model.clone(),
             text: None,
@@ -185,7 +178,7 @@ fn digest(
             message: None,
         },
     };
-    if let (Some(why), "failed") = (&info.error, info.status) {
+    if let (Some(why), DigestStatus::Failed) = (&info.error, info.status) {
         crate::core::text::say(
             "warning",
             &format!(
@@ -229,7 +222,11 @@ fn ping(config: &Config, signal: Signal, receipt: &mut Receipt, clock: &dyn Cloc
     let Some(info) = config.pings.send(signal, &line, clock, &config.redactor) else {
         return;
     };
-    if let Some(detail) = info.detail.as_deref().filter(|_| info.status != "sent") {
+    if let Some(detail) = info
+        .detail
+        .as_deref()
+        .filter(|_| info.status != PingStatus::Sent)
+    {
         crate::core::text::say(
             "warning",
             &format!(
@@ -483,7 +480,7 @@ fn run_inner(
                 store.fail(
                     &lease,
                     &e.to_string(),
-                    retry_or_abandon(config, &lease),
+                    config.attempts().after_failure(lease.attempt),
                     None,
                     now,
                 )?;
@@ -519,7 +516,7 @@ fn run_inner(
         Err(failure) => {
             let now = clock.lease_now();
             let how = if failure.retryable {
-                retry_or_abandon(config, &lease)
+                config.attempts().after_failure(lease.attempt)
             } else {
                 Failure::Permanent
             };
@@ -600,7 +597,7 @@ fn deliver(
     let mut infos: Vec<MessageInfo> = Vec::new();
     let result = delivery::deliver(
         Delivery {
-            config,
+            settings: config.delivery(),
             store,
             lease,
             clock,

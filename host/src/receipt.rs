@@ -10,9 +10,10 @@ use serde::Serialize;
 use crate::core::clock::rfc3339;
 use crate::core::error::ErrorKind;
 use crate::core::window::Window;
+pub use crate::effects::delivery::{DeliveryStatus, MessageInfo};
+use crate::effects::ping::PingInfo;
 use crate::guest::cache::CacheOutcome;
 use crate::guest::sandbox::GuestStats;
-use crate::ping::PingInfo;
 
 /// What happened to this invocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -79,48 +80,6 @@ pub struct Warning {
     pub kind: &'static str,
     /// One line for a person: what is wrong and what to do.
     pub message: String,
-}
-
-/// One staged message's fate in this invocation.
-#[derive(Debug, Clone, Serialize)]
-pub struct MessageInfo {
-    /// Sequence number.
-    pub seq: u32,
-    /// Destination name.
-    pub destination: String,
-    /// `<key>#<seq>`.
-    pub idempotency_key: String,
-    /// Body size.
-    pub bytes: usize,
-    /// `delivered`, `pending` (to be sent by a later invocation), `failed`
-    /// (permanently), `abandoned`, or `not-sent` (an earlier message failed
-    /// for good or was abandoned).
-    pub status: DeliveryStatus,
-    /// Sends made by this invocation.
-    pub attempts: u32,
-    /// The last HTTP status the destination answered, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub http_status: Option<u16>,
-    /// What the last send came to, in a few words.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-}
-
-/// Where a message, or a destination's messages together, stand.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DeliveryStatus {
-    /// Delivered (by this invocation or an earlier one).
-    Delivered,
-    /// Not delivered yet; a later invocation sends it.
-    Pending,
-    /// Never sent, and never will be: an earlier message of the run failed
-    /// for good or was abandoned.
-    NotSent,
-    /// Refused by the destination; never sent again.
-    Failed,
-    /// May or may not have arrived, and is never sent again.
-    Abandoned,
 }
 
 /// One destination's messages together.
@@ -208,7 +167,7 @@ pub struct Receipt {
     /// What became of the run's digest (a job with a `[digest]` model,
     /// once the run is DONE).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub digest: Option<crate::digest::DigestInfo>,
+    pub digest: Option<crate::effects::digest::DigestInfo>,
     /// The job's pings this invocation sent (`start`, `success`,
     /// `failure`) and how each went.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]

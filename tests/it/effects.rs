@@ -66,6 +66,29 @@ fn expect(run: &Run, code: i32, event: &str) -> serde_json::Value {
 }
 
 #[test]
+fn a_retry_after_given_as_an_http_date_is_waited_on_the_runs_clock() {
+    let sink = Sink::start();
+    // 30 s after the run's (virtual) now; long past on the machine's clock.
+    sink.script(
+        "/digest",
+        &[
+            Reply::RetryAt(429, "Mon, 09 Nov 2026 00:05:30 GMT"),
+            Reply::Status(200),
+        ],
+    );
+    let dir = scratch();
+    let cfg = http_config(dir.path(), "", &digest_to(&sink, ""));
+    let store = dir.path().join("s.db");
+    let run = run_virtual(&cfg, &store, NOW, &[]);
+    let r = expect(&run, 0, "ran");
+    assert_eq!(r["messages"][0]["attempts"], 2);
+    // The virtual clock moved by the wait: the run's last write is 30 s
+    // after its start.
+    let h = &history(&store)[0];
+    assert_eq!(h["updated_at"], "2026-11-09T00:05:30Z", "{h}");
+}
+
+#[test]
 fn a_500_then_a_429_then_a_200_is_one_delivery_after_three_sends() {
     let sink = Sink::start();
     // The 429 asks for 30 s: in virtual time that wait costs nothing.

@@ -51,6 +51,8 @@ pub enum Reply {
     Status(u16),
     /// This status with `Retry-After: <seconds>`.
     RetryAfter(u16, u64),
+    /// This status with `Retry-After: <HTTP date>`.
+    RetryAt(u16, &'static str),
     /// This status, with the request's `Authorization` and `X-*` headers
     /// echoed in the body (as some servers do in their error pages).
     Echo(u16),
@@ -231,6 +233,7 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
     let (status, extra) = match reply {
         Reply::Status(s) => (s, String::new()),
         Reply::RetryAfter(s, secs) => (s, format!("Retry-After: {secs}\r\n")),
+        Reply::RetryAt(s, date) => (s, format!("Retry-After: {date}\r\n")),
         Reply::Body(s, body) => {
             content = body.to_string();
             (s, String::new())

@@ -5,4 +5,11 @@
 //! `core`, `store` and `guest`'s types, never `run` or `app` (see
 //! ARCHITECTURE.md).
 
+pub mod delivery;
 pub mod destination;
+pub mod digest;
+mod file;
+mod http;
+pub mod ping;
+pub mod send;
+mod sent;

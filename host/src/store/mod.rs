@@ -47,8 +47,8 @@ pub use location::{PostgresUrl, StoreLocation};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use types::{
-    Attempted, Claim, ClaimRequest, DigestNote, DigestRecord, Failure, Fence, Held, Lease,
-    PendingMessage, RunRecord, RunState, Skip, StagedMessage, StoredReport,
+    Attempted, Attempts, Claim, ClaimRequest, DigestNote, DigestRecord, Failure, Fence, Held,
+    Lease, PendingMessage, RunRecord, RunState, Skip, StagedMessage, StoredReport,
 };
 
 /// How long a claim on PostgreSQL waits for another session's hold on the

@@ -216,6 +216,36 @@ pub enum Failure {
     Abandon,
 }
 
+/// How many attempts a window gets and how long each waits after a
+/// failure: the wait doubles with each attempt, from `retry_delay` up to
+/// `max_retry_delay`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempts {
+    /// Attempts at a window before it is abandoned.
+    pub max_attempts: u32,
+    /// The wait after the first failed attempt.
+    pub retry_delay: Duration,
+    /// The longest wait between two attempts.
+    pub max_retry_delay: Duration,
+}
+
+impl Attempts {
+    /// How a failure of attempt `attempt` (from 1) ends: retried after a
+    /// backoff that doubles with each attempt, or abandoned when it was the
+    /// last attempt.
+    pub fn after_failure(&self, attempt: u32) -> Failure {
+        if attempt >= self.max_attempts {
+            return Failure::Abandon;
+        }
+        let exp = attempt.saturating_sub(1).min(30);
+        let delay = self
+            .retry_delay
+            .saturating_mul(1u32 << exp)
+            .min(self.max_retry_delay);
+        Failure::Retry { after: delay }
+    }
+}
+
 /// A message delivery attempt, as recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Attempted<'a> {

@@ -69,7 +69,7 @@ fn ask_scrubbing(a: &Ask<'_>, redactor: &Redactor) -> Result<String, String> {
     if let Some(t) = a.temperature {
         body["temperature"] = t.into();
     }
-    let agent = crate::delivery::http_agent(Some(a.timeout));
+    let agent = crate::effects::http::http_agent(Some(a.timeout));
     let shown = a.endpoint.shown_url();
     let mut req = agent
         .post(a.endpoint.url())

@@ -24,7 +24,7 @@ pub mod model;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rand::SeedableRng;
@@ -34,10 +34,12 @@ use crate::core::clock::Clock;
 use crate::core::env::{Env, expand};
 use crate::core::error::{Error, Result};
 use crate::core::redact::Redactor;
+use crate::core::text::say;
+use crate::core::window::JobName;
 use crate::core::window::WindowKey;
-use crate::delivery::{Sender, Sending, Sent, Uncertainty};
 use crate::effects::destination::{DeliveryMode, Destination, HttpTarget};
-use crate::store::{DigestNote, Ledger, StagedMessage};
+use crate::effects::send::{Sender, Sending, Sent, Uncertainty};
+use crate::store::{DigestNote, Ledger, StagedMessage, StoreLocation};
 
 use self::cache::{DigestCache, Entry, KeyParts, Lookup};
 
@@ -103,12 +105,15 @@ pub struct DigestSettings {
     pub max_tokens: Option<u32>,
     /// The sampling temperature.
     pub temperature: Option<f64>,
-    /// The destination that gets each digest, if any.
-    pub destination: Option<String>,
+    /// The destination that gets each digest, if any: its name and how
+    /// to reach it.
+    pub destination: Option<(String, Destination)>,
     /// The JSON field of the digest message that holds the digest.
     pub field: String,
     /// Where digests are cached.
     pub cache_dir: PathBuf,
+    /// The job's credentials, scrubbed from every message about a digest.
+    pub redactor: Redactor,
 }
 
 impl fmt::Debug for DigestSettings {
@@ -119,7 +124,10 @@ impl fmt::Debug for DigestSettings {
             .field("model", &self.model)
             .field("timeout", &self.timeout)
             .field("ttl", &self.ttl)
-            .field("destination", &self.destination)
+            .field(
+                "destination",
+                &self.destination.as_ref().map(|(name, _)| name),
+            )
             .field("cache_dir", &self.cache_dir)
             .finish_non_exhaustive()
     }
@@ -201,8 +209,9 @@ impl DigestSettings {
                 "invalid `digest.max_tokens = {n}`: use 1 to 1000000"
             )));
         }
-        if let Some(name) = &file.destination {
-            match destinations.get(name) {
+        let destination = match &file.destination {
+            None => None,
+            Some(name) => match destinations.get(name) {
                 None => {
                     return Err(Error::input(format!(
                         "`digest.destination = \"{name}\"` is not declared; add \
@@ -216,9 +225,9 @@ impl DigestSettings {
                          an at-least-once destination"
                     )));
                 }
-                Some(_) => {}
-            }
-        }
+                Some(d) => Some((name.clone(), d.clone())),
+            },
+        };
         let field = file.field.unwrap_or_else(|| "text".to_string());
         if field.is_empty() {
             return Err(Error::input(
@@ -245,9 +254,10 @@ impl DigestSettings {
             system: file.system.unwrap_or_else(|| DEFAULT_SYSTEM.to_string()),
             max_tokens: file.max_tokens,
             temperature: file.temperature,
-            destination: file.destination,
+            destination,
             field,
             cache_dir,
+            redactor: redactor.clone(),
         })
     }
 
@@ -282,13 +292,38 @@ pub fn digest_dir(cache_dir: &std::path::Path) -> PathBuf {
     cache_dir.join("digests")
 }
 
+/// Where a run's digest stands after an attempt at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DigestStatus {
+    /// The model answered.
+    Generated,
+    /// A fresh cache entry answered.
+    Cached,
+    /// The model failed (see `error`).
+    Failed,
+    /// The run's component gave nothing to describe.
+    Nothing,
+}
+
+/// Where a digest's own message stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MessageStatus {
+    /// Delivered by this invocation.
+    Delivered,
+    /// An earlier invocation delivered it.
+    AlreadySent,
+    /// Not delivered (see `detail`).
+    Failed,
+}
+
 /// What became of a run's digest in this invocation, as the receipt shows
 /// it.
 #[derive(Debug, Clone, Serialize)]
 pub struct DigestInfo {
-    /// `generated` (the model answered), `cached` (a fresh cache entry),
-    /// `failed` (see `error`) or `nothing` (nothing to describe).
-    pub status: &'static str,
+    /// Where the digest stands.
+    pub status: DigestStatus,
     /// `hit` or `miss`, when the cache was looked at.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<&'static str>,
@@ -312,9 +347,8 @@ pub struct DigestMessage {
     pub destination: String,
     /// `<window key>#digest`.
     pub idempotency_key: String,
-    /// `delivered`, `already-sent` (an earlier invocation delivered it) or
-    /// `failed`.
-    pub status: &'static str,
+    /// Where the message stands.
+    pub status: MessageStatus,
     /// Sends made by this invocation.
     pub attempts: u32,
     /// What the last send came to.
@@ -347,62 +381,55 @@ impl Wanted {
     }
 }
 
-/// `jobhost digest KEY`: the digest of the DONE run `key` of `config`'s
-/// job (`file` names the config in messages), made again as [`make`]
-/// makes it (`refresh`: without looking in the cache).
+/// Which run `jobhost digest KEY` is for, and of which job.
+#[derive(Debug, Clone, Copy)]
+pub struct Again<'a> {
+    /// The job whose config asks.
+    pub job: &'a JobName,
+    /// The job's store.
+    pub store: &'a StoreLocation,
+    /// The config file, named in messages.
+    pub config_file: &'a Path,
+    /// The run.
+    pub key: &'a WindowKey,
+    /// Ask the model even when the cache holds a fresh digest.
+    pub refresh: bool,
+}
+
+/// `jobhost digest KEY`: the digest of a DONE run of the job, made again as
+/// [`make`] makes it.
 ///
 /// # Errors
 ///
-/// `Error::Input` when the job has no model, the store has no such run,
-/// the run is another job's or not DONE; `Error::Store` when the store
-/// cannot be read.
-pub fn again(
-    config: &crate::config::Config,
-    file: &std::path::Path,
-    key: &WindowKey,
-    refresh: bool,
-    clock: &dyn Clock,
-) -> Result<DigestInfo> {
-    let Some(settings) = &config.digest else {
-        return Err(Error::input(format!(
-            "job `{}` has no [digest] section in `{}`; name a model there (base_url, model) to \
-             make digests",
-            config.job,
-            file.display()
-        )));
-    };
-    let run = crate::store::open_read_only(&config.store)?
+/// `Error::Input` when the store has no such run, the run is another job's
+/// or not DONE; `Error::Store` when the store cannot be read.
+pub fn again(settings: &DigestSettings, run: &Again<'_>, clock: &dyn Clock) -> Result<DigestInfo> {
+    let key = run.key;
+    let row = crate::store::open_read_only(run.store)?
         .peek(key)?
         .ok_or_else(|| crate::store::no_such_run(key))?;
-    if run.job != config.job.as_str() {
+    if row.job != run.job.as_str() {
         return Err(Error::input(format!(
             "run `{key}` is of job `{}`, and `{}` configures job `{}`; pass that job's config",
-            run.job,
-            file.display(),
-            config.job
+            row.job,
+            run.config_file.display(),
+            run.job
         )));
     }
-    if run.state != crate::store::RunState::Done {
+    if row.state != crate::store::RunState::Done {
         return Err(Error::input(format!(
             "run `{key}` is {}, not DONE: a digest describes a finished run",
-            run.state
+            row.state
         )));
     }
     let wanted = Wanted {
         key: key.clone(),
-        prompt: run.report.and_then(|r| r.prompt),
-        already_sent: run.digest.is_some_and(|d| d.sent_at.is_some()),
-        refresh,
+        prompt: row.report.and_then(|r| r.prompt),
+        already_sent: row.digest.is_some_and(|d| d.sent_at.is_some()),
+        refresh: run.refresh,
     };
-    let mut store = crate::store::open(&config.store)?;
-    Ok(make(
-        settings,
-        &config.destinations,
-        &config.redactor,
-        store.as_mut(),
-        &wanted,
-        clock,
-    ))
+    let mut store = crate::store::open(run.store)?;
+    Ok(make(settings, store.as_mut(), &wanted, clock))
 }
 
 /// Makes (or finds in the cache) the digest of a DONE run, notes the
@@ -410,14 +437,12 @@ pub fn again(
 /// destination for it. Never fails: every problem is in the result.
 pub fn make(
     settings: &DigestSettings,
-    destinations: &BTreeMap<String, Destination>,
-    redactor: &Redactor,
     store: &mut dyn Ledger,
     wanted: &Wanted,
     clock: &dyn Clock,
 ) -> DigestInfo {
     let mut info = DigestInfo {
-        status: "nothing",
+        status: DigestStatus::Nothing,
         cache: None,
         model: settings.model.clone(),
         text: None,
@@ -432,105 +457,38 @@ pub fn make(
         );
         return info;
     };
-    let cache = DigestCache::new(settings.cache_dir.clone());
     let key = settings.cache_key(prompt);
-    let found = if wanted.refresh {
-        Lookup::Missing
-    } else {
-        cache.get(&key, clock.lease_now(), settings.ttl)
-    };
-    if let Lookup::Unreadable(why) = &found {
-        crate::core::text::say(
-            "warning",
-            &format!("digest cache: {why}; asking the model again"),
-        );
-    }
-    match found {
-        Lookup::Fresh(entry) => {
-            info.status = "cached";
-            info.cache = Some("hit");
-            info.text = Some(entry.text);
-        }
-        _ => {
-            info.cache = Some("miss");
-            let asked = model::ask(
-                &model::Ask {
-                    endpoint: &settings.endpoint,
-                    api_key: settings.api_key.as_deref(),
-                    model: &settings.model,
-                    system: &settings.system,
-                    prompt,
-                    max_tokens: settings.max_tokens,
-                    temperature: settings.temperature,
-                    timeout: settings.timeout,
-                },
-                redactor,
-            );
-            match asked {
-                Ok(text) => {
-                    let entry = Entry {
-                        created_at: clock.lease_now(),
-                        model: settings.model.clone(),
-                        text: text.clone(),
-                    };
-                    if let Err(why) = cache.put(&key, &entry) {
-                        crate::core::text::say(
-                            "warning",
-                            &format!(
-                                "cannot cache the digest: {why}; the next request \
-                             asks the model again"
-                            ),
-                        );
-                    }
-                    info.status = "generated";
-                    info.text = Some(text);
-                }
-                Err(why) => {
-                    info.status = "failed";
-                    info.error = Some(why);
-                }
-            }
-        }
-    }
+    ask_or_reuse(settings, &key, prompt, wanted.refresh, clock, &mut info);
     let note = DigestNote {
         cache_key: info.text.as_ref().map(|_| key.as_str()),
         model: &settings.model,
         error: info.error.as_deref(),
     };
     if let Err(e) = store.record_digest(&wanted.key, &note, clock.lease_now()) {
-        crate::core::text::say(
+        say(
             "warning",
             &format!("cannot note the digest in the store: {e}"),
         );
     }
-    if let (Some(text), Some(name)) = (&info.text, &settings.destination) {
+    if let (Some(text), Some((name, dest))) = (&info.text, &settings.destination) {
         info.message = Some(if wanted.already_sent {
             DigestMessage {
                 destination: name.clone(),
                 idempotency_key: format!("{}#digest", wanted.key),
-                status: "already-sent",
+                status: MessageStatus::AlreadySent,
                 attempts: 0,
                 detail: None,
             }
         } else {
-            let sent = send(
-                settings,
-                destinations,
-                redactor,
-                name,
-                &wanted.key,
-                text,
-                clock,
-            );
-            if sent.status == "delivered"
+            let sent = send(settings, name, dest, &wanted.key, text, clock);
+            if sent.status == MessageStatus::Delivered
                 && let Err(e) = store.digest_sent(&wanted.key, clock.lease_now())
             {
-                crate::core::text::say(
+                say(
                     "warning",
                     &format!(
-                        "the digest message was delivered, but the store could \
-                     not note it ({e}); a later request may send it again, with the same \
-                     idempotency key"
+                        "the digest message was delivered, but the store could not note it \
+                         ({e}); a later request may send it again, with the same idempotency key"
                     ),
                 );
             }
@@ -540,12 +498,77 @@ pub fn make(
     info
 }
 
+/// Fills in `info` from a fresh cache entry of `key`, or from the model.
+fn ask_or_reuse(
+    settings: &DigestSettings,
+    key: &str,
+    prompt: &str,
+    refresh: bool,
+    clock: &dyn Clock,
+    info: &mut DigestInfo,
+) {
+    let cache = DigestCache::new(settings.cache_dir.clone());
+    let found = if refresh {
+        Lookup::Missing
+    } else {
+        cache.get(key, clock.lease_now(), settings.ttl)
+    };
+    if let Lookup::Unreadable(why) = &found {
+        say(
+            "warning",
+            &format!("digest cache: {why}; asking the model again"),
+        );
+    }
+    if let Lookup::Fresh(entry) = found {
+        info.status = DigestStatus::Cached;
+        info.cache = Some("hit");
+        info.text = Some(entry.text);
+        return;
+    }
+    info.cache = Some("miss");
+    let asked = model::ask(
+        &model::Ask {
+            endpoint: &settings.endpoint,
+            api_key: settings.api_key.as_deref(),
+            model: &settings.model,
+            system: &settings.system,
+            prompt,
+            max_tokens: settings.max_tokens,
+            temperature: settings.temperature,
+            timeout: settings.timeout,
+        },
+        &settings.redactor,
+    );
+    match asked {
+        Ok(text) => {
+            let entry = Entry {
+                created_at: clock.lease_now(),
+                model: settings.model.clone(),
+                text: text.clone(),
+            };
+            if let Err(why) = cache.put(key, &entry) {
+                say(
+                    "warning",
+                    &format!(
+                        "cannot cache the digest: {why}; the next request asks the model again"
+                    ),
+                );
+            }
+            info.status = DigestStatus::Generated;
+            info.text = Some(text);
+        }
+        Err(why) => {
+            info.status = DigestStatus::Failed;
+            info.error = Some(why);
+        }
+    }
+}
+
 /// Sends the digest message, trying as often as the destination allows.
 fn send(
     settings: &DigestSettings,
-    destinations: &BTreeMap<String, Destination>,
-    redactor: &Redactor,
     name: &str,
+    dest: &Destination,
     key: &WindowKey,
     text: &str,
     clock: &dyn Clock,
@@ -554,13 +577,9 @@ fn send(
     let mut out = DigestMessage {
         destination: name.to_string(),
         idempotency_key: idempotency_key.clone(),
-        status: "failed",
+        status: MessageStatus::Failed,
         attempts: 0,
         detail: None,
-    };
-    let Some(dest) = destinations.get(name) else {
-        out.detail = Some(format!("destination `{name}` is not declared"));
-        return out;
     };
     let mut body = serde_json::Map::new();
     body.insert(settings.field.clone(), text.into());
@@ -571,7 +590,7 @@ fn send(
         content_type: "application/json".to_string(),
         body: serde_json::Value::Object(body).to_string().into_bytes(),
     };
-    let sender = Sender::new(redactor.clone());
+    let sender = Sender::new(settings.redactor.clone());
     let mut rng = rand::rngs::StdRng::seed_from_u64(
         clock.lease_now().as_nanosecond() as u64 ^ u64::from(std::process::id()),
     );
@@ -583,11 +602,11 @@ fn send(
             key,
             fence: None,
             maybe_there: true,
+            now: clock.lease_now(),
         };
-        let sent = sender.send(name, dest, &message, &run, &mut || Ok(()));
-        match sent {
+        match sender.send(name, dest, &message, &run, &mut || Ok(())) {
             Ok(Sent::Delivered { detail, .. }) => {
-                out.status = "delivered";
+                out.status = MessageStatus::Delivered;
                 out.detail = Some(detail);
                 return out;
             }

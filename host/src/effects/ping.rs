@@ -62,11 +62,21 @@ impl Signal {
     }
 }
 
+/// Whether a ping reached its monitor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PingStatus {
+    /// The monitor answered 2xx.
+    Sent,
+    /// It did not, after every try (see `detail`).
+    Failed,
+}
+
 /// How a ping went, as the receipt shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct PingInfo {
-    /// `sent` (the monitor answered 2xx) or `failed`.
-    pub status: &'static str,
+    /// Whether the monitor has it.
+    pub status: PingStatus,
     /// Requests made.
     pub attempts: u32,
     /// The monitor's last HTTP status, when it answered.
@@ -170,10 +180,10 @@ impl Pings {
         redactor: &Redactor,
     ) -> Option<PingInfo> {
         let target = self.targets.get(&signal)?;
-        let agent = crate::delivery::http_agent(Some(self.timeout));
+        let agent = crate::effects::http::http_agent(Some(self.timeout));
         let shown = target.shown_url();
         let mut info = PingInfo {
-            status: "failed",
+            status: PingStatus::Failed,
             attempts: 0,
             http_status: None,
             detail: None,
@@ -193,7 +203,7 @@ impl Pings {
                     let status = resp.status().as_u16();
                     info.http_status = Some(status);
                     if (200..300).contains(&status) {
-                        info.status = "sent";
+                        info.status = PingStatus::Sent;
                         info.detail = None;
                         return Some(info);
                     }
