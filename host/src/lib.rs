@@ -3,20 +3,18 @@
 //! the report logic runs as a sandboxed WebAssembly component that sees only
 //! what the host hands it through the `jobhost:report` WIT world.
 //!
-//! The modules follow the data flow of one run (see `job`): configuration,
-//! clock and window, claim store, sandbox and guest, outbox delivery, receipt.
+//! The modules are layers, each importing only those before it:
+//! `core` (errors, clock, windows, schedule, env, redaction, text), `store`
+//! (the claim protocol and its ledger), `guest` (the sandbox), `effects`
+//! (destinations, delivery, pings, digests), `run` (a run in phases, the
+//! daemon, plan, status, replay) and `app` (the config file and the command
+//! line). ARCHITECTURE.md at the repository's root is the map.
 
-pub mod cli;
-pub mod config;
+pub mod app;
 pub mod core;
-pub mod daemon;
 pub mod effects;
 pub mod guest;
-pub mod job;
-pub mod plan;
-pub mod receipt;
-pub mod replay;
-pub mod status;
+pub mod run;
 pub mod store;
 
 pub use crate::core::error::{Error, Result};

@@ -2,5 +2,5 @@
 //! the outcome to the process exit code.
 
 fn main() {
-    std::process::exit(jobhost::cli::main());
+    std::process::exit(jobhost::app::cli::main());
 }

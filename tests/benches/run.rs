@@ -13,12 +13,13 @@
 //! samples). Medians with the 25th and 75th percentiles; run with
 //! `RUST_BACKTRACE=0`, which this bench sets for itself and its children.
 
+use jobhost_tests::stats::{median, percentile};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use jobhost::config::{Config, RunFlags};
+use jobhost::app::config::{JobConfig, RunFlags};
 use jobhost::guest::source::{self, SourceAccess, SourceSpec};
 use jobhost_tests::guests;
 
@@ -119,7 +120,7 @@ fn main() {
     let mut checks = (0u64, 0u64, 0u64);
     let mut journal_bytes = 0;
     for store in &big_stores {
-        let config = Config::resolve(&RunFlags {
+        let config = JobConfig::load(&RunFlags {
             config: Some(big.config.clone()),
             store: Some(store.clone()),
             now: Some(NOW.to_string()),
@@ -127,8 +128,13 @@ fn main() {
             ..RunFlags::default()
         })
         .expect("bench config");
+        let job = config.job(&|v| std::env::var_os(v)).expect("bench job");
+        let runtime = jobhost::run::Runtime {
+            now: config.now().expect("bench instant"),
+            ..jobhost::run::Runtime::default()
+        };
         let t = Instant::now();
-        let outcome = jobhost::job::run(&config);
+        let outcome = jobhost::run::run(&job, &runtime);
         wasm.push(t.elapsed());
         assert_eq!(outcome.exit_code, 0, "{:?}", outcome.receipt.error);
         checks.0 = outcome.receipt.stats.map(|s| s.rows).unwrap_or(0);
@@ -212,16 +218,6 @@ fn run_process(config: &Path, store: &Path, now: &str, cache: &Path) -> String {
 
 fn sample(n: usize, mut f: impl FnMut(usize) -> Duration) -> Vec<Duration> {
     (0..n).map(&mut f).collect()
-}
-
-fn median(v: &[Duration]) -> Duration {
-    percentile(v, 50)
-}
-
-fn percentile(v: &[Duration], p: usize) -> Duration {
-    let mut s = v.to_vec();
-    s.sort();
-    s[(s.len() - 1) * p / 100]
 }
 
 fn report(name: &str, v: &[Duration]) {
@@ -309,7 +305,12 @@ fn aggregate_batches_natively(db: &Path) -> u64 {
     };
     let start = jiff::Timestamp::from_second(DAY_START).expect("start");
     let end = jiff::Timestamp::from_second(DAY_END).expect("end");
-    let mut access = SourceAccess::new(Some(spec), start, end, 8192);
+    let mut access = SourceAccess::new(
+        Some(spec),
+        start,
+        end,
+        std::num::NonZeroU32::new(8192).unwrap(),
+    );
     let mut cursor = access.open().expect("open");
     let columns: Vec<g::ColumnInfo> = cursor
         .columns()

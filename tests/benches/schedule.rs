@@ -17,10 +17,11 @@
 //! `cargo bench -p jobhost-tests --bench schedule` (add `-- --quick` for
 //! fewer rounds).
 
+use jobhost_tests::stats::{median, ms, ratio, spread};
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
-use jobhost::config::{Config, RunFlags};
+use jobhost::app::config::{JobConfig, RunFlags};
 use jobhost::core::window::{JobName, Window, WindowKind, Zone};
 use jobhost::store::{PostgresStore, PostgresUrl, Skip, SqliteStore, Store};
 use jobhost_tests::pg::Scratch;
@@ -49,11 +50,15 @@ fn main() {
         "job = \"bench\"\ncomponent = \"unused.wasm\"\nwindow = \"hour\"\ncatch_up = \"all\"\n",
     )
     .expect("config");
-    let config = Config::resolve(&RunFlags {
+    let config = JobConfig::load(&RunFlags {
         config: Some(cfg_path),
         ..RunFlags::default()
     })
     .expect("config");
+    let (schedule, catch_up) = (
+        config.schedule().expect("schedule"),
+        config.catch_up().expect("catch-up"),
+    );
     let job = JobName::new("bench").unwrap();
     let start: Timestamp = "2025-01-01T00:00:00Z".parse().unwrap();
     let hours = |from: usize, count: usize| -> Vec<Window> {
@@ -115,7 +120,9 @@ fn main() {
                 let t = Instant::now();
                 for _ in 0..plans {
                     let open = store.unfinished("bench").unwrap();
-                    let plan = jobhost::plan::plan(&config, now, None, Some(&mut *store)).unwrap();
+                    let plan =
+                        jobhost::run::plan::plan(&schedule, catch_up, now, None, Some(&mut *store))
+                            .unwrap();
                     std::hint::black_box((open, plan));
                 }
                 plan_times[b][si].push(t.elapsed() / plans as u32);
@@ -197,24 +204,4 @@ fn main() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn median(v: &[Duration]) -> Duration {
-    let mut s = v.to_vec();
-    s.sort();
-    s[s.len() / 2]
-}
-
-fn spread(v: &[Duration]) -> String {
-    let min = v.iter().min().copied().unwrap_or_default();
-    let max = v.iter().max().copied().unwrap_or_default();
-    format!("{:.3}..{:.3}", ms(min), ms(max))
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-fn ratio(a: Duration, b: Duration) -> f64 {
-    a.as_secs_f64() / b.as_secs_f64().max(1e-12)
 }

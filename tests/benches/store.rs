@@ -27,6 +27,7 @@
 //! `cargo bench -p jobhost-tests --bench store` (add `-- --quick` for
 //! fewer rounds).
 
+use jobhost_tests::stats::{median, ms, per_s, ratio, spread};
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
@@ -267,28 +268,4 @@ fn prepare_and_finish(store: &mut dyn Store, w: &Window, lease: &Lease, check: b
         status: "http 200",
     };
     store.finish(lease, Some(&done), w.end).unwrap();
-}
-
-fn median(v: &[Duration]) -> Duration {
-    let mut s = v.to_vec();
-    s.sort();
-    s[s.len() / 2]
-}
-
-fn spread(v: &[Duration]) -> String {
-    let lo = v.iter().min().copied().unwrap_or_default();
-    let hi = v.iter().max().copied().unwrap_or_default();
-    format!("{:.3}..{:.3}", ms(lo), ms(hi))
-}
-
-fn ratio(a: Duration, b: Duration) -> f64 {
-    a.as_secs_f64() / b.as_secs_f64()
-}
-
-fn per_s(d: Duration) -> f64 {
-    1.0 / d.as_secs_f64()
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }

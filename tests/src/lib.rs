@@ -1,10 +1,12 @@
 //! Support for jobhost's tests, examples and benchmarks: a deterministic
 //! generator of sample sales data in the shape the reference report reads,
 //! an HTTP sink that records what jobhost sends, and the failpoints of the
-//! test build of the command line, and a PostgreSQL schema per test.
+//! test build of the command line, a PostgreSQL schema per test, and the
+//! benchmarks' statistics.
 
 pub mod failpoints;
 pub mod guests;
 pub mod pg;
 pub mod sample;
 pub mod sink;
+pub mod stats;

@@ -162,6 +162,14 @@ pub fn echoed(text: &str, keep: usize) -> String {
     }
 }
 
+/// Whether `s` is a SHA-256 digest in hex: exactly 64 lowercase hex
+/// digits (safe as a file name).
+pub fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

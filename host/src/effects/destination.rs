@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use rand::RngExt as _;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// A destination declared in the job's config.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +45,7 @@ pub enum Target {
 
 /// What the host does when it cannot tell whether a send arrived (a
 /// timeout after the request went out, a 5xx, a crash mid-send).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DeliveryMode {
     /// Send it again with the same idempotency key (the default): the

@@ -123,7 +123,7 @@ impl CompileCache {
     /// `.wasm` file is no longer at hand).
     pub fn find(&self, engine: &Engine, digest: &str) -> Option<Component> {
         // The digest may come from a replay file: never let it name a path.
-        if !is_sha256_hex(digest) {
+        if !crate::core::text::is_sha256_hex(digest) {
             return None;
         }
         let dir = self.dir.as_ref()?;
@@ -134,13 +134,6 @@ impl CompileCache {
         // this user can write, named with the engine's compatibility hash.
         unsafe { Component::deserialize_file(engine, &path) }.ok()
     }
-}
-
-/// Exactly 64 lowercase hex digits.
-pub fn is_sha256_hex(s: &str) -> bool {
-    s.len() == 64
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn warn(msg: &str) {
@@ -164,8 +157,7 @@ fn compat_hash(engine: &Engine) -> String {
 }
 
 fn current_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 fn ensure_private_dir(dir: &Path) -> Result<(), String> {

@@ -1,11 +1,21 @@
-//! The limits of one run of a guest, and the limiter that holds its
-//! memories and tables to them.
+//! The guest's settings: the limits of one run (memory, time, output,
+//! report, journal), what its outbox may stage, its log's budget, the size
+//! of its batches and its parameters; and the limiter that holds its
+//! memories and tables to the memory limit.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use wasmtime::ResourceLimiter;
+
+use crate::guest::outbox::OutboxLimits;
+
+/// The most guest memory a job may ask for, MiB.
+pub const MAX_MEMORY_MIB: u64 = 4096;
+
+/// The longest guest time limit a job may ask for, seconds.
+pub const MAX_TIMEOUT_SECONDS: u64 = 86_400;
 
 /// Resource limits for one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +30,21 @@ pub struct GuestLimits {
     pub report_bytes: usize,
     /// Encoded bytes the run's journal may hold.
     pub journal_bytes: u64,
+}
+
+/// What a job's config says of its guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestSettings {
+    /// The limits of one run.
+    pub limits: GuestLimits,
+    /// What one run may stage.
+    pub outbox: OutboxLimits,
+    /// Bytes of log the guest may print.
+    pub log_bytes: usize,
+    /// Rows per batch handed to the guest, at most.
+    pub batch_rows: std::num::NonZeroU32,
+    /// Free-form parameters, sorted by name.
+    pub params: Vec<(String, String)>,
 }
 
 /// Table elements a guest may hold across all its tables.

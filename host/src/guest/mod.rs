@@ -12,7 +12,7 @@ mod clocks;
 pub mod failure;
 pub mod guest_log;
 pub mod journal;
-mod limits;
+pub mod limits;
 pub mod outbox;
 pub mod sandbox;
 pub mod source;

@@ -27,6 +27,17 @@ pub enum StageError {
     InvalidContentType(String),
 }
 
+/// How much one run may stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutboxLimits {
+    /// Messages a run may stage.
+    pub max_messages: u32,
+    /// Bytes of one message's body.
+    pub max_message_bytes: u64,
+    /// Bytes of all of a run's messages together.
+    pub max_staged_bytes: u64,
+}
+
 /// The messages one run stages.
 #[derive(Debug)]
 pub struct Staging {
@@ -42,21 +53,15 @@ pub struct Staging {
 }
 
 impl Staging {
-    /// An empty outbox for the run of `key`: at most `max_messages`
-    /// messages of at most `max_bytes` each and `max_total` together.
-    pub fn new(
-        key: WindowKey,
-        destinations: Vec<String>,
-        max_messages: u32,
-        max_bytes: u64,
-        max_total: u64,
-    ) -> Self {
+    /// An empty outbox for the run of `key`, to `destinations`, within
+    /// `limits`.
+    pub fn new(key: WindowKey, destinations: Vec<String>, limits: OutboxLimits) -> Self {
         Staging {
             key,
             destinations,
-            max_messages,
-            max_bytes,
-            max_total,
+            max_messages: limits.max_messages,
+            max_bytes: limits.max_message_bytes,
+            max_total: limits.max_staged_bytes,
             total: 0,
             messages: Vec::new(),
             failpoints: None,
@@ -190,9 +195,11 @@ mod tests {
         Staging::new(
             WindowKey::from_stored("daily-report:2026-11-08".into()),
             vec!["digest".into()],
-            3,
-            10,
-            15,
+            OutboxLimits {
+                max_messages: 3,
+                max_message_bytes: 10,
+                max_staged_bytes: 15,
+            },
         )
     }
 

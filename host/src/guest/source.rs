@@ -256,7 +256,12 @@ impl SourceAccess {
     /// Access that serves a recorded run's cursors, one per `open`, in
     /// order, instead of querying anything.
     pub fn replaying(sessions: Vec<Recorded>) -> Self {
-        let mut access = SourceAccess::new(None, Timestamp::UNIX_EPOCH, Timestamp::UNIX_EPOCH, 1);
+        let mut access = SourceAccess::new(
+            None,
+            Timestamp::UNIX_EPOCH,
+            Timestamp::UNIX_EPOCH,
+            std::num::NonZeroU32::MIN,
+        );
         access.replay = Some(Replay {
             sessions: sessions.into(),
             ..Replay::default()
@@ -275,13 +280,13 @@ impl SourceAccess {
         spec: Option<SourceSpec>,
         start: Timestamp,
         end: Timestamp,
-        batch_rows: u32,
+        batch_rows: std::num::NonZeroU32,
     ) -> Self {
         SourceAccess {
             spec,
             start,
             end,
-            batch_rows: batch_rows.max(1),
+            batch_rows: batch_rows.get(),
             open: false,
             early: None,
             rows: Arc::new(AtomicU64::new(0)),
@@ -1215,6 +1220,10 @@ impl TextBuilder {
 mod tests {
     use super::*;
 
+    fn batch(n: u32) -> std::num::NonZeroU32 {
+        std::num::NonZeroU32::new(n).unwrap()
+    }
+
     fn db(rows: &[(i64, Option<&str>, f64)]) -> (tempfile::TempDir, SourceSpec) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("src.db");
@@ -1244,7 +1253,7 @@ mod tests {
     fn only_rows_inside_the_window_are_returned_in_bounded_batches() {
         let rows: Vec<_> = (0..100).map(|i| (i, Some("a"), 1.0)).collect();
         let (_p, spec) = db(&rows);
-        let mut access = SourceAccess::new(Some(spec), ts(10), ts(60), 16);
+        let mut access = SourceAccess::new(Some(spec), ts(10), ts(60), batch(16));
         let mut c = access.open().unwrap();
         let mut total = 0;
         let mut first_ts = None;
@@ -1276,7 +1285,7 @@ mod tests {
             })
             .collect();
         let (_p, spec) = db(&rows);
-        let mut access = SourceAccess::new(Some(spec), ts(0), ts(100), 8192);
+        let mut access = SourceAccess::new(Some(spec), ts(0), ts(100), batch(8192));
         let mut c = access.open().unwrap();
         let b = c.next_batch(8192).unwrap().unwrap();
         assert_eq!(b.rows, 40);
@@ -1301,7 +1310,7 @@ mod tests {
             .map(|i| (i as i64, Some(names[i].as_str()), 1.0))
             .collect();
         let (_p, spec) = db(&rows);
-        let mut access = SourceAccess::new(Some(spec), ts(0), ts(1000), 8192);
+        let mut access = SourceAccess::new(Some(spec), ts(0), ts(1000), batch(8192));
         let b = access.open().unwrap().next_batch(64).unwrap().unwrap();
         let ColumnData::Text(t) = &b.columns[1].data else {
             panic!("expected plain text")
@@ -1331,7 +1340,7 @@ mod tests {
             })
             .collect();
         let (_p, spec) = db(&rows);
-        let mut access = SourceAccess::new(Some(spec), ts(0), ts(100), 16);
+        let mut access = SourceAccess::new(Some(spec), ts(0), ts(100), batch(16));
         access.start_early().unwrap();
         let mut c = access.open().unwrap();
         let mut seen = Vec::new();
@@ -1391,7 +1400,7 @@ mod tests {
     fn a_query_without_window_parameters_is_refused() {
         let (_p, mut spec) = db(&[]);
         let check = |spec: &SourceSpec| {
-            SourceAccess::new(Some(spec.clone()), ts(0), ts(1), 10)
+            SourceAccess::new(Some(spec.clone()), ts(0), ts(1), batch(10))
                 .start_early()
                 .unwrap_err()
         };
@@ -1409,7 +1418,7 @@ mod tests {
         let conn = Connection::open(&spec.path).unwrap();
         conn.execute("INSERT INTO t VALUES (2, 'b', 'lots')", [])
             .unwrap();
-        let mut access = SourceAccess::new(Some(spec), ts(0), ts(10), 8192);
+        let mut access = SourceAccess::new(Some(spec), ts(0), ts(10), batch(8192));
         let err = access.open().unwrap().next_batch(10).unwrap_err();
         assert_eq!(
             err,

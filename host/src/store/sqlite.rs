@@ -26,7 +26,7 @@ use crate::core::window::{JobName, WindowKey};
 
 /// Migrations, applied in order; `user_version` counts those applied.
 const MIGRATIONS: &[&str] = &[
-    // v1: the run table, the outbox and the cursors (DESIGN.md section 4).
+    // v1: the run table, the outbox and the cursors (see "The store's state machine" in ARCHITECTURE.md).
     "CREATE TABLE runs (
         key              TEXT PRIMARY KEY,
         job              TEXT NOT NULL,

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use jobhost::job::Runtime;
+use jobhost::run::Runtime;
 use jobhost_tests::failpoints::EnvFailpoints;
 
 fn main() {
@@ -25,8 +25,7 @@ fn main() {
     let runtime = Runtime {
         virtual_time: std::env::var_os("JOBHOST_TEST_VIRTUAL_TIME").is_some_and(|v| v == "1"),
         failpoints: failpoints.map(|f| Arc::new(f) as Arc<_>),
-        stop: None,
-        defer_digests: false,
+        ..Runtime::default()
     };
-    std::process::exit(jobhost::cli::main_with(&runtime));
+    std::process::exit(jobhost::app::cli::main_with(&runtime));
 }

@@ -88,7 +88,7 @@ impl DigestCache {
 
     fn path(&self, key: &str) -> Option<PathBuf> {
         // A key read back from a store is checked before it names a file.
-        crate::guest::cache::is_sha256_hex(key).then(|| self.dir.join(format!("{key}.json")))
+        crate::core::text::is_sha256_hex(key).then(|| self.dir.join(format!("{key}.json")))
     }
 
     /// The entry for `key`, judged fresh or expired against `ttl` at `now`.

@@ -8,13 +8,14 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use crate::config::{Config, RunFlags};
+use crate::app::config::{JobConfig, RunFlags};
 use crate::core::clock::rfc3339;
 use crate::core::error::Error;
+use crate::core::schedule::Schedule;
 use crate::core::text::{json_line, printable};
 use crate::effects::digest::DigestStatus;
-use crate::job::Runtime;
-use crate::receipt::{Event, Receipt};
+use crate::run::receipt::{Event, Receipt};
+use crate::run::{Outcome, Runtime};
 use crate::store::{self, RunRecord, StoreLocation};
 
 /// Run a report job exactly once per time window, as a sandboxed
@@ -323,17 +324,10 @@ fn run(args: RunArgs, runtime: &Runtime) -> i32 {
         now: args.now,
         cache_dir: args.cache_dir,
     };
-    let outcome = match Config::resolve(&flags) {
-        Ok(config) => crate::job::run_with(&config, runtime),
-        Err(e) => {
-            let mut receipt = Receipt::new(Event::Failed);
-            receipt.fail(e.kind(), e.to_string(), None);
-            crate::job::Outcome {
-                receipt,
-                exit_code: e.exit_code(),
-                digest: None,
-            }
-        }
+    let job = JobConfig::load(&flags).and_then(|c| Ok((c.job(&env)?, c.now()?)));
+    let outcome = match job {
+        Ok((job, now)) => crate::run::run(&job, &runtime.at(now.or(runtime.now))),
+        Err(e) => Outcome::refused(&e),
     };
     if let Some(err) = &outcome.receipt.error {
         crate::core::text::say("error", &err.message);
@@ -355,12 +349,11 @@ fn history(args: HistoryArgs) -> anyhow::Result<()> {
         .history(args.job.as_deref())
         .with_context(|| format!("cannot list store `{location}`"))?;
     let from_config = match &args.config {
-        Some(file) => Config::resolve(&RunFlags {
+        Some(file) => JobConfig::load(&RunFlags {
             config: Some(file.clone()),
             ..RunFlags::default()
         })?
-        .digest
-        .map(|d| d.cache_dir),
+        .digest_cache_dir(),
         None => None,
     };
     let cache = args
@@ -437,7 +430,7 @@ fn digest(args: DigestArgs, runtime: &Runtime) -> i32 {
 }
 
 fn digest_inner(args: DigestArgs, runtime: &Runtime) -> Result<(serde_json::Value, i32), Error> {
-    let config = Config::resolve(&RunFlags {
+    let config = JobConfig::load(&RunFlags {
         config: Some(args.config.clone()),
         store: args.store.clone(),
         now: args.now.clone(),
@@ -445,23 +438,24 @@ fn digest_inner(args: DigestArgs, runtime: &Runtime) -> Result<(serde_json::Valu
         ..RunFlags::default()
     })?;
     let key = crate::core::window::WindowKey::from_stored(args.key.clone());
-    let clock = crate::job::clock_for(&config, runtime);
-    let Some(settings) = &config.digest else {
+    let name = config.name()?;
+    let store = config.store(&env)?;
+    let clock = runtime.at(config.now()?.or(runtime.now)).clock();
+    let Some(settings) = config.digest(&env)? else {
         return Err(Error::input(format!(
-            "job `{}` has no [digest] section in `{}`; name a model there (base_url, model) to \
-             make digests",
-            config.job,
+            "job `{name}` has no [digest] section in `{}`; name a model there (base_url, model) \
+             to make digests",
             args.config.display()
         )));
     };
     let again = crate::effects::digest::Again {
-        job: &config.job,
-        store: &config.store,
+        job: &name,
+        store: &store,
         config_file: &args.config,
         key: &key,
         refresh: args.refresh,
     };
-    let info = crate::effects::digest::again(settings, &again, clock.as_ref())?;
+    let info = crate::effects::digest::again(&settings, &again, clock.as_ref())?;
     let code = match info.status {
         DigestStatus::Generated | DigestStatus::Cached => 0,
         DigestStatus::Nothing => 2,
@@ -472,7 +466,7 @@ fn digest_inner(args: DigestArgs, runtime: &Runtime) -> Result<(serde_json::Valu
     }
     let line = serde_json::json!({
         "event": "digest",
-        "job": config.job.as_str(),
+        "job": name.as_str(),
         "key": key.as_str(),
         "now": rfc3339(clock.now()),
         "digest": info,
@@ -484,11 +478,19 @@ fn digest_inner(args: DigestArgs, runtime: &Runtime) -> Result<(serde_json::Valu
 /// `config` names, else the per-user default; `${VAR}` in a URL is filled
 /// in from the environment, as in a job config.
 fn store_location(flag: Option<PathBuf>, config: Option<&Path>) -> Result<StoreLocation, Error> {
-    Config::store_only(&RunFlags {
+    // With `--store`, the config is not read at all.
+    let config = if flag.is_some() { None } else { config };
+    JobConfig::load(&RunFlags {
         store: flag,
         config: config.map(Path::to_path_buf),
         ..RunFlags::default()
-    })
+    })?
+    .store(&env)
+}
+
+/// Where `${VAR}` values come from: the process environment.
+fn env(name: &str) -> Option<std::ffi::OsString> {
+    std::env::var_os(name)
 }
 
 /// Runs the daemon until `--until`, or a signal.
@@ -501,20 +503,21 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
         instant("--until", &args.until)?,
         instant("--now", &args.now)?,
     );
-    let configs = args
+    let jobs = args
         .config
         .iter()
         .map(|file| {
-            Config::resolve(&RunFlags {
+            JobConfig::load(&RunFlags {
                 config: Some(file.clone()),
                 store: args.store.clone(),
                 component: args.component.clone(),
                 ..RunFlags::default()
-            })
+            })?
+            .job(&env)
         })
         .collect::<Result<Vec<_>, Error>>()?;
     // Refused before any store is opened (or created).
-    for c in &configs {
+    for c in &jobs {
         if let (true, Some(path)) = (c.require_durable_store, c.store.sqlite_path())
             && let Some(fs) = crate::store::durable::ephemeral_filesystem(path)
         {
@@ -522,7 +525,7 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
                 "store `{}` of job `{}` is on {}: {}; put it on a persistent volume or use a \
                  PostgreSQL store (refused because a durable store is required)",
                 path.display(),
-                c.job,
+                c.name(),
                 fs.name(),
                 fs.dies_with()
             )));
@@ -532,21 +535,21 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
     // retried once a minute: a component that is missing or broken at
     // start-up, and a store that cannot be a jobhost store. (A component
     // replaced later, or a database that restarts, is retried.)
-    crate::daemon::check_components(&configs)?;
-    crate::daemon::open_stores(&configs)?;
+    crate::run::daemon::check_components(&jobs)?;
+    crate::run::daemon::open_stores(&jobs)?;
     let clock: Box<dyn Clock> = match (start, runtime.virtual_time) {
         (Some(t), true) => Box::new(VirtualClock::new(t)),
         (Some(t), false) => Box::new(crate::core::clock::ShiftedClock::starting_at(t)),
         (None, true) => Box::new(VirtualClock::new(jiff::Timestamp::now())),
         (None, false) => Box::new(SystemClock),
     };
-    let stop = crate::daemon::stop_on_signals();
+    let stop = crate::run::daemon::stop_on_signals()?;
     let runtime = Runtime {
         stop: Some(stop),
         defer_digests: true,
         ..runtime.clone()
     };
-    let opts = crate::daemon::Options {
+    let opts = crate::run::daemon::Options {
         clock: clock.as_ref(),
         runtime: &runtime,
         since,
@@ -558,30 +561,43 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
             std::time::Duration::from_millis(500)
         },
     };
-    let out: crate::daemon::Output = std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
-    crate::daemon::run(&configs, &opts, &out)
+    let out: crate::run::daemon::Output =
+        std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
+    crate::run::daemon::run(&jobs, &opts, &out)
 }
 
-/// What [`job_view`] gives.
-type JobView = (Config, jiff::Timestamp, Option<Box<dyn store::Store>>);
+/// What the commands that only read (`plan`, `status`) take of a job.
+struct JobView {
+    config: JobConfig,
+    schedule: Schedule,
+    /// The instant to look at it: `--now`, else the clock.
+    now: jiff::Timestamp,
+    /// Its store, if it exists.
+    store: Option<Box<dyn store::Store>>,
+}
 
-/// A job's config, the instant to look at it (`--now`, else the clock) and
-/// its store if it exists, for the commands that only read (`plan`,
-/// `status`).
+/// A job's schedule, instant and store, and nothing else of its config: a
+/// monitoring host needs neither its component nor its credentials.
 fn job_view(
     file: &std::path::Path,
     store: &Option<PathBuf>,
     now: &Option<String>,
 ) -> Result<JobView, Error> {
-    let config = Config::resolve(&RunFlags {
+    let config = JobConfig::load(&RunFlags {
         config: Some(file.to_path_buf()),
         store: store.clone(),
         now: now.clone(),
         ..RunFlags::default()
     })?;
-    let now = config.now.unwrap_or_else(jiff::Timestamp::now);
-    let store = store::open_if_exists(&config.store)?;
-    Ok((config, now, store))
+    let schedule = config.schedule()?;
+    let now = config.now()?.unwrap_or_else(jiff::Timestamp::now);
+    let store = store::open_if_exists(&config.store(&env)?)?;
+    Ok(JobView {
+        config,
+        schedule,
+        now,
+        store,
+    })
 }
 
 /// A store that may not exist, lent out for reading.
@@ -591,12 +607,17 @@ fn lend(store: &mut Option<Box<dyn store::Store>>) -> Option<&mut dyn store::Led
 
 /// Prints each job's status; returns the worst job's exit code.
 fn status(args: StatusArgs) -> Result<i32, Error> {
-    use crate::status::Health;
+    use crate::run::status::Health;
     let mut worst = Health::Healthy;
     let mut out = std::io::stdout().lock();
     for file in &args.config {
-        let (config, now, mut store) = job_view(file, &args.store, &args.now)?;
-        let st = crate::status::status(&config, now, lend(&mut store))?;
+        let JobView {
+            schedule,
+            now,
+            mut store,
+            ..
+        } = job_view(file, &args.store, &args.now)?;
+        let st = crate::run::status::status(&schedule, now, lend(&mut store))?;
         worst = worst.max(st.health);
         let expected_state = st.expected_state.map_or("not claimed", |s| s.as_str());
         let last_done = st.last_done.as_ref().map(|r| r.key.to_string());
@@ -626,14 +647,14 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                 .map(|r| serde_json::json!({"key": r.key.as_str(), "reason": r.error}))
                 .collect();
             let line = serde_json::json!({
-                "job": config.job.as_str(),
+                "job": schedule.job.as_str(),
                 "health": st.health.as_str(),
                 "now": rfc3339(now),
                 "expected": st.expected.key().as_str(),
                 "expected_due": rfc3339(st.expected_due),
                 "expected_state": expected_state,
                 "late_seconds": st.late_by.as_secs(),
-                "grace_seconds": config.grace.as_secs(),
+                "grace_seconds": schedule.grace.as_secs(),
                 "last_done": last_done,
                 "needs_a_person": people,
                 "retrying": retrying,
@@ -646,15 +667,15 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
         let line = match st.health {
             Health::Healthy => format!(
                 "{}: healthy; {} due {} is {expected_state}; last done {last}",
-                config.job,
+                schedule.job,
                 st.expected.key(),
                 rfc3339(st.expected_due)
             ),
             Health::Late => format!(
                 "{}: late by {} s (grace {} s): {} due {} is {expected_state}; last done {last}",
-                config.job,
+                schedule.job,
                 st.late_by.as_secs(),
-                config.grace.as_secs(),
+                schedule.grace.as_secs(),
                 st.expected.key(),
                 rfc3339(st.expected_due)
             ),
@@ -676,7 +697,7 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                     .collect();
                 format!(
                     "{}: failed, a person must look: {}; last done {last}",
-                    config.job,
+                    schedule.job,
                     people.join("; ")
                 )
             }
@@ -710,7 +731,7 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
 
 /// Prints each job's plan.
 fn plan(args: PlanArgs) -> Result<(), Error> {
-    use crate::plan::What;
+    use crate::run::plan::What;
     let since = args
         .since
         .as_deref()
@@ -718,25 +739,30 @@ fn plan(args: PlanArgs) -> Result<(), Error> {
         .transpose()?;
     let mut out = std::io::stdout().lock();
     for file in &args.config {
-        let (config, now, mut store) = job_view(file, &args.store, &args.now)?;
-        let plan = crate::plan::plan(&config, now, since, lend(&mut store))?;
+        let JobView {
+            config,
+            schedule: s,
+            now,
+            mut store,
+        } = job_view(file, &args.store, &args.now)?;
+        let catch_up = config.catch_up()?;
+        let plan = crate::run::plan::plan(&s, catch_up, now, since, lend(&mut store))?;
         if !args.json {
             let _ = writeln!(
                 out,
-                "{}: {} windows in {}, delay {} s, jitter up to {} s, catch_up {}; now {}",
-                config.job,
-                config.window,
-                config.zone.name(),
-                config.delay.as_secs(),
-                config.jitter.as_secs(),
-                config.catch_up,
+                "{}: {} windows in {}, delay {} s, jitter up to {} s, catch_up {catch_up}; now {}",
+                s.job,
+                s.kind,
+                s.zone.name(),
+                s.delay.as_secs(),
+                s.jitter.as_secs(),
                 rfc3339(now)
             );
             if plan.truncated {
                 let _ = writeln!(
                     out,
                     "  (only the newest {} due windows are shown)",
-                    crate::plan::MAX_WINDOWS
+                    crate::run::plan::MAX_WINDOWS
                 );
             }
         }
@@ -749,7 +775,7 @@ fn plan(args: PlanArgs) -> Result<(), Error> {
             };
             if args.json {
                 let mut line = serde_json::json!({
-                    "job": config.job.as_str(),
+                    "job": s.job.as_str(),
                     "key": e.window.key().as_str(),
                     "due": rfc3339(e.due),
                     "decision": what,
@@ -784,7 +810,7 @@ fn plan(args: PlanArgs) -> Result<(), Error> {
 fn export(args: ExportArgs) -> Result<(), Error> {
     let mut store = store::open_read_only(&store_location(args.store, args.config.as_deref())?)?;
     let key = crate::core::window::WindowKey::from_stored(args.key);
-    let recording = crate::replay::Recording::from_store(store.as_mut(), &key)?;
+    let recording = crate::run::replay::Recording::from_store(store.as_mut(), &key)?;
     let bytes = recording.to_file()?;
     let out = &args.output;
     let tmp = out.with_extension("partial");
@@ -806,7 +832,7 @@ fn export(args: ExportArgs) -> Result<(), Error> {
 
 /// Replays a run and prints the verdict; 0 identical, 1 different.
 fn replay(args: ReplayArgs) -> Result<i32, Error> {
-    use crate::replay::{self, Recording, Replayed};
+    use crate::run::replay::{self, Recording, Replayed};
     let (key, recording) = match (&args.file, args.key) {
         (Some(file), _) => {
             let bytes = std::fs::read(file).map_err(|e| {

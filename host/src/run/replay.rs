@@ -14,7 +14,7 @@ use crate::core::error::{Error, Result};
 use crate::core::window::{JobName, Window, WindowKey, Zone};
 use crate::guest::guest_log::GuestLog;
 use crate::guest::journal::{Context, Entry, Journal};
-use crate::guest::outbox::Staging;
+use crate::guest::outbox::{OutboxLimits, Staging};
 use crate::guest::sandbox::{GuestLimits, LoadedComponent, RunInput, Sandbox};
 use crate::guest::source::{Recorded, SourceAccess};
 use crate::store::{Ledger, StagedMessage, StoredReport};
@@ -133,7 +133,7 @@ impl Recording {
             postcard::from_bytes::<FileBody>(&plain).map_err(|e| damaged(&e))?
         };
         let digest = body.component.strip_prefix("sha256:").unwrap_or("");
-        if !crate::guest::cache::is_sha256_hex(digest) {
+        if !crate::core::text::is_sha256_hex(digest) {
             return Err(damaged(&"its component digest is not a sha256"));
         }
         let journal = Journal::decode(&body.journal)
@@ -252,10 +252,10 @@ pub fn replay(
     // ask for: a replay file is input, and its numbers are not trusted.
     let (memory, timeout_ms, output, report) = c.limits;
     let limits = GuestLimits {
-        memory_bytes: usize::try_from(memory.min(crate::config::MAX_MEMORY_MIB << 20))
+        memory_bytes: usize::try_from(memory.min(crate::guest::limits::MAX_MEMORY_MIB << 20))
             .unwrap_or(usize::MAX),
         timeout: std::time::Duration::from_millis(
-            timeout_ms.min(crate::config::MAX_TIMEOUT_SECONDS * 1000),
+            timeout_ms.min(crate::guest::limits::MAX_TIMEOUT_SECONDS * 1000),
         ),
         output_bytes: usize::try_from(output).unwrap_or(usize::MAX),
         report_bytes: usize::try_from(report).unwrap_or(usize::MAX),
@@ -276,9 +276,11 @@ pub fn replay(
         outbox: Staging::new(
             window.key(),
             c.destinations.clone(),
-            max_messages,
-            max_bytes,
-            max_total,
+            OutboxLimits {
+                max_messages,
+                max_message_bytes: max_bytes,
+                max_staged_bytes: max_total,
+            },
         ),
         destinations: c.destinations.clone(),
         log: GuestLog::new(&format!("{} (replay)", c.job), 64 << 10),

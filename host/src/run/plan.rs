@@ -13,9 +13,8 @@
 
 use jiff::Timestamp;
 
-use crate::config::Config;
 use crate::core::error::Result;
-use crate::core::schedule::{Verdict, decide};
+use crate::core::schedule::{CatchUp, Schedule, Verdict, decide};
 use crate::core::window::Window;
 use crate::store::{Ledger, RunRecord, RunState};
 
@@ -87,28 +86,30 @@ impl Plan {
     }
 }
 
-/// The plan of `config`'s job at `now`, over `store` (`None`: a store that
-/// does not exist yet).
+/// The plan at `now` of the job whose windows `schedule` times, catching
+/// up by `catch_up`, over `store` (`None`: a store that does not exist
+/// yet).
 ///
 /// # Errors
 ///
 /// `Error::Store` when the store cannot be read; `Error::Input` for
 /// instants out of range.
 pub fn plan(
-    config: &Config,
+    schedule: &Schedule,
+    catch_up: CatchUp,
     now: Timestamp,
     since: Option<Timestamp>,
     store: Option<&mut dyn Ledger>,
 ) -> Result<Plan> {
     let (runs, decided_until) = match store {
         Some(s) => {
-            let decided_until = s.decided_until(&config.job)?;
-            let runs = s.history_from(config.job.as_str(), rows_from(since, decided_until))?;
+            let decided_until = s.decided_until(&schedule.job)?;
+            let runs = s.history_from(schedule.job.as_str(), rows_from(since, decided_until))?;
             (runs, decided_until)
         }
         None => (Vec::new(), None),
     };
-    plan_over(config, now, since, &runs, decided_until)
+    plan_over(schedule, catch_up, now, since, &runs, decided_until)
 }
 
 /// Which of a job's rows a plan reads: one read (no query per window) of
@@ -129,13 +130,13 @@ pub fn rows_from(since: Option<Timestamp>, decided_until: Option<Timestamp>) -> 
 ///
 /// `Error::Input` for instants out of range.
 pub fn plan_over(
-    config: &Config,
+    schedule: &Schedule,
+    catch_up: CatchUp,
     now: Timestamp,
     since: Option<Timestamp>,
     runs: &[RunRecord],
     decided_until: Option<Timestamp>,
 ) -> Result<Plan> {
-    let schedule = config.schedule();
     let last_due = schedule.last_due(now)?;
     let newest_known = runs.iter().find(|r| r.window_end <= last_due.end);
     let held: std::collections::HashMap<&str, RunState> =
@@ -173,7 +174,7 @@ pub fn plan_over(
             what: What::Recorded(state),
         })
         .chain(
-            decide(&schedule, config.catch_up, &open, now, newest_recorded)
+            decide(schedule, catch_up, &open, now, newest_recorded)
                 .into_iter()
                 .map(|(w, verdict)| Entry {
                     due: schedule.due_at(&w),

@@ -12,8 +12,8 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::config::Config;
 use crate::core::error::Result;
+use crate::core::schedule::Schedule;
 use crate::core::window::Window;
 use crate::store::{Ledger, RunRecord, RunState};
 
@@ -75,18 +75,21 @@ pub struct Status {
     pub skipped: Vec<RunRecord>,
 }
 
-/// The status of `config`'s job at `now`, over `store` (`None`: no store
-/// yet).
+/// The status at `now` of the job whose windows `schedule` times, over
+/// `store` (`None`: no store yet).
 ///
 /// # Errors
 ///
 /// `Error::Store` when the store cannot be read.
-pub fn status(config: &Config, now: Timestamp, store: Option<&mut dyn Ledger>) -> Result<Status> {
-    let schedule = config.schedule();
+pub fn status(
+    schedule: &Schedule,
+    now: Timestamp,
+    store: Option<&mut dyn Ledger>,
+) -> Result<Status> {
     let expected = schedule.last_due(now)?;
     let expected_due = schedule.due_at(&expected);
     let runs = match store {
-        Some(s) => s.history(Some(config.job.as_str()))?,
+        Some(s) => s.history(Some(schedule.job.as_str()))?,
         None => Vec::new(),
     };
     let last_done = runs.iter().find(|r| r.state == RunState::Done).cloned();
@@ -112,7 +115,7 @@ pub fn status(config: &Config, now: Timestamp, store: Option<&mut dyn Ledger>) -
         })
         .cloned()
         .collect();
-    let grace_d = SignedDuration::try_from(config.grace).unwrap_or(SignedDuration::MAX);
+    let grace_d = SignedDuration::try_from(schedule.grace).unwrap_or(SignedDuration::MAX);
     // Leases and retry times are on the store's clock; real time stands in
     // for it here.
     let real_now = Timestamp::now().max(now);
@@ -134,7 +137,7 @@ pub fn status(config: &Config, now: Timestamp, store: Option<&mut dyn Ledger>) -
     } else {
         now.duration_since(expected_due).max(SignedDuration::ZERO)
     };
-    let grace = SignedDuration::try_from(config.grace).unwrap_or(SignedDuration::MAX);
+    let grace = SignedDuration::try_from(schedule.grace).unwrap_or(SignedDuration::MAX);
     let health = if !needs_a_person.is_empty() {
         Health::Failed
     } else if late_by > grace || stuck {

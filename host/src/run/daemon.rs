@@ -26,12 +26,12 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::config::Config;
 use crate::core::clock::{Clock, rfc3339};
 use crate::core::error::Result;
 use crate::core::window::Window;
-use crate::job::{self, Runtime};
-use crate::plan::{self, What};
+use crate::run::plan::{self, What};
+use crate::run::receipt::SkipReason;
+use crate::run::{self as job, DeferredDigest, Job, Runtime};
 use crate::store::{self, RunRecord, Skip};
 
 /// How the daemon runs.
@@ -72,9 +72,9 @@ fn emit(out: &Output, line: &str) {
 ///
 /// None so far: a job whose store fails is reported on stderr and tried
 /// again a minute later, and a failed run is a receipt, not an error.
-pub fn run(configs: &[Config], opts: &Options<'_>, out: &Output) -> Result<()> {
+pub fn run(jobs: &[Job], opts: &Options<'_>, out: &Output) -> Result<()> {
     let (digests, worker) = Digests::start(opts.runtime, out);
-    let result = run_loop(configs, opts, out, &digests);
+    let result = run_loop(jobs, opts, out, &digests);
     let left = digests.pending.load(Ordering::SeqCst);
     drop(digests);
     if stopping(opts) {
@@ -101,10 +101,10 @@ pub fn run(configs: &[Config], opts: &Options<'_>, out: &Output) -> Result<()> {
 /// `Error::Input` naming the job and its component when one cannot be
 /// read or does not fit the world: the daemon exits 2 instead of failing
 /// that job's windows one by one.
-pub fn check_components(configs: &[Config]) -> Result<()> {
+pub fn check_components(jobs: &[Job]) -> Result<()> {
     let mut seen = HashSet::new();
     let mut sandbox = None;
-    for c in configs {
+    for c in jobs {
         if !seen.insert((c.component.clone(), c.cache_dir.clone())) {
             continue;
         }
@@ -113,7 +113,7 @@ pub fn check_components(configs: &[Config]) -> Result<()> {
             None => sandbox.insert(crate::guest::sandbox::Sandbox::new()?),
         };
         let named = |e: crate::Error| match e {
-            crate::Error::Input(m) => crate::Error::Input(format!("job `{}`: {m}", c.job)),
+            crate::Error::Input(m) => crate::Error::Input(format!("job `{}`: {m}", c.name())),
             other => other,
         };
         let file = crate::guest::sandbox::ComponentFile::read(&c.component).map_err(named)?;
@@ -135,9 +135,9 @@ pub fn check_components(configs: &[Config]) -> Result<()> {
 /// `Error::Input` for a store that cannot be a jobhost store (a foreign
 /// database, a newer schema, a bad URL). A store that cannot be reached
 /// now is only reported: each wake-up tries it again.
-pub fn open_stores(configs: &[Config]) -> Result<()> {
+pub fn open_stores(jobs: &[Job]) -> Result<()> {
     let mut seen = HashSet::new();
-    for c in configs {
+    for c in jobs {
         if !seen.insert(c.store.to_string()) {
             continue;
         }
@@ -147,7 +147,7 @@ pub fn open_stores(configs: &[Config]) -> Result<()> {
             Err(e @ crate::Error::Input(_)) => return Err(e),
             Err(e) => crate::core::text::say(
                 "error",
-                &format!("job `{}`: {e}; trying again at its first wake-up", c.job),
+                &format!("job `{}`: {e}; trying again at its first wake-up", c.name()),
             ),
         }
     }
@@ -156,7 +156,7 @@ pub fn open_stores(configs: &[Config]) -> Result<()> {
 
 /// The queue of digests the worker thread makes, in order.
 struct Digests {
-    tx: mpsc::Sender<(Config, job::DeferredDigest)>,
+    tx: mpsc::Sender<(Job, DeferredDigest)>,
     /// Queued or in the making.
     pending: Arc<AtomicUsize>,
 }
@@ -165,18 +165,18 @@ impl Digests {
     /// Starts the worker; it ends when the queue is dropped and empty,
     /// and makes nothing more once a stop is asked for.
     fn start(runtime: &Runtime, out: &Output) -> (Digests, std::thread::JoinHandle<()>) {
-        let (tx, rx) = mpsc::channel::<(Config, job::DeferredDigest)>();
+        let (tx, rx) = mpsc::channel::<(Job, DeferredDigest)>();
         let pending = Arc::new(AtomicUsize::new(0));
         let (runtime, out, left) = (runtime.clone(), out.clone(), pending.clone());
         let worker = std::thread::spawn(move || {
-            for (config, deferred) in rx {
+            for (job, deferred) in rx {
                 let stopping = runtime.stop.is_some_and(|s| s.load(Ordering::SeqCst));
                 if !stopping
-                    && let Some(info) = job::make_deferred_digest(&config, &deferred, &runtime)
+                    && let Some(info) = job::make_deferred_digest(&job, &deferred, &runtime)
                 {
                     let line = serde_json::json!({
                         "event": "digest",
-                        "job": config.job.as_str(),
+                        "job": job.name().as_str(),
                         "key": deferred.wanted.key.as_str(),
                         "now": rfc3339(deferred.at),
                         "digest": info,
@@ -189,15 +189,15 @@ impl Digests {
         (Digests { tx, pending }, worker)
     }
 
-    fn queue(&self, config: &Config, deferred: job::DeferredDigest) {
+    fn queue(&self, job: &Job, deferred: DeferredDigest) {
         self.pending.fetch_add(1, Ordering::SeqCst);
-        if self.tx.send((config.clone(), deferred)).is_err() {
+        if self.tx.send((job.clone(), deferred)).is_err() {
             self.pending.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
 
-fn run_loop(configs: &[Config], opts: &Options<'_>, out: &Output, digests: &Digests) -> Result<()> {
+fn run_loop(jobs: &[Job], opts: &Options<'_>, out: &Output, digests: &Digests) -> Result<()> {
     let mut since = opts.since;
     let owner = job::owner_id();
     loop {
@@ -206,14 +206,14 @@ fn run_loop(configs: &[Config], opts: &Options<'_>, out: &Output, digests: &Dige
         }
         let now = opts.clock.now();
         let mut wake: Option<Timestamp> = None;
-        for config in configs {
-            let next = match wake_job(config, opts, &owner, now, since, out, digests) {
+        for job in jobs {
+            let next = match wake_job(job, opts, &owner, now, since, out, digests) {
                 Ok(next) => next,
                 Err(e) => {
                     // One job's store failing stops none of the others.
                     crate::core::text::say(
                         "error",
-                        &format!("job `{}`: {e}; trying again in a minute", config.job),
+                        &format!("job `{}`: {e}; trying again in a minute", job.name()),
                     );
                     crate::core::clock::after(now, RETRY_SOON)
                 }
@@ -244,7 +244,7 @@ fn stopping(opts: &Options<'_>) -> bool {
 /// unfinished and the due ones, moves the store's `decided_until`, and
 /// returns when the job next needs the daemon.
 fn wake_job(
-    config: &Config,
+    job: &Job,
     opts: &Options<'_>,
     owner: &str,
     now: Timestamp,
@@ -253,13 +253,21 @@ fn wake_job(
     digests: &Digests,
 ) -> Result<Timestamp> {
     let clock = opts.clock;
-    let mut store = store::open(&config.store)?;
+    let mut store = store::open(&job.store)?;
     // Unfinished runs first (they are older than anything newly due), then
     // the plan; neither reads more of the history than it needs.
-    let mut todo = unfinished_work(config, &store.unfinished(config.job.as_str())?, clock)?;
-    let decided_until = store.decided_until(&config.job)?;
-    let runs = store.history_from(config.job.as_str(), plan::rows_from(since, decided_until))?;
-    let plan = plan::plan_over(config, now, since, &runs, decided_until)?;
+    let name = job.name();
+    let mut todo = unfinished_work(job, &store.unfinished(name.as_str())?, clock)?;
+    let decided_until = store.decided_until(name)?;
+    let runs = store.history_from(name.as_str(), plan::rows_from(since, decided_until))?;
+    let plan = plan::plan_over(
+        &job.schedule,
+        job.catch_up,
+        now,
+        since,
+        &runs,
+        decided_until,
+    )?;
     let mut next = plan
         .entries
         .iter()
@@ -273,7 +281,7 @@ fn wake_job(
             &format!(
                 "job `{}`: more than {} windows fell due while no scheduler ran; \
              windows before `{}` were not considered and have no decision",
-                config.job,
+                name,
                 plan::MAX_WINDOWS,
                 first.window.key()
             ),
@@ -299,8 +307,8 @@ fn wake_job(
         if *mine {
             let line = serde_json::json!({
                 "event": "skipped",
-                "reason": "catch-up",
-                "job": config.job.as_str(),
+                "reason": SkipReason::CatchUp,
+                "job": name.as_str(),
                 "key": skip.window.key().as_str(),
                 "now": rfc3339(now),
                 "detail": skip.reason,
@@ -329,17 +337,16 @@ fn wake_job(
         if stopping(opts) {
             return Ok(next);
         }
-        let mut at_now = config.clone();
-        at_now.now = Some(clock.now());
-        let mut outcome = job::run_window(&at_now, Some(&window), opts.runtime);
+        let at_now = opts.runtime.at(Some(clock.now()));
+        let mut outcome = job::run_window(job, Some(&window), &at_now);
         emit(out, &outcome.receipt.to_json_line());
         if let Some(d) = outcome.digest.take() {
-            digests.queue(config, d);
+            digests.queue(job, d);
         }
         ran_any = true;
         if matches!(
-            outcome.receipt.reason.as_deref(),
-            Some("busy" | "retry-later")
+            outcome.receipt.reason,
+            Some(SkipReason::Busy | SkipReason::RetryLater)
         ) {
             deferred.insert(window.key());
             if outcome.receipt.fence.is_none() {
@@ -366,15 +373,15 @@ fn wake_job(
     });
     let moves = through.is_some_and(|t| plan.decided_until.is_none_or(|d| t > d));
     if ran_any || moves {
-        let mut store = store::open(&config.store)?;
+        let mut store = store::open(&job.store)?;
         if let (true, Some(t)) = (moves, through) {
-            store.set_decided_until(&config.job, t, clock.lease_now())?;
+            store.set_decided_until(name, t, clock.lease_now())?;
         }
         if ran_any {
             // A run may have failed and left a retry, or found a window
             // busy: look again when that is due, not at the next window.
-            let runs = store.unfinished(config.job.as_str())?;
-            for w in unfinished_work(config, &runs, clock)? {
+            let runs = store.unfinished(name.as_str())?;
+            for w in unfinished_work(job, &runs, clock)? {
                 next = next.min(match w {
                     Work::Later(t) => t,
                     Work::Run(w) if deferred.contains(&w.key()) => {
@@ -402,7 +409,7 @@ enum Work {
 /// look again. Leases and retry times are judged on the store's
 /// clock as the host sees it (`lease_now`), and a wait is capped at one
 /// lease, so a clock that disagrees cannot make the daemon oversleep.
-fn unfinished_work(config: &Config, runs: &[RunRecord], clock: &dyn Clock) -> Result<Vec<Work>> {
+fn unfinished_work(job: &Job, runs: &[RunRecord], clock: &dyn Clock) -> Result<Vec<Work>> {
     // Oldest first (the store lists the newest window first).
     let rows = runs.iter().rev();
     let now = clock.now();
@@ -410,7 +417,8 @@ fn unfinished_work(config: &Config, runs: &[RunRecord], clock: &dyn Clock) -> Re
     let mut todo = Vec::new();
     for r in rows {
         let ready = r.retry_at.unwrap_or(r.lease_until);
-        let window = Window::containing(&config.job, config.window, &config.zone, r.window_start)?;
+        let s = &job.schedule;
+        let window = Window::containing(&s.job, s.kind, &s.zone, r.window_start)?;
         if window.key() != r.key {
             // The job's window or zone changed since: not this config's to run.
             continue;
@@ -419,9 +427,7 @@ fn unfinished_work(config: &Config, runs: &[RunRecord], clock: &dyn Clock) -> Re
             todo.push(Work::Run(window));
         } else {
             let wait = lease_now.duration_until(ready) + SignedDuration::from_secs(1);
-            let wait = Duration::try_from(wait)
-                .unwrap_or(config.lease)
-                .min(config.lease);
+            let wait = Duration::try_from(wait).unwrap_or(job.lease).min(job.lease);
             todo.push(Work::Later(crate::core::clock::after(now, wait)));
         }
     }
@@ -447,28 +453,22 @@ fn sleep_until(opts: &Options<'_>, wake: Timestamp) {
 /// Set by the first SIGTERM or SIGINT.
 static STOP: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_: libc::c_int) {
-    if STOP.swap(true, Ordering::SeqCst) {
-        // A second signal: exit at once. Only async-signal-safe calls here.
-        // SAFETY: `_exit` ends the process without running any Rust code.
-        unsafe { libc::_exit(130) };
-    }
-}
-
 /// Installs SIGTERM and SIGINT handlers: the first asks the daemon to stop
-/// between runs, a second exits at once. Returns the flag they set.
-pub fn stop_on_signals() -> &'static AtomicBool {
-    for signal in [libc::SIGTERM, libc::SIGINT] {
-        // SAFETY: installing a handler that only touches an atomic and
-        // calls `_exit`, both async-signal-safe.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_signal as *const () as usize;
-            // Reads and writes of the run in progress go on, not EINTR.
-            action.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(signal, &action, std::ptr::null_mut());
-        }
+/// between runs, a second exits at once (130). Returns the flag they set.
+/// The handlers restart interrupted reads and writes, so the run in
+/// progress goes on undisturbed.
+///
+/// # Errors
+///
+/// `Error::Host` when a handler cannot be installed.
+pub fn stop_on_signals() -> Result<&'static AtomicBool> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    for signal in [SIGTERM, SIGINT] {
+        // The exit is installed first, so it only fires for a signal that
+        // finds the flag already set by an earlier one.
+        signal_hook::flag::register_conditional_shutdown(signal, 130, &STOP)
+            .and_then(|_| signal_hook::flag::register(signal, &STOP))
+            .map_err(|e| crate::Error::Host(format!("cannot install a signal handler: {e}")))?;
     }
-    &STOP
+    Ok(&STOP)
 }

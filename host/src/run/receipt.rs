@@ -11,6 +11,7 @@ use crate::core::clock::rfc3339;
 use crate::core::error::ErrorKind;
 use crate::core::window::Window;
 pub use crate::effects::delivery::{DeliveryStatus, MessageInfo};
+use crate::effects::destination::DeliveryMode;
 use crate::effects::ping::PingInfo;
 use crate::guest::cache::CacheOutcome;
 use crate::guest::sandbox::GuestStats;
@@ -73,11 +74,38 @@ pub struct ErrorInfo {
     pub retryable: Option<bool>,
 }
 
+/// Why an invocation ran nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SkipReason {
+    /// The window was already reported.
+    Done,
+    /// A scheduler skipped the window by the job's catch-up policy.
+    CatchUp,
+    /// Another process holds the window's claim, or is in the middle of a
+    /// write to the store.
+    Busy,
+    /// The window's last attempt failed and its next one is not due yet.
+    RetryLater,
+    /// The window's attempts ran out before; it waits for a person.
+    GaveUp,
+}
+
+/// What a warning is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WarningKind {
+    /// The store is on a filesystem that dies with its machine.
+    EphemeralStore,
+    /// The component's `describe` gave nothing for a model.
+    Describe,
+}
+
 /// Something that did not stop the run but needs a person's attention.
 #[derive(Debug, Clone, Serialize)]
 pub struct Warning {
-    /// A stable kind: `ephemeral-store`.
-    pub kind: &'static str,
+    /// What it is about.
+    pub kind: WarningKind,
     /// One line for a person: what is wrong and what to do.
     pub message: String,
 }
@@ -90,7 +118,7 @@ pub struct DestinationInfo {
     pub status: DeliveryStatus,
     /// `at-least-once` or `at-most-once`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub delivery: Option<&'static str>,
+    pub delivery: Option<DeliveryMode>,
     /// Messages for it in this invocation.
     pub messages: u32,
     /// Of those, delivered.
@@ -137,9 +165,9 @@ pub struct Receipt {
     /// Things that did not stop the run but need a person's attention.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<Warning>,
-    /// Why nothing ran: `done`, `busy`, `gave-up`.
+    /// Why nothing ran.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<SkipReason>,
     /// A sentence expanding on `reason`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
@@ -222,7 +250,7 @@ impl Receipt {
     pub fn set_messages(
         &mut self,
         messages: Vec<MessageInfo>,
-        modes: &dyn Fn(&str) -> Option<&'static str>,
+        modes: &dyn Fn(&str) -> Option<DeliveryMode>,
     ) {
         let mut by_dest: BTreeMap<String, DestinationInfo> = BTreeMap::new();
         for m in &messages {
@@ -242,6 +270,33 @@ impl Receipt {
         }
         self.messages = Some(messages);
         self.destinations = Some(by_dest);
+    }
+
+    /// Marks the receipt skipped for `reason`, with a sentence on it.
+    pub fn skip(&mut self, reason: SkipReason, detail: String) {
+        self.event = Event::Skipped;
+        self.reason = Some(reason);
+        self.detail = Some(detail);
+    }
+
+    /// Notes the claim's attempt number and fence.
+    pub fn note_claim(&mut self, attempt: u32, fence: i64) {
+        self.attempt = Some(attempt);
+        self.fence = Some(fence);
+    }
+
+    /// Whether the run this receipt tells of is DONE.
+    pub fn done(&self) -> bool {
+        matches!(self.event, Event::Ran | Event::Resumed) && self.error.is_none()
+    }
+
+    /// The exit code of an invocation that ended with this receipt: 1 for
+    /// a failed or abandoned run, 0 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self.event {
+            Event::Failed | Event::Abandoned => 1,
+            Event::Ran | Event::Resumed | Event::Skipped => 0,
+        }
     }
 
     /// Marks the receipt failed with `kind` and `message`.

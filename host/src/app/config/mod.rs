@@ -1,0 +1,572 @@
+//! The job config file, and every piece of user input that goes with it
+//! (flags and the environment), turned into each capability's settings
+//! when a command asks for them. Flags override the config file;
+//! `$JOBHOST_STORE` stands for `--store`. Paths in a config file are
+//! relative to the file's folder; paths on the command line are relative
+//! to the current directory. Unknown config keys are errors, so a typo
+//! cannot silently fall back to a default.
+//!
+//! A command resolves only what it uses: `status` and `plan` read the
+//! schedule and the store, `history` the store and the digest cache, and
+//! only `run` and `daemon` need the component, the destinations and the
+//! pings, whose `${VAR}` credentials are filled in then (see [`JobConfig`]).
+
+pub mod destinations;
+pub mod digest;
+pub mod limits;
+pub mod ping;
+pub mod store;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::Deserialize;
+
+use crate::core::clock;
+use crate::core::env::Env;
+use crate::core::error::{Error, Result};
+use crate::core::redact::Redactor;
+use crate::core::schedule::{CatchUp, DEFAULT_MAX_CATCH_UP, Schedule};
+use crate::core::window::{JobName, WindowKind, Zone};
+use crate::effects::digest::{DigestSettings, digest_dir};
+use crate::guest::cache::CompileCache;
+use crate::guest::source::SourceSpec;
+use crate::run::Job;
+use crate::store::{Attempts, StoreLocation};
+pub use store::{DEFAULT_STORE, default_store};
+
+/// The longest delay after a window closes that a config may ask for.
+const MAX_DELAY_SECONDS: u64 = 7 * 86_400;
+
+/// The widest jitter a config may ask for.
+const MAX_JITTER_SECONDS: u64 = 86_400;
+
+/// The longest grace a config may ask for.
+const MAX_GRACE_SECONDS: u64 = 30 * 86_400;
+
+/// The most missed windows `catch_up = "all"` may run.
+const MAX_CATCH_UP: u32 = 1000;
+
+/// The job config file, as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// The job's name; part of every window key.
+    pub job: Option<String>,
+    /// The report component (`.wasm`).
+    pub component: Option<PathBuf>,
+    /// `hour`, `day` or `week`.
+    pub window: Option<String>,
+    /// IANA zone whose calendar defines the windows.
+    #[serde(alias = "tz")]
+    pub timezone: Option<String>,
+    /// The claim store: a SQLite file path, or a `postgres://` URL (which
+    /// may take its password from `${VAR}`).
+    pub store: Option<String>,
+    /// Refuse to run with a SQLite store on a filesystem that dies with its
+    /// machine or container (tmpfs, ramfs, overlayfs), instead of warning.
+    pub require_durable_store: Option<bool>,
+    /// A fixed clock reading (mostly for tests and demos).
+    pub now: Option<String>,
+    /// Attempts before a failing window is given up.
+    pub max_attempts: Option<u32>,
+    /// Seconds before a failed window is attempted again (default 60),
+    /// doubled after each further failure.
+    pub retry_delay_seconds: Option<u64>,
+    /// The longest wait between two attempts of a window (default 3600).
+    pub max_retry_delay_seconds: Option<u64>,
+    /// Seconds after a window closes before it is due (default 0): for data
+    /// that arrives late.
+    pub delay_seconds: Option<u64>,
+    /// The most seconds a window's due moment is spread out after the delay
+    /// (default 0), a fixed share per window.
+    pub jitter_seconds: Option<u64>,
+    /// What to do with windows missed while nothing ran them: `all` (the
+    /// newest `max_catch_up` of them), `latest` or `none`.
+    pub catch_up: Option<String>,
+    /// How many missed windows `catch_up = "all"` runs (default 3).
+    pub max_catch_up: Option<u32>,
+    /// Seconds a due window may stay undone before `jobhost status` calls
+    /// the job late (default 3600).
+    pub grace_seconds: Option<u64>,
+    /// The compiled-code cache folder.
+    pub cache_dir: Option<PathBuf>,
+    /// The data source.
+    pub source: Option<SourceFile>,
+    /// Named destinations.
+    #[serde(default)]
+    pub destinations: BTreeMap<String, destinations::DestinationFile>,
+    /// Limits for the guest.
+    #[serde(default)]
+    pub limits: limits::LimitsFile,
+    /// Free-form parameters handed to the guest.
+    #[serde(default)]
+    pub params: BTreeMap<String, toml::Value>,
+    /// URLs pinged when a run starts, succeeds or fails.
+    pub ping: Option<ping::PingFile>,
+    /// A language model that writes a digest of each DONE run.
+    pub digest: Option<digest::DigestFile>,
+}
+
+/// `[source]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceFile {
+    /// SQLite database file.
+    pub path: PathBuf,
+    /// The query.
+    pub query: String,
+}
+
+/// What `jobhost run` was given on the command line.
+#[derive(Debug, Default, Clone)]
+pub struct RunFlags {
+    /// `--component`.
+    pub component: Option<PathBuf>,
+    /// `--config`.
+    pub config: Option<PathBuf>,
+    /// `--job`.
+    pub job: Option<String>,
+    /// `--window`.
+    pub window: Option<String>,
+    /// `--tz`.
+    pub tz: Option<String>,
+    /// `--store`, or `$JOBHOST_STORE`.
+    pub store: Option<PathBuf>,
+    /// `--require-durable-store`.
+    pub require_durable_store: bool,
+    /// `--now`.
+    pub now: Option<String>,
+    /// `--cache-dir`, or `$JOBHOST_CACHE_DIR`.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// A job's config file and flags, read and parsed; each part is
+/// validated (and its `${VAR}`s filled in) when a command asks for it.
+#[derive(Debug)]
+pub struct JobConfig {
+    flags: RunFlags,
+    file: ConfigFile,
+    /// The config file's folder: paths in the file are relative to it.
+    base: PathBuf,
+}
+
+impl JobConfig {
+    /// Reads the config `flags` name, if any.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the file, and the line and key for a TOML error.
+    pub fn load(flags: &RunFlags) -> Result<JobConfig> {
+        let (file, base) = match &flags.config {
+            Some(path) => (load_file(path)?, store::config_dir(path)),
+            None => (ConfigFile::default(), PathBuf::new()),
+        };
+        Ok(JobConfig {
+            flags: flags.clone(),
+            file,
+            base,
+        })
+    }
+
+    /// A path written in the config file, relative to its folder.
+    fn relative(&self, p: &Path) -> PathBuf {
+        self.base.join(p)
+    }
+
+    /// The job's name.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` for a name jobhost cannot use in a window key.
+    pub fn name(&self) -> Result<JobName> {
+        JobName::new(
+            self.flags
+                .job
+                .as_deref()
+                .or(self.file.job.as_deref())
+                .unwrap_or("daily-report"),
+        )
+    }
+
+    /// When the job's windows are due.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the key that is wrong.
+    pub fn schedule(&self) -> Result<Schedule> {
+        let (flags, file) = (&self.flags, &self.file);
+        let kind: WindowKind = flags
+            .window
+            .as_deref()
+            .or(file.window.as_deref())
+            .unwrap_or("day")
+            .parse()?;
+        let zone = Zone::new(
+            flags
+                .tz
+                .as_deref()
+                .or(file.timezone.as_deref())
+                .unwrap_or("UTC"),
+        )?;
+        let delay = file.delay_seconds.unwrap_or(0);
+        if delay > MAX_DELAY_SECONDS {
+            return Err(Error::input(format!(
+                "invalid `delay_seconds = {delay}`: at most {MAX_DELAY_SECONDS} (7 days)"
+            )));
+        }
+        let jitter = file.jitter_seconds.unwrap_or(0);
+        let widest = crate::core::schedule::max_jitter(kind)
+            .as_secs()
+            .min(MAX_JITTER_SECONDS);
+        if jitter > widest {
+            return Err(Error::input(format!(
+                "invalid `jitter_seconds = {jitter}`: at most {widest} for {kind} windows, \
+                 less than the shortest window, so windows stay due in order"
+            )));
+        }
+        let grace = file.grace_seconds.unwrap_or(3600);
+        if grace > MAX_GRACE_SECONDS {
+            return Err(Error::input(format!(
+                "invalid `grace_seconds = {grace}`: at most {MAX_GRACE_SECONDS} (30 days)"
+            )));
+        }
+        Ok(Schedule {
+            job: self.name()?,
+            kind,
+            zone,
+            delay: Duration::from_secs(delay),
+            jitter: Duration::from_secs(jitter),
+            grace: Duration::from_secs(grace),
+        })
+    }
+
+    /// What a scheduler does with missed windows.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming `catch_up` or `max_catch_up`.
+    pub fn catch_up(&self) -> Result<CatchUp> {
+        let max = self.file.max_catch_up.unwrap_or(DEFAULT_MAX_CATCH_UP);
+        if !(1..=MAX_CATCH_UP).contains(&max) {
+            return Err(Error::input(format!(
+                "invalid `max_catch_up = {max}`: use 1 to {MAX_CATCH_UP}"
+            )));
+        }
+        CatchUp::parse(self.file.catch_up.as_deref().unwrap_or("all"), max)
+    }
+
+    /// The fixed clock reading `--now` (or the config's `now`) gives.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` for an instant that does not parse.
+    pub fn now(&self) -> Result<Option<Timestamp>> {
+        match (&self.flags.now, &self.file.now) {
+            (Some(t), _) => clock::parse_instant("--now", t).map(Some),
+            (None, Some(t)) => clock::parse_instant("`now` in the job config", t).map(Some),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// The claim store; only its own `${VAR}`s are filled in.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the flag or key (see [`store::resolve`]).
+    pub fn store(&self, env: &Env<'_>) -> Result<StoreLocation> {
+        self.store_with(env, &mut Redactor::default())
+    }
+
+    fn store_with(&self, env: &Env<'_>, redactor: &mut Redactor) -> Result<StoreLocation> {
+        store::resolve(
+            self.flags.store.as_deref(),
+            self.file.store.as_deref(),
+            self.flags.config.as_deref(),
+            env,
+            redactor,
+        )
+    }
+
+    /// The compiled-code cache folder: `--cache-dir` (or
+    /// `$JOBHOST_CACHE_DIR`), else the config's `cache_dir`, else the
+    /// per-user cache folder.
+    pub fn cache_dir(&self) -> Option<PathBuf> {
+        match (&self.flags.cache_dir, &self.file.cache_dir) {
+            (Some(p), _) => Some(p.clone()),
+            (None, Some(p)) => Some(self.relative(p)),
+            (None, None) => CompileCache::default_dir(),
+        }
+    }
+
+    /// Where the job's digests are cached, when it has a `[digest]` model.
+    pub fn digest_cache_dir(&self) -> Option<PathBuf> {
+        let d = self.file.digest.as_ref()?;
+        match &d.cache_dir {
+            Some(dir) => Some(self.relative(dir)),
+            None => self.cache_dir().map(|c| digest_dir(&c)),
+        }
+    }
+
+    /// The component file.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` when neither `--component` nor the config names one.
+    pub fn component(&self) -> Result<PathBuf> {
+        match (&self.flags.component, &self.file.component) {
+            (Some(p), _) => Ok(p.clone()),
+            (None, Some(p)) => Ok(self.relative(p)),
+            (None, None) => Err(Error::input(
+                "no component given: pass --component PATH or set `component` in the job config",
+            )),
+        }
+    }
+
+    /// Everything running the job needs, every `${VAR}` it uses filled in
+    /// from `env`: a missing credential is bad input now, before any claim.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the flag, key or variable that is wrong.
+    pub fn job(&self, env: &Env<'_>) -> Result<Job> {
+        let file = &self.file;
+        let component = self.component()?;
+        let schedule = self.schedule()?;
+        let catch_up = self.catch_up()?;
+        let mut redactor = Redactor::default();
+        let store = self.store_with(env, &mut redactor)?;
+        let from_file = |p: &Path| self.relative(p);
+        let destinations =
+            destinations::destinations(&file.destinations, &from_file, env, &mut redactor)?;
+        let guest = limits::guest(&file.limits, &file.params)?;
+        let pings = ping::pings(&file.ping.clone().unwrap_or_default(), env, &mut redactor)?;
+        let lease = limits::lease(&file.limits, guest.limits.timeout, &pings, &destinations)?;
+        let digest = match &file.digest {
+            Some(d) => Some(digest::digest(
+                d,
+                env,
+                &mut redactor,
+                &destinations,
+                self.cache_dir(),
+                &from_file,
+            )?),
+            None => None,
+        };
+        Ok(Job {
+            schedule,
+            catch_up,
+            component,
+            cache_dir: self.cache_dir(),
+            store,
+            require_durable_store: self.flags.require_durable_store
+                || file.require_durable_store.unwrap_or(false),
+            source: file.source.as_ref().map(|s| SourceSpec {
+                path: self.relative(&s.path),
+                query: s.query.clone(),
+            }),
+            guest,
+            destinations,
+            redactor,
+            attempts: self.attempts()?,
+            lease,
+            pings,
+            digest,
+        })
+    }
+
+    /// How many attempts a window gets, and the waits between them.
+    fn attempts(&self) -> Result<Attempts> {
+        let file = &self.file;
+        let max_attempts = file.max_attempts.unwrap_or(3);
+        if max_attempts == 0 {
+            return Err(Error::input("invalid `max_attempts = 0`: use 1 or more"));
+        }
+        let retry_delay = Duration::from_secs(file.retry_delay_seconds.unwrap_or(60));
+        let max_retry_delay = Duration::from_secs(file.max_retry_delay_seconds.unwrap_or(3600));
+        let longest = Duration::from_secs(limits::MAX_LEASE_SECONDS);
+        if max_retry_delay < retry_delay || max_retry_delay > longest {
+            return Err(Error::input(format!(
+                "invalid `max_retry_delay_seconds = {}`: use at least `retry_delay_seconds` ({}) \
+                 and at most {}",
+                max_retry_delay.as_secs(),
+                retry_delay.as_secs(),
+                longest.as_secs()
+            )));
+        }
+        Ok(Attempts {
+            max_attempts,
+            retry_delay,
+            max_retry_delay,
+        })
+    }
+
+    /// The job's `[digest]` model, for `jobhost digest`: only the digest's
+    /// own `${VAR}`s, the store's, and those of the destination that gets
+    /// digests are filled in; `None` without a `[digest]` section.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the key or variable that is wrong.
+    pub fn digest(&self, env: &Env<'_>) -> Result<Option<DigestSettings>> {
+        let Some(d) = &self.file.digest else {
+            return Ok(None);
+        };
+        let mut redactor = Redactor::default();
+        self.store_with(env, &mut redactor)?;
+        let from_file = |p: &Path| self.relative(p);
+        let mut wanted = BTreeMap::new();
+        if let Some((name, written)) = d
+            .destination
+            .as_ref()
+            .and_then(|name| self.file.destinations.get_key_value(name))
+        {
+            let dest = destinations::destination(name, written, &from_file, env, &mut redactor)?;
+            wanted.insert(name.clone(), dest);
+        }
+        digest::digest(d, env, &mut redactor, &wanted, self.cache_dir(), &from_file).map(Some)
+    }
+}
+
+/// Reads and parses a job config file.
+///
+/// # Errors
+///
+/// `Error::Input` naming the file, and the line and key for a TOML error.
+pub fn load_file(path: &Path) -> Result<ConfigFile> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::input(format!("cannot read job config `{}`: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| {
+        let detail = e.message().to_string();
+        let at = e
+            .span()
+            .map(|s| {
+                format!(
+                    " (line {})",
+                    text[..s.start.min(text.len())].matches('\n').count() + 1
+                )
+            })
+            .unwrap_or_default();
+        Error::input(format!(
+            "invalid job config `{}`{at}: {detail}",
+            path.display()
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::effects::destination::{DeliveryMode, Target};
+
+    fn write(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("job.toml");
+        std::fs::write(&p, text).unwrap();
+        (dir, p)
+    }
+
+    fn config(p: &Path) -> JobConfig {
+        JobConfig::load(&RunFlags {
+            config: Some(p.to_path_buf()),
+            ..RunFlags::default()
+        })
+        .unwrap()
+    }
+
+    fn no_env(_: &str) -> Option<std::ffi::OsString> {
+        None
+    }
+
+    #[test]
+    fn flags_override_the_file_and_file_paths_are_relative_to_it() {
+        let (_dir, p) = write(
+            "job = \"sales\"\ncomponent = \"r.wasm\"\ntimezone = \"Asia/Tokyo\"\n\
+             [source]\npath = \"d.db\"\nquery = \"SELECT 1 WHERE :start < :end\"\n\
+             [destinations.digest]\ntype = \"file\"\npath = \"out/d.jsonl\"\n[params]\ntop = 5\n",
+        );
+        let flags = RunFlags {
+            config: Some(p.clone()),
+            tz: Some("UTC".into()),
+            ..RunFlags::default()
+        };
+        let job = JobConfig::load(&flags).unwrap().job(&no_env).unwrap();
+        let dir = p.parent().unwrap();
+        assert_eq!(job.name().as_str(), "sales");
+        assert_eq!(job.schedule.zone.name(), "UTC");
+        assert_eq!(job.component, dir.join("r.wasm"));
+        assert_eq!(job.source.unwrap().path, dir.join("d.db"));
+        assert_eq!(
+            job.destinations["digest"].target,
+            Target::File {
+                path: dir.join("out/d.jsonl")
+            }
+        );
+        assert_eq!(job.destinations["digest"].mode, DeliveryMode::AtLeastOnce);
+        assert_eq!(job.guest.params, vec![("top".to_string(), "5".to_string())]);
+        assert_eq!(job.store, StoreLocation::Sqlite(dir.join(DEFAULT_STORE)));
+    }
+
+    #[test]
+    fn a_misspelled_key_is_an_error_naming_it_and_its_line() {
+        let (_dir, p) = write("job = \"x\"\ncomponent = \"r.wasm\"\ntimezon = \"UTC\"\n");
+        let err = JobConfig::load(&RunFlags {
+            config: Some(p),
+            ..RunFlags::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("timezon"), "{err}");
+        assert!(err.contains("line 3"), "{err}");
+    }
+
+    #[test]
+    fn what_a_reader_needs_resolves_without_a_component_or_the_runs_credentials() {
+        let (_dir, p) = write(
+            "job = \"sales\"\nwindow = \"hour\"\ncache_dir = \"c\"\n\
+             [destinations.ledger]\ntype = \"http\"\nurl = \"https://l.example/${LEDGER_URL_PART}\"\n\
+             headers = { Authorization = \"Bearer ${LEDGER_TOKEN}\" }\n\
+             [ping]\nsuccess = \"https://hc.example/${HC_UUID}\"\n\
+             [digest]\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\napi_key = \"${MODEL_KEY}\"\n",
+        );
+        let c = config(&p);
+        let schedule = c.schedule().unwrap();
+        assert_eq!(
+            (schedule.job.as_str(), schedule.kind),
+            ("sales", WindowKind::Hour)
+        );
+        c.catch_up().unwrap();
+        let dir = p.parent().unwrap();
+        assert_eq!(
+            c.store(&no_env).unwrap(),
+            StoreLocation::Sqlite(dir.join(DEFAULT_STORE))
+        );
+        assert_eq!(c.digest_cache_dir(), Some(dir.join("c").join("digests")));
+        // Running it needs all of them: the first one missing is named.
+        let err = c.job(&no_env).unwrap_err().to_string();
+        assert!(err.contains("no component given"), "{err}");
+        let flags = RunFlags {
+            config: Some(p.clone()),
+            component: Some("r.wasm".into()),
+            ..RunFlags::default()
+        };
+        let err = JobConfig::load(&flags).unwrap().job(&no_env).unwrap_err();
+        assert!(matches!(err, Error::Input(_)), "{err}");
+        assert!(err.to_string().contains("LEDGER_URL_PART"), "{err}");
+        // `jobhost digest` needs the model's key, not the ledger's token.
+        let err = c.digest(&no_env).unwrap_err().to_string();
+        assert!(err.contains("MODEL_KEY"), "{err}");
+        let key = |name: &str| (name == "MODEL_KEY").then(|| "sk".into());
+        assert_eq!(c.digest(&key).unwrap().unwrap().model, "m");
+    }
+
+    #[test]
+    fn a_lease_shorter_than_the_timeout_is_refused() {
+        let (_dir, p) =
+            write("component = \"r.wasm\"\n[limits]\ntimeout_seconds = 60\nlease_seconds = 30\n");
+        let err = config(&p).job(&no_env).unwrap_err();
+        assert!(err.to_string().contains("must outlive"), "{err}");
+    }
+}

@@ -1,0 +1,136 @@
+//! The store's answer to a claim, for the invocation that asked: a lease
+//! to run or resume the window with, or why nothing runs, written into the
+//! receipt as a typed [`SkipReason`] and one sentence for a person.
+
+use crate::core::clock::rfc3339;
+use crate::core::error::ErrorKind;
+use crate::core::window::WindowKey;
+use crate::run::receipt::{Event, Receipt, SkipReason};
+use crate::store::{Claim, Held, Lease};
+
+/// A claim that lets this invocation go on.
+pub(crate) enum Granted {
+    /// Run the guest for the window.
+    Run(Lease),
+    /// Deliver the report another invocation committed.
+    Resume(Lease),
+}
+
+/// The lease `claim` grants, or `None` with the receipt saying why nothing
+/// runs.
+pub(crate) fn answer(claim: Claim, key: &WindowKey, receipt: &mut Receipt) -> Option<Granted> {
+    match claim {
+        Claim::Run { lease, .. } => return Some(Granted::Run(lease)),
+        Claim::Resume { lease } => return Some(Granted::Resume(lease)),
+        Claim::Done { attempt, fence } => done(receipt, key, attempt, fence.0),
+        Claim::Skipped { reason } => skipped_by_scheduler(receipt, key, reason.as_deref(), 0, 0),
+        Claim::Busy {
+            owner,
+            lease_until,
+            attempt,
+            fence,
+        } => {
+            receipt.note_claim(attempt, fence.0);
+            receipt.skip(
+                SkipReason::Busy,
+                format!(
+                    "`{owner}` holds the claim on `{key}` until {}",
+                    rfc3339(lease_until)
+                ),
+            );
+        }
+        Claim::Locked { held, waited } => {
+            let what = match held {
+                Held::Row => format!("the row of `{key}`"),
+                Held::Store => "the store's write lock".to_string(),
+            };
+            receipt.skip(
+                SkipReason::Busy,
+                format!(
+                    "another process has held {what} for more than {} s without finishing its \
+                     write (paused or cut off in the middle of it); nothing was claimed, and a \
+                     later invocation tries again",
+                    waited.as_secs_f64()
+                ),
+            );
+        }
+        Claim::Wait {
+            until,
+            fence,
+            attempts,
+            error,
+        } => {
+            receipt.note_claim(attempts, fence.0);
+            receipt.skip(
+                SkipReason::RetryLater,
+                format!(
+                    "attempt {attempts} at window `{key}` failed; the next attempt waits until {}{}",
+                    rfc3339(until),
+                    last_error(error.as_deref())
+                ),
+            );
+        }
+        Claim::GaveUp {
+            fence,
+            attempts,
+            error,
+            abandoned_now,
+        } => {
+            receipt.note_claim(attempts, fence.0);
+            let last = last_error(error.as_deref());
+            if abandoned_now {
+                receipt.fail_as(
+                    Event::Abandoned,
+                    ErrorKind::Abandoned,
+                    format!(
+                        "gave up on window `{key}` after {attempts} attempt(s){last}; look at it, \
+                         then remove its row or rename the job to run it again"
+                    ),
+                );
+            } else {
+                receipt.skip(
+                    SkipReason::GaveUp,
+                    format!(
+                        "window `{key}` is not attempted again after {attempts} attempt(s){last}"
+                    ),
+                );
+            }
+        }
+    }
+    None
+}
+
+/// The window was already reported.
+pub(crate) fn done(receipt: &mut Receipt, key: &WindowKey, attempt: u32, fence: i64) {
+    receipt.note_claim(attempt, fence);
+    receipt.skip(
+        SkipReason::Done,
+        format!("window `{key}` was already reported"),
+    );
+}
+
+/// A scheduler skipped the window (for `why`); only a person's `jobhost
+/// run` runs it.
+pub(crate) fn skipped_by_scheduler(
+    receipt: &mut Receipt,
+    key: &WindowKey,
+    why: Option<&str>,
+    attempt: u32,
+    fence: i64,
+) {
+    receipt.note_claim(attempt, fence);
+    receipt.skip(
+        SkipReason::CatchUp,
+        format!(
+            "window `{key}` was skipped by a scheduler ({}); `jobhost run` for that window runs \
+             it on purpose",
+            why.unwrap_or("no reason recorded")
+        ),
+    );
+}
+
+fn last_error(error: Option<&str>) -> String {
+    error
+        .map(|e| format!("; last error: {e}"))
+        .unwrap_or_default()
+}

@@ -1,0 +1,77 @@
+//! What running one job needs, gathered from each capability's settings:
+//! when it runs (the schedule and its catch-up policy), which component
+//! and cache, which store, the guest's settings, the destinations, the
+//! retry policy, the lease, the pings and the digest model. The `app`
+//! layer builds a [`Job`] from a config file only for the commands that
+//! run one (`run`, `daemon`); the commands that only read take the parts
+//! they read.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::core::redact::Redactor;
+use crate::core::schedule::{CatchUp, Schedule};
+use crate::core::window::JobName;
+use crate::effects::delivery::DeliverySettings;
+use crate::effects::destination::Destination;
+use crate::effects::digest::DigestSettings;
+use crate::effects::ping::Pings;
+use crate::guest::limits::GuestSettings;
+use crate::guest::source::SourceSpec;
+use crate::store::{Attempts, StoreLocation};
+
+/// One job, ready to run.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// When its windows are due (and the job's name).
+    pub schedule: Schedule,
+    /// What happens to windows missed while nothing ran them.
+    pub catch_up: CatchUp,
+    /// The component file.
+    pub component: PathBuf,
+    /// Compiled-code cache folder (`None`: no cache).
+    pub cache_dir: Option<PathBuf>,
+    /// The claim store.
+    pub store: StoreLocation,
+    /// Refuse an ephemeral SQLite store instead of warning about it.
+    pub require_durable_store: bool,
+    /// The data source.
+    pub source: Option<SourceSpec>,
+    /// The guest's limits, outbox, log budget, batch size and parameters.
+    pub guest: GuestSettings,
+    /// Destinations by name.
+    pub destinations: BTreeMap<String, Destination>,
+    /// Every credential the job's settings hold, to scrub from messages.
+    pub redactor: Redactor,
+    /// How many attempts a window gets, and the waits between them.
+    pub attempts: Attempts,
+    /// How long a claim lasts unrenewed.
+    pub lease: Duration,
+    /// URLs pinged when a run starts, succeeds or fails.
+    pub pings: Pings,
+    /// The language model that writes a digest of each DONE run, if any.
+    pub digest: Option<DigestSettings>,
+}
+
+impl Job {
+    /// The job's name.
+    pub fn name(&self) -> &JobName {
+        &self.schedule.job
+    }
+
+    /// What delivering the job's messages needs of it.
+    pub fn delivery(&self) -> DeliverySettings<'_> {
+        DeliverySettings {
+            destinations: &self.destinations,
+            redactor: &self.redactor,
+            lease: self.lease,
+            attempts: self.attempts,
+        }
+    }
+
+    /// The job's destination names, sorted.
+    pub fn destination_names(&self) -> Vec<String> {
+        self.destinations.keys().cloned().collect()
+    }
+}

@@ -1,0 +1,78 @@
+//! Opening a job's store for a run: refused (or warned about) when it is
+//! on a filesystem that dies with its machine, and said when this
+//! invocation created it.
+
+use crate::core::error::{Error, Result};
+use crate::core::failpoint::Failpoints;
+use crate::run::job::Job;
+use crate::run::receipt::{Receipt, Warning, WarningKind};
+use crate::store::durable::ephemeral_filesystem;
+use crate::store::{Store, StoreLocation};
+
+/// Opens (creating and migrating if need be) the job's store, after the
+/// durability check, so that a refusal leaves nothing behind.
+pub(crate) fn open_store(
+    job: &Job,
+    failpoints: Option<std::sync::Arc<dyn Failpoints>>,
+    receipt: &mut Receipt,
+) -> Result<Box<dyn Store>> {
+    receipt.store = Some(job.store.to_string());
+    check_durable(job, receipt)?;
+    let store = crate::store::open_with(&job.store, failpoints)?;
+    if store.created() {
+        receipt.store_created = true;
+        crate::core::text::say("note", &store_created(&job.store));
+    }
+    Ok(store)
+}
+
+/// A SQLite store on a filesystem that dies with its machine or container
+/// loses every claim with it, and the next host runs every window again:
+/// warn in the receipt and on stderr, or refuse when the job requires a
+/// durable store.
+///
+/// # Errors
+///
+/// `Error::Input` when the store is ephemeral and a durable one is required.
+fn check_durable(job: &Job, receipt: &mut Receipt) -> Result<()> {
+    let StoreLocation::Sqlite(path) = &job.store else {
+        return Ok(());
+    };
+    let Some(fs) = ephemeral_filesystem(path) else {
+        return Ok(());
+    };
+    let problem = format!(
+        "store `{}` is on {}: {}, and with it every claim, so a later host would run \
+         every window again",
+        path.display(),
+        fs.name(),
+        fs.dies_with()
+    );
+    let fix = "put the store on a persistent volume, or use a PostgreSQL store \
+               (--store postgres://...)";
+    if job.require_durable_store {
+        return Err(Error::input(format!(
+            "{problem}; {fix} (refused because a durable store is required)"
+        )));
+    }
+    crate::core::text::say(
+        "warning",
+        &format!("{problem}; {fix}, or pass --require-durable-store to refuse such a store"),
+    );
+    receipt.warnings.push(Warning {
+        kind: WarningKind::EphemeralStore,
+        message: format!("{problem}; {fix}"),
+    });
+    Ok(())
+}
+
+/// What is said of a store that was just created: nothing has run in it,
+/// so a job that ran before used another store (the field report's
+/// duplicate starts exactly like this).
+pub fn store_created(store: &StoreLocation) -> String {
+    format!(
+        "created a new store `{store}`; nothing has run in it yet, so if this \
+         job ran before, it kept its claims in another store: pass that one with --store (or \
+         `store` in the job config) before its windows run twice"
+    )
+}

@@ -1,0 +1,494 @@
+//! One run of one job, in its phases:
+//!
+//! `open` -> [`Run::peek`] -> [`Run::prepare`] -> [`Run::claim`] ->
+//! [`Run::execute`] -> [`Run::deliver`] -> `finish`.
+//!
+//! This is the only place that sequences them. Each phase's output is the
+//! next one's input, and a crash between any two leaves the store in a
+//! state the next invocation continues from without a second effect (see
+//! "One run" in ARCHITECTURE.md).
+
+use jiff::Timestamp;
+
+use crate::core::clock::{Clock, rfc3339};
+use crate::core::error::{Error, ErrorKind, Result};
+use crate::core::failpoint::Boundary;
+use crate::core::window::{Window, WindowKey};
+use crate::effects::delivery::{self, Delivery, Ended};
+use crate::effects::digest::Wanted;
+use crate::effects::ping::Signal;
+use crate::guest::cache::CompileCache;
+use crate::guest::failure::GuestFailure;
+use crate::guest::guest_log::GuestLog;
+use crate::guest::outbox::Staging;
+use crate::guest::sandbox::{ComponentFile, GuestSuccess, LoadedComponent, RunInput, Sandbox};
+use crate::guest::source::SourceAccess;
+use crate::run::answer::{self, Granted};
+use crate::run::finish;
+use crate::run::job::Job;
+use crate::run::open::open_store;
+use crate::run::receipt::{Event, MessageInfo, Receipt, ReportInfo, Warning, WarningKind};
+use crate::run::{Outcome, Runtime};
+use crate::store::{
+    ClaimRequest, Failure, Lease, PendingMessage, RunRecord, RunState, Store, window_mismatch,
+};
+
+/// Runs the job's newest due window once, in `runtime`.
+pub fn run(job: &Job, runtime: &Runtime) -> Outcome {
+    run_window(job, None, runtime)
+}
+
+/// Runs `window` of the job (by default the newest due one) once, in
+/// `runtime`: the scheduling daemon names the window, including missed
+/// ones it catches up on; a person's `jobhost run` names none, and runs
+/// even a window a scheduler skipped.
+pub fn run_window(job: &Job, window: Option<&Window>, runtime: &Runtime) -> Outcome {
+    let clock = runtime.clock();
+    let mut receipt = Receipt::new(Event::Failed);
+    let result = Run::start(job, window, clock.as_ref(), runtime, &mut receipt)
+        .and_then(|run| run.phases(&mut receipt));
+    let (exit_code, wanted) = match result {
+        Ok(wanted) => (receipt.exit_code(), wanted),
+        Err(e) => {
+            receipt.fail(e.kind(), e.to_string(), None);
+            (e.exit_code(), None)
+        }
+    };
+    // After everything else: a monitor hears of the outcome, then the
+    // digest is made; nothing either does changes the outcome.
+    finish::announce(job, &mut receipt, clock.as_ref());
+    let digest = finish::digest(job, wanted, runtime, clock.as_ref(), &mut receipt);
+    Outcome {
+        receipt,
+        exit_code,
+        digest,
+    }
+}
+
+/// One run under way: its job, clock, runtime and window.
+struct Run<'a> {
+    job: &'a Job,
+    clock: &'a dyn Clock,
+    runtime: &'a Runtime,
+    /// The run's clock reading.
+    now: Timestamp,
+    window: Window,
+    key: WindowKey,
+    /// Named by a scheduler, which leaves a window it skipped alone.
+    scheduled: bool,
+}
+
+/// What [`Run::peek`] found.
+enum Peeked {
+    /// Nothing to do: the receipt says why.
+    Answered,
+    /// The window's row, if it has one, to claim.
+    Open(Option<Box<RunRecord>>),
+}
+
+/// What [`Run::prepare`] readied before the claim.
+struct Prepared {
+    sandbox: Sandbox,
+    /// The component file, unless it is missing and not needed.
+    file: Option<ComponentFile>,
+    /// The compiled component, for a window whose guest is to run.
+    component: Option<LoadedComponent>,
+    /// The window's data, its query already started.
+    source: SourceAccess,
+    /// The component recorded with a committed report still to deliver.
+    recorded_component: Option<String>,
+}
+
+/// What [`Run::execute`] committed: the messages to deliver and the
+/// report's prompt for a digest.
+struct Executed {
+    pending: Vec<PendingMessage>,
+    prompt: Option<String>,
+}
+
+impl<'a> Run<'a> {
+    /// Picks the window: the one named, else the newest due one (closed,
+    /// and past the job's delay).
+    fn start(
+        job: &'a Job,
+        window: Option<&Window>,
+        clock: &'a dyn Clock,
+        runtime: &'a Runtime,
+        receipt: &mut Receipt,
+    ) -> Result<Run<'a>> {
+        let now = clock.now();
+        receipt.now = Some(rfc3339(now));
+        let scheduled = window.is_some();
+        let window = match window {
+            Some(w) => w.clone(),
+            None => job.schedule.last_due(now)?,
+        };
+        receipt.set_window(&window);
+        Ok(Run {
+            job,
+            clock,
+            runtime,
+            now,
+            key: window.key(),
+            window,
+            scheduled,
+        })
+    }
+
+    /// The phases in order; the DONE run whose digest is wanted, if any.
+    fn phases(self, receipt: &mut Receipt) -> Result<Option<Wanted>> {
+        // A missing or unreadable component is bad input, unless the
+        // window's report is already committed (see `prepare`).
+        let file = ComponentFile::read(&self.job.component);
+        if let Ok(f) = &file {
+            receipt.component = Some(f.digest());
+        }
+        let mut store = open_store(self.job, self.runtime.failpoints.clone(), receipt)?;
+        let store = store.as_mut();
+        let Peeked::Open(row) = self.peek(store, receipt)? else {
+            return Ok(None);
+        };
+        let prepared = self.prepare(file, row, receipt)?;
+        let Some(granted) = self.claim(store, &prepared, receipt)? else {
+            return Ok(None);
+        };
+        let (lease, executed, resumed) = match granted {
+            Granted::Resume(lease) => {
+                let executed = self.resume(store, prepared.recorded_component, receipt)?;
+                (lease, executed, true)
+            }
+            Granted::Run(lease) => match self.execute(store, &lease, prepared, receipt)? {
+                Some(executed) => (lease, executed, false),
+                None => return Ok(None),
+            },
+        };
+        self.deliver(store, &lease, &executed.pending, resumed, receipt)?;
+        Ok(receipt
+            .done()
+            .then(|| Wanted::new(self.key, executed.prompt)))
+    }
+
+    /// The common case for a scheduled job is a window already done: it is
+    /// answered from its row, without compiling anything.
+    fn peek(&self, store: &mut dyn Store, receipt: &mut Receipt) -> Result<Peeked> {
+        let row = store.peek(&self.key)?;
+        if let Some(run) = &row {
+            check_same_window(run, &self.window)?;
+            match run.state {
+                RunState::Done => {
+                    answer::done(receipt, &self.key, run.attempt, run.fence.0);
+                    return Ok(Peeked::Answered);
+                }
+                RunState::Skipped if self.scheduled => {
+                    let why = run.error.as_deref();
+                    answer::skipped_by_scheduler(receipt, &self.key, why, run.attempt, run.fence.0);
+                    return Ok(Peeked::Answered);
+                }
+                _ => {}
+            }
+        }
+        Ok(Peeked::Open(row.map(Box::new)))
+    }
+
+    /// Everything the user supplied is checked before the claim, so bad
+    /// input never leaves a claim behind: the component is compiled (or
+    /// found in the cache) and the query started. A run whose report is
+    /// already committed needs neither: it only delivers what is stored.
+    fn prepare(
+        &self,
+        file: Result<ComponentFile>,
+        row: Option<Box<RunRecord>>,
+        receipt: &mut Receipt,
+    ) -> Result<Prepared> {
+        let sandbox = Sandbox::new()?;
+        let resuming = row.as_ref().is_some_and(|r| r.state == RunState::Prepared);
+        let file = match file {
+            Ok(f) => Some(f),
+            Err(_) if resuming => None,
+            Err(e) => return Err(e),
+        };
+        let guest = &self.job.guest;
+        let (start, end) = (self.window.start, self.window.end);
+        let mut source = SourceAccess::new(self.job.source.clone(), start, end, guest.batch_rows);
+        let mut component = None;
+        if let (false, Some(file)) = (resuming, &file) {
+            // The query starts now and reads ahead while the host compiles,
+            // claims and instantiates; a bad query fails here.
+            source.start_early()?;
+            let loaded = sandbox.load(file, &self.cache())?;
+            receipt.compiled = Some(loaded.cache);
+            component = Some(loaded);
+        }
+        Ok(Prepared {
+            sandbox,
+            file,
+            component,
+            source,
+            recorded_component: row.map(|r| r.component),
+        })
+    }
+
+    /// Claims the window. The lease is measured from after compiling, so
+    /// compiling does not eat into it; once granted, the start ping goes out.
+    fn claim(
+        &self,
+        store: &mut dyn Store,
+        prepared: &Prepared,
+        receipt: &mut Receipt,
+    ) -> Result<Option<Granted>> {
+        let owner = crate::run::owner_id();
+        let claim = store.claim(&ClaimRequest {
+            window: &self.window,
+            owner: &owner,
+            // A resumed run keeps the component recorded with its report.
+            component: &prepared
+                .file
+                .as_ref()
+                .map_or_else(String::new, ComponentFile::digest),
+            now: self.clock.lease_now(),
+            lease: self.job.lease,
+            max_attempts: self.job.attempts.max_attempts,
+            take_skipped: !self.scheduled,
+        })?;
+        let granted = answer::answer(claim, &self.key, receipt);
+        if let Some(Granted::Run(lease) | Granted::Resume(lease)) = &granted {
+            receipt.note_claim(lease.attempt, lease.fence.0);
+            finish::ping(self.job, Signal::Start, receipt, self.clock);
+        }
+        Ok(granted)
+    }
+
+    /// Picks up a report another invocation committed: its messages are
+    /// delivered as stored, rendered by the component recorded with them.
+    fn resume(
+        &self,
+        store: &mut dyn Store,
+        recorded_component: Option<String>,
+        receipt: &mut Receipt,
+    ) -> Result<Executed> {
+        receipt.event = Event::Resumed;
+        if let Some(component) = recorded_component {
+            receipt.component = Some(component);
+        }
+        let mut prompt = None;
+        if let Some(report) = store.report(&self.key)? {
+            prompt = report.prompt;
+            receipt.report = Some(ReportInfo {
+                summary: report.summary,
+                cursor: report.cursor,
+            });
+        }
+        Ok(Executed {
+            pending: store.pending_messages(&self.key)?,
+            prompt,
+        })
+    }
+
+    /// Runs the guest under the lease and commits its report and messages
+    /// (PREPARED); `None` when the guest failed, the failure recorded.
+    fn execute(
+        &self,
+        store: &mut dyn Store,
+        lease: &Lease,
+        prepared: Prepared,
+        receipt: &mut Receipt,
+    ) -> Result<Option<Executed>> {
+        self.reach(Boundary::AfterClaim);
+        let component = match prepared.component {
+            Some(c) => c,
+            None => self.load_late(store, lease, &prepared.sandbox, prepared.file)?,
+        };
+        let cursor = store.cursor(self.job.name())?;
+        let input = self.input(lease, cursor, prepared.source);
+        match prepared.sandbox.run(&component, input) {
+            Ok(success) => self.commit(store, lease, success, receipt).map(Some),
+            Err(failure) => {
+                self.guest_failed(store, lease, failure, receipt)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The committed report was withdrawn between the peek and the claim:
+    /// the component is loaded now, and a failure to is recorded against
+    /// the claim.
+    fn load_late(
+        &self,
+        store: &mut dyn Store,
+        lease: &Lease,
+        sandbox: &Sandbox,
+        file: Option<ComponentFile>,
+    ) -> Result<LoadedComponent> {
+        let loaded = file
+            .ok_or_else(|| {
+                Error::input(format!(
+                    "cannot read component `{}`; restore it or point --component at another",
+                    self.job.component.display()
+                ))
+            })
+            .and_then(|f| sandbox.load(&f, &self.cache()));
+        if let Err(e) = &loaded {
+            let how = self.job.attempts.after_failure(lease.attempt);
+            store.fail(lease, &e.to_string(), how, None, self.clock.lease_now())?;
+        }
+        loaded
+    }
+
+    /// What the guest is handed.
+    fn input(&self, lease: &Lease, cursor: Option<String>, source: SourceAccess) -> RunInput {
+        let guest = &self.job.guest;
+        let destinations = self.job.destination_names();
+        let outbox = Staging::new(self.key.clone(), destinations.clone(), guest.outbox)
+            .with_failpoints(self.runtime.failpoints.clone());
+        RunInput {
+            window: self.window.clone(),
+            now: self.now,
+            cursor,
+            attempt: lease.attempt,
+            params: guest.params.clone(),
+            source,
+            outbox,
+            destinations,
+            log: GuestLog::new(self.job.name().as_str(), guest.log_bytes),
+            limits: guest.limits,
+            seed: None,
+        }
+    }
+
+    /// Records a failed guest run: retried later, abandoned after its last
+    /// attempt, or failed for good when running again cannot help.
+    fn guest_failed(
+        &self,
+        store: &mut dyn Store,
+        lease: &Lease,
+        failure: GuestFailure,
+        receipt: &mut Receipt,
+    ) -> Result<()> {
+        let how = if failure.retryable {
+            self.job.attempts.after_failure(lease.attempt)
+        } else {
+            Failure::Permanent
+        };
+        store.fail(lease, &failure.message, how, None, self.clock.lease_now())?;
+        match how {
+            Failure::Abandon => receipt.fail_as(
+                Event::Abandoned,
+                failure.kind,
+                format!(
+                    "{}; that was attempt {} of {}, so the window is abandoned",
+                    failure.message, lease.attempt, self.job.attempts.max_attempts
+                ),
+            ),
+            _ => receipt.fail(
+                failure.kind,
+                failure.message,
+                Some(matches!(how, Failure::Retry { .. })),
+            ),
+        }
+        Ok(())
+    }
+
+    /// Commits the guest's report, messages and journal (PREPARED).
+    fn commit(
+        &self,
+        store: &mut dyn Store,
+        lease: &Lease,
+        success: GuestSuccess,
+        receipt: &mut Receipt,
+    ) -> Result<Executed> {
+        receipt.event = Event::Ran;
+        receipt.stats = Some(success.stats);
+        if let Some(why) = &success.describe_error {
+            receipt.warnings.push(Warning {
+                kind: WarningKind::Describe,
+                message: format!("{why}; the run stands, with nothing for a model to describe"),
+            });
+        }
+        receipt.report = Some(ReportInfo {
+            summary: success.report.summary.clone(),
+            cursor: success.report.cursor.clone(),
+        });
+        let now = self.clock.lease_now();
+        store.prepare(
+            lease,
+            &success.report,
+            &success.messages,
+            &success.journal,
+            now,
+        )?;
+        self.reach(Boundary::AfterPrepare);
+        let pending = success
+            .messages
+            .into_iter()
+            .map(|message| PendingMessage {
+                message,
+                attempts: 0,
+                in_flight: false,
+            })
+            .collect();
+        Ok(Executed {
+            pending,
+            prompt: success.report.prompt,
+        })
+    }
+
+    /// Delivers a PREPARED run's messages and fills in the receipt.
+    fn deliver(
+        &self,
+        store: &mut dyn Store,
+        lease: &Lease,
+        pending: &[PendingMessage],
+        resumed: bool,
+        receipt: &mut Receipt,
+    ) -> Result<()> {
+        let mut infos: Vec<MessageInfo> = Vec::new();
+        let result = delivery::deliver(
+            Delivery {
+                settings: self.job.delivery(),
+                store,
+                lease,
+                clock: self.clock,
+                failpoints: self.runtime.failpoints.as_deref(),
+                resumed,
+                stop: self.runtime.stop,
+            },
+            &self.key,
+            pending,
+            &mut infos,
+        );
+        let modes = |name: &str| self.job.destinations.get(name).map(|d| d.mode);
+        receipt.set_messages(infos, &modes);
+        match result? {
+            Ended::Done => {}
+            Ended::Retry(why) => receipt.fail(ErrorKind::Delivery, why, Some(true)),
+            Ended::Permanent(why) => receipt.fail(ErrorKind::Delivery, why, Some(false)),
+            Ended::Abandoned(why) => receipt.fail_as(Event::Abandoned, ErrorKind::Delivery, why),
+        }
+        Ok(())
+    }
+
+    fn cache(&self) -> CompileCache {
+        CompileCache::new(self.job.cache_dir.clone())
+    }
+
+    fn reach(&self, boundary: Boundary) {
+        if let Some(f) = &self.runtime.failpoints {
+            f.reached(boundary);
+        }
+    }
+}
+
+/// A key names one window; the store must not hold it for another.
+fn check_same_window(run: &RunRecord, window: &Window) -> Result<()> {
+    if (run.window_start, run.window_end, run.timezone.as_str())
+        == (window.start, window.end, window.zone.name())
+    {
+        return Ok(());
+    }
+    Err(window_mismatch(
+        &run.key,
+        run.window_start,
+        run.window_end,
+        &run.timezone,
+    ))
+}
