@@ -12,6 +12,12 @@
 //! `cargo bench -p jobhost-tests --bench run` (add `-- --quick` for fewer
 //! samples). Medians with the 25th and 75th percentiles; run with
 //! `RUST_BACKTRACE=0`, which this bench sets for itself and its children.
+//!
+//! To compare a change with the code before it, build the older tree's
+//! `jobhost` (`cargo build --release -p jobhost` in a checkout of it) and
+//! name it in `JOBHOST_BENCH_BASELINE`: the skip path and the 10k-row run
+//! are then measured for both binaries, interleaved sample by sample, and
+//! the ratio of the medians is printed.
 
 use jobhost_tests::stats::{median, percentile};
 use std::collections::HashMap;
@@ -69,6 +75,9 @@ fn main() {
         assert!(out.contains("\"skipped\""), "{out}");
         t.elapsed()
     });
+    let before_after = std::env::var_os("JOBHOST_BENCH_BASELINE")
+        .map(PathBuf::from)
+        .map(|baseline| compare(&baseline, &small.config, &work, &cache, n_proc));
 
     // 2. 10k rows, cached component: each sample on a store that already
     //    exists (its schema made by a run over an empty window).
@@ -161,7 +170,7 @@ fn main() {
         "the same, delivered by HTTP POST to 127.0.0.1",
         &run10k_http,
     );
-    report("1M rows through the guest (job::run, in process)", &wasm);
+    report("1M rows through the guest (run::run, in process)", &wasm);
     report("1M rows native, row loop + hash maps", &native_rows);
     report(
         "1M rows native, host batches + guest Digest",
@@ -177,7 +186,74 @@ fn main() {
         "journal of the 1M-row run: {:.1} MiB compressed",
         journal_bytes as f64 / 1_048_576.0
     );
+    if let Some(c) = before_after {
+        println!("this build against JOBHOST_BENCH_BASELINE, interleaved (medians, p25-p75):");
+        for (what, this, base) in [
+            ("skip path", &c.skip.0, &c.skip.1),
+            ("10k rows, cached", &c.run10k.0, &c.run10k.1),
+        ] {
+            report(&format!("{what}: this build"), this);
+            report(&format!("{what}: baseline"), base);
+            println!("  {what}: this / baseline = {:.3}", m(this) / m(base));
+        }
+    }
     let _ = std::fs::remove_dir_all(&work);
+}
+
+/// Samples of this build and of a baseline binary, side by side.
+struct Compared {
+    skip: (Vec<Duration>, Vec<Duration>),
+    run10k: (Vec<Duration>, Vec<Duration>),
+}
+
+/// The skip path and the 10k-row run, for this build and `baseline`,
+/// interleaved (which goes first alternates) so that noise hits both alike.
+fn compare(baseline: &Path, config: &Path, work: &Path, cache: &Path, n: usize) -> Compared {
+    let this = Path::new(env!("CARGO_BIN_EXE_jobhost-under-test"));
+    let bins = [this, baseline];
+    let done: Vec<PathBuf> = bins
+        .iter()
+        .enumerate()
+        .map(|(b, bin)| {
+            let p = work.join(format!("compare-done-{b}.db"));
+            run_process_with(bin, config, &p, NOW, cache);
+            p
+        })
+        .collect();
+    let fresh: Vec<[PathBuf; 2]> = (0..n)
+        .map(|i| {
+            [0, 1].map(|b| {
+                let p = work.join(format!("compare-{b}-{i}.db"));
+                run_process_with(bins[b], config, &p, EMPTY_NOW, cache);
+                p
+            })
+        })
+        .collect();
+    let mut c = Compared {
+        skip: (Vec::new(), Vec::new()),
+        run10k: (Vec::new(), Vec::new()),
+    };
+    for (i, stores) in fresh.iter().enumerate() {
+        let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+        for b in order {
+            let t = Instant::now();
+            let out = run_process_with(bins[b], config, &done[b], NOW, cache);
+            assert!(out.contains("\"skipped\""), "{out}");
+            let skip = t.elapsed();
+            let t = Instant::now();
+            let out = run_process_with(bins[b], config, &stores[b], NOW, cache);
+            assert!(out.contains("\"rows\":10000"), "{out}");
+            let ran = t.elapsed();
+            let (s, r) = if b == 0 {
+                (&mut c.skip.0, &mut c.run10k.0)
+            } else {
+                (&mut c.skip.1, &mut c.run10k.1)
+            };
+            s.push(skip);
+            r.push(ran);
+        }
+    }
+    c
 }
 
 struct Setup {
@@ -203,7 +279,12 @@ fn setup(dir: &Path, component: &Path, rows: u64) -> Setup {
 }
 
 fn run_process(config: &Path, store: &Path, now: &str, cache: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_jobhost-under-test"))
+    let this = Path::new(env!("CARGO_BIN_EXE_jobhost-under-test"));
+    run_process_with(this, config, store, now, cache)
+}
+
+fn run_process_with(bin: &Path, config: &Path, store: &Path, now: &str, cache: &Path) -> String {
+    let out = Command::new(bin)
         .args(["run", "--config"])
         .arg(config)
         .arg("--store")

@@ -28,11 +28,11 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::core::clock::{Clock, rfc3339};
 use crate::core::error::Result;
-use crate::core::window::Window;
+use crate::core::window::{Window, WindowKey};
 use crate::run::plan::{self, What};
 use crate::run::receipt::SkipReason;
 use crate::run::{self as job, DeferredDigest, Job, Runtime};
-use crate::store::{self, RunRecord, Skip};
+use crate::store::{self, RunRecord, Skip, Store};
 
 /// How the daemon runs.
 pub struct Options<'a> {
@@ -252,147 +252,197 @@ fn wake_job(
     out: &Output,
     digests: &Digests,
 ) -> Result<Timestamp> {
-    let clock = opts.clock;
-    let mut store = store::open(&job.store)?;
-    // Unfinished runs first (they are older than anything newly due), then
-    // the plan; neither reads more of the history than it needs.
-    let name = job.name();
-    let mut todo = unfinished_work(job, &store.unfinished(name.as_str())?, clock)?;
-    let decided_until = store.decided_until(name)?;
-    let runs = store.history_from(name.as_str(), plan::rows_from(since, decided_until))?;
-    let plan = plan::plan_over(
-        &job.schedule,
-        job.catch_up,
+    let wake = Wake {
+        job,
+        opts,
+        owner,
         now,
-        since,
-        &runs,
-        decided_until,
-    )?;
+        out,
+        digests,
+    };
+    let (store, plan, mut todo) = wake.look(since)?;
     let mut next = plan
         .entries
         .iter()
         .find(|e| e.what == What::Next)
         .map_or(Timestamp::MAX, |e| e.due);
-    if plan.truncated
-        && let Some(first) = plan.entries.first()
-    {
-        crate::core::text::say(
-            "warning",
-            &format!(
-                "job `{}`: more than {} windows fell due while no scheduler ran; \
-             windows before `{}` were not considered and have no decision",
-                name,
-                plan::MAX_WINDOWS,
-                first.window.key()
-            ),
-        );
-    }
-    // Every skip of this wake-up in one transaction, before any run: they
-    // are older than the windows that run. A window another daemon decided
-    // in the meantime keeps its decision, and is not reported again here.
-    let skips: Vec<Skip<'_>> = plan
-        .entries
-        .iter()
-        .filter_map(|e| match &e.what {
-            What::Skip(reason) => Some(Skip {
-                window: &e.window,
-                reason,
-            }),
-            _ => None,
-        })
-        .collect();
-    let recorded = store.record_skips(&skips, owner, clock.lease_now())?;
-    drop(store);
-    for (skip, mine) in skips.iter().zip(&recorded) {
-        if *mine {
-            let line = serde_json::json!({
-                "event": "skipped",
-                "reason": SkipReason::CatchUp,
-                "job": name.as_str(),
-                "key": skip.window.key().as_str(),
-                "now": rfc3339(now),
-                "detail": skip.reason,
-            });
-            emit(out, &line.to_string());
-        }
-    }
+    wake.record_skips(store, &plan)?;
     todo.extend(plan.entries.iter().filter_map(|e| match e.what {
         What::Run => Some(Work::Run(e.window.clone())),
         _ => None,
     }));
-    let mut claimed = HashSet::new();
-    // Windows another process holds or that wait out a retry: on the
-    // store's clock, which may disagree with this host's, so they are
-    // looked at again after a while, not at once.
-    let mut deferred = HashSet::new();
-    let mut ran_any = false;
-    for item in todo {
-        let window = match item {
-            Work::Run(window) => window,
-            Work::Later(t) => {
-                next = next.min(t);
-                continue;
-            }
+    match wake.run_all(todo, &mut next) {
+        Some(ran) => wake.settle(&plan, &ran, next),
+        // Asked to stop: nothing more is written.
+        None => Ok(next),
+    }
+}
+
+/// One wake-up of one job under way.
+struct Wake<'a> {
+    job: &'a Job,
+    opts: &'a Options<'a>,
+    owner: &'a str,
+    /// The daemon's clock reading at the wake-up.
+    now: Timestamp,
+    out: &'a Output,
+    digests: &'a Digests,
+}
+
+/// What the runs of a wake-up found.
+struct Ran {
+    /// Windows that have a row now.
+    claimed: HashSet<WindowKey>,
+    /// Windows another process holds or that wait out a retry: on the
+    /// store's clock, which may disagree with this host's, so they are
+    /// looked at again after a while, not at once.
+    deferred: HashSet<WindowKey>,
+    /// Whether anything ran at all.
+    any: bool,
+}
+
+impl Wake<'_> {
+    /// The job's plan and its unfinished runs: unfinished runs first (they
+    /// are older than anything newly due), then the plan; neither reads
+    /// more of the history than it needs.
+    fn look(&self, since: Option<Timestamp>) -> Result<(Box<dyn Store>, plan::Plan, Vec<Work>)> {
+        let (job, name) = (self.job, self.job.name());
+        let mut store = store::open(&job.store)?;
+        let todo = unfinished_work(job, &store.unfinished(name.as_str())?, self.opts.clock)?;
+        let decided_until = store.decided_until(name)?;
+        let runs = store.history_from(name.as_str(), plan::rows_from(since, decided_until))?;
+        let (schedule, catch_up) = (&job.schedule, job.catch_up);
+        let plan = plan::plan_over(schedule, catch_up, self.now, since, &runs, decided_until)?;
+        if plan.truncated
+            && let Some(first) = plan.entries.first()
+        {
+            crate::core::text::say(
+                "warning",
+                &format!(
+                    "job `{name}`: more than {} windows fell due while no scheduler ran; \
+                     windows before `{}` were not considered and have no decision",
+                    plan::MAX_WINDOWS,
+                    first.window.key()
+                ),
+            );
+        }
+        Ok((store, plan, todo))
+    }
+
+    /// Every skip of this wake-up in one transaction, before any run: they
+    /// are older than the windows that run. A window another daemon
+    /// decided in the meantime keeps its decision, and is not reported
+    /// again here. The store is let go of afterwards, before any run.
+    fn record_skips(&self, mut store: Box<dyn Store>, plan: &plan::Plan) -> Result<()> {
+        let skips: Vec<Skip<'_>> = plan
+            .entries
+            .iter()
+            .filter_map(|e| match &e.what {
+                What::Skip(reason) => Some(Skip {
+                    window: &e.window,
+                    reason,
+                }),
+                _ => None,
+            })
+            .collect();
+        let recorded = store.record_skips(&skips, self.owner, self.opts.clock.lease_now())?;
+        for (skip, _) in skips.iter().zip(&recorded).filter(|(_, mine)| **mine) {
+            let line = serde_json::json!({
+                "event": "skipped",
+                "reason": SkipReason::CatchUp,
+                "job": self.job.name().as_str(),
+                "key": skip.window.key().as_str(),
+                "now": rfc3339(self.now),
+                "detail": skip.reason,
+            });
+            emit(self.out, &line.to_string());
+        }
+        Ok(())
+    }
+
+    /// Runs the windows of `todo` in order, one receipt line each, and
+    /// lowers `next` to when a deferred one should be looked at; `None`
+    /// when a stop was asked for.
+    fn run_all(&self, todo: Vec<Work>, next: &mut Timestamp) -> Option<Ran> {
+        let soon = crate::core::clock::after(self.now, RETRY_SOON);
+        let mut ran = Ran {
+            claimed: HashSet::new(),
+            deferred: HashSet::new(),
+            any: false,
         };
-        if stopping(opts) {
+        for item in todo {
+            let window = match item {
+                Work::Run(window) => window,
+                Work::Later(t) => {
+                    *next = (*next).min(t);
+                    continue;
+                }
+            };
+            if stopping(self.opts) {
+                return None;
+            }
+            let at_now = self.opts.runtime.at(Some(self.opts.clock.now()));
+            let mut outcome = job::run_window(self.job, Some(&window), &at_now);
+            emit(self.out, &outcome.receipt.to_json_line());
+            if let Some(d) = outcome.digest.take() {
+                self.digests.queue(self.job, d);
+            }
+            ran.any = true;
+            let (reason, fence) = (outcome.receipt.reason, outcome.receipt.fence);
+            if matches!(reason, Some(SkipReason::Busy | SkipReason::RetryLater)) {
+                ran.deferred.insert(window.key());
+                if fence.is_none() {
+                    // Held by a process stuck in the middle of a write,
+                    // with no row of its own yet: nothing in the store says
+                    // when to look again, so soon.
+                    *next = (*next).min(soon);
+                }
+            }
+            if fence.is_some() {
+                ran.claimed.insert(window.key());
+            } else if outcome.exit_code != 0 {
+                // It failed before any claim (the store unreachable, the
+                // component missing): so would the job's later windows.
+                // They stay undecided, and the job is looked at again soon.
+                *next = (*next).min(soon);
+                break;
+            }
+        }
+        Some(ran)
+    }
+
+    /// Moves the store's `decided_until` past every window that now has a
+    /// row, and looks again when a retry or a deferred window is due, not
+    /// only at the next window.
+    fn settle(&self, plan: &plan::Plan, ran: &Ran, mut next: Timestamp) -> Result<Timestamp> {
+        let (job, clock) = (self.job, self.opts.clock);
+        let through = plan.decided_through(&|e| match &e.what {
+            What::Skip(_) => true,
+            What::Run => ran.claimed.contains(&e.window.key()),
+            _ => false,
+        });
+        let moves = through.is_some_and(|t| plan.decided_until.is_none_or(|d| t > d));
+        if !(ran.any || moves) {
             return Ok(next);
         }
-        let at_now = opts.runtime.at(Some(clock.now()));
-        let mut outcome = job::run_window(job, Some(&window), &at_now);
-        emit(out, &outcome.receipt.to_json_line());
-        if let Some(d) = outcome.digest.take() {
-            digests.queue(job, d);
-        }
-        ran_any = true;
-        if matches!(
-            outcome.receipt.reason,
-            Some(SkipReason::Busy | SkipReason::RetryLater)
-        ) {
-            deferred.insert(window.key());
-            if outcome.receipt.fence.is_none() {
-                // Held by a process stuck in the middle of a write, with no
-                // row of its own yet: nothing in the store says when to
-                // look again, so soon.
-                next = next.min(crate::core::clock::after(now, RETRY_SOON));
-            }
-        }
-        if outcome.receipt.fence.is_some() {
-            claimed.insert(window.key());
-        } else if outcome.exit_code != 0 {
-            // It failed before any claim (the store unreachable, the
-            // component missing): so would the job's later windows. They
-            // stay undecided, and the job is looked at again soon.
-            next = next.min(crate::core::clock::after(now, RETRY_SOON));
-            break;
-        }
-    }
-    let through = plan.decided_through(&|e| match &e.what {
-        What::Skip(_) => true,
-        What::Run => claimed.contains(&e.window.key()),
-        _ => false,
-    });
-    let moves = through.is_some_and(|t| plan.decided_until.is_none_or(|d| t > d));
-    if ran_any || moves {
         let mut store = store::open(&job.store)?;
         if let (true, Some(t)) = (moves, through) {
-            store.set_decided_until(name, t, clock.lease_now())?;
+            store.set_decided_until(job.name(), t, clock.lease_now())?;
         }
-        if ran_any {
-            // A run may have failed and left a retry, or found a window
-            // busy: look again when that is due, not at the next window.
-            let runs = store.unfinished(name.as_str())?;
+        if ran.any {
+            let runs = store.unfinished(job.name().as_str())?;
             for w in unfinished_work(job, &runs, clock)? {
                 next = next.min(match w {
                     Work::Later(t) => t,
-                    Work::Run(w) if deferred.contains(&w.key()) => {
+                    Work::Run(w) if ran.deferred.contains(&w.key()) => {
                         crate::core::clock::after(clock.now(), RETRY_SOON)
                     }
                     Work::Run(_) => crate::core::clock::after(clock.now(), Duration::from_secs(1)),
                 });
             }
         }
+        Ok(next)
     }
-    Ok(next)
 }
 
 /// One thing to do for a job at a wake-up.
