@@ -10,6 +10,13 @@ default:
 guest:
     cargo build --release -p guest-report --target wasm32-wasip2
 
+# Build the Python reference report (target/guest-python/guest_python.wasm)
+# with componentize-py 0.25.1, pip-installed into target/tools on first use.
+guest-python:
+    test -x target/tools/componentize-py-0.25.1/bin/componentize-py || python3 -m pip install --quiet --target target/tools/componentize-py-0.25.1 componentize-py==0.25.1
+    mkdir -p target/guest-python
+    PYTHONPATH=target/tools/componentize-py-0.25.1 PYTHONDONTWRITEBYTECODE=1 target/tools/componentize-py-0.25.1/bin/componentize-py -d wit -w describing-reporter componentize app -p guest-python -p sdk/python -o target/guest-python/guest_python.wasm
+
 # Run the bundled daily sales example as of {{now}}; run it twice to see `skipped`.
 demo: guest
     cargo run -p jobhost -- run --config examples/daily-sales.toml --now {{now}}
@@ -30,6 +37,11 @@ lint:
 # Speed benchmarks: skip path, a 10k-row run, 1M rows guest vs native.
 bench:
     RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench run
+
+# The Python reference beside the Rust one: cold compile (Cranelift and
+# Winch), skip path, warm 10k-row run, 1M rows, with peak RSS.
+bench-languages *args:
+    RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench languages -- {{args}}
 
 # The claim store's cost, SQLite and PostgreSQL side by side: claims per
 # second, and a whole run's store work. PostgreSQL is measured when

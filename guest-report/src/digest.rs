@@ -1,11 +1,12 @@
 //! The daily sales digest: aggregation of sale rows into a summary.
 //!
 //! This module owns the report's logic, in plain Rust with no wit-bindgen
-//! types. A [`Digest`] is built from the cursor's column list, fed one
-//! [`Batch`] at a time, and finished into a [`Summary`] (which renders as
-//! deterministic JSON and as one paragraph of text). It keeps no rows: each
-//! batch is folded into per-window, per-region and per-product counters, so
-//! its state grows with the number of distinct regions and products only.
+//! types: it reads the SDK's plain, already validated [`Batch`]es. A
+//! [`Digest`] is built from the source's column list, fed one [`Batch`] at
+//! a time, and finished into a [`Summary`] (which renders as deterministic
+//! JSON and as one paragraph of text). It keeps no rows: each batch is
+//! folded into per-window, per-region and per-product counters, so its
+//! state grows with the number of distinct regions and products only.
 //! Dictionary-encoded text is resolved to group ids once per dictionary
 //! entry, so a batch's rows are counted without hashing their strings.
 
@@ -13,7 +14,8 @@
 
 use std::fmt;
 
-use crate::batch::{Batch, BatchError, Column, ColumnInfo, ColumnKind, DictColumn};
+use jobhost_sdk::{Batch, Column, ColumnInfo, ColumnKind, Dictionary, Integers, Reals, Texts};
+
 use crate::format::{MAX_RFC3339_SECONDS, MIN_RFC3339_SECONDS};
 use crate::summary::{Summary, Totals};
 
@@ -33,9 +35,11 @@ pub const QUANTITY: &str = "quantity";
 pub const AMOUNT: &str = "amount";
 
 /// Why the rows cannot be digested. Every variant names the column at fault.
+/// (A malformed batch never gets this far: the SDK refuses it when it
+/// arrives.)
 #[derive(Debug, Clone, PartialEq)]
 pub enum DigestError {
-    /// A required column is not among the cursor's columns.
+    /// A required column is not among the source's (or a batch's) columns.
     MissingColumn {
         /// The required column's name.
         column: &'static str,
@@ -53,15 +57,6 @@ pub enum DigestError {
         expected: &'static str,
         /// The kind found.
         found: ColumnKind,
-    },
-    /// A batch's data for the column is malformed.
-    BadBatch {
-        /// The column's name.
-        column: &'static str,
-        /// The window row (from 0) at which the batch starts.
-        first_row: u64,
-        /// What is wrong.
-        error: BatchError,
     },
     /// A value is out of the range the digest can report.
     BadValue {
@@ -90,14 +85,6 @@ impl fmt::Display for DigestError {
             } => write!(
                 f,
                 "column `{column}` holds {found} values, expected {expected}"
-            ),
-            DigestError::BadBatch {
-                column,
-                first_row,
-                error,
-            } => write!(
-                f,
-                "column `{column}` in the batch starting at row {first_row}: {error}"
             ),
             DigestError::BadValue {
                 column,
@@ -153,87 +140,81 @@ pub struct WindowInfo {
     pub timezone: String,
 }
 
-/// Positions of the required columns in each batch.
-#[derive(Debug, Clone, Copy)]
+/// The names of the required columns, as the source spells them.
+#[derive(Debug, Clone)]
 struct Layout {
-    ts: usize,
-    region: usize,
-    product: usize,
-    quantity: usize,
-    amount: usize,
+    ts: String,
+    region: String,
+    product: String,
+    quantity: String,
+    amount: String,
 }
 
 /// How one batch's text column maps rows to group ids.
 enum Keys<'a> {
     /// Dictionary text: each entry is resolved to a group id on first use.
     Dict {
-        dict: &'a DictColumn,
+        dict: Dictionary<'a>,
         ids: Vec<usize>,
     },
-    /// Plain text: each row's bytes are looked up.
-    Plain(&'a Column),
+    /// Plain text: each row's text is looked up.
+    Plain(Texts<'a>),
 }
 
 const UNRESOLVED: usize = usize::MAX;
 
 impl<'a> Keys<'a> {
-    fn new(column: &'a Column) -> Self {
-        match column.dictionary() {
+    fn new(texts: Texts<'a>) -> Self {
+        match texts.dictionary() {
             Some(dict) => Keys::Dict {
                 dict,
-                ids: vec![UNRESOLVED; dict.dictionary_len()],
+                ids: vec![UNRESOLVED; dict.len()],
             },
-            None => Keys::Plain(column),
+            None => Keys::Plain(texts),
         }
     }
 
+    /// Whether row `row` is NULL.
     #[inline]
-    fn group(&mut self, row: usize, groups: &mut Groups) -> Result<usize, BatchError> {
+    fn is_null(&self, row: usize) -> bool {
+        match self {
+            Keys::Dict { dict, .. } => dict.entry(row).is_none(),
+            Keys::Plain(texts) => texts.is_null(row),
+        }
+    }
+
+    /// The group id of row `row`'s text, interning it on first use; `None`
+    /// when the row is NULL.
+    #[inline]
+    fn group(&mut self, row: usize, groups: &mut Groups) -> Option<usize> {
         match self {
             Keys::Dict { dict, ids } => {
-                let index = dict.index_at(row)?;
-                let values = ids.len();
-                let slot = ids
-                    .get_mut(index as usize)
-                    .ok_or(BatchError::DictIndexOutOfRange { row, index, values })?;
+                let entry = dict.entry(row)?;
+                let slot = ids.get_mut(entry)?;
                 if *slot == UNRESOLVED {
-                    *slot = groups.intern(dict.value(index)?);
+                    *slot = groups.intern(dict.value(entry)?);
                 }
-                Ok(*slot)
+                Some(*slot)
             }
-            Keys::Plain(column) => groups.intern_bytes(column.bytes_at(row)?, row),
+            Keys::Plain(texts) => texts.get(row).map(|name| groups.intern(name)),
         }
     }
-}
-
-/// `values[row]`, or an error rather than a panic past the end.
-#[inline]
-fn value_at<T: Copy>(values: &[T], row: usize) -> Result<T, BatchError> {
-    values.get(row).copied().ok_or(BatchError::RowOutOfRange {
-        row,
-        len: values.len(),
-    })
 }
 
 /// One batch's amount column: reals, or integers widened on read.
+#[derive(Clone, Copy)]
 enum Numbers<'a> {
-    Real(&'a [f64]),
-    Integer(&'a [i64]),
+    Real(Reals<'a>),
+    Integer(Integers<'a>),
 }
 
-impl<'a> Numbers<'a> {
-    fn new(column: &'a Column) -> Result<Self, BatchError> {
-        match column.integers() {
-            Ok(v) => Ok(Numbers::Integer(v)),
-            Err(_) => column.reals().map(Numbers::Real),
-        }
-    }
-
+impl Numbers<'_> {
+    /// Row `row`'s amount, or `None` when it is NULL.
     #[inline]
-    fn get(&self, row: usize) -> Result<f64, BatchError> {
+    fn get(&self, row: usize) -> Option<f64> {
         match self {
-            Numbers::Real(v) => value_at(v, row),
-            Numbers::Integer(v) => value_at(v, row).map(|i| i as f64),
+            Numbers::Real(v) => v.get(row),
+            Numbers::Integer(v) => v.get(row).map(|i| i as f64),
         }
     }
 }
@@ -252,19 +233,17 @@ pub struct Digest {
     products: Groups,
 }
 
-/// Finds the required column `name` (case-insensitively) and checks that its
-/// declared kind is one of `accepted`.
+/// Finds the required column `name` (case-insensitively), checks that its
+/// declared kind is one of `accepted`, and returns its name as the source
+/// spells it.
 fn find_column(
     columns: &[ColumnInfo],
     name: &'static str,
     accepted: &[ColumnKind],
     expected: &'static str,
-) -> Result<usize, DigestError> {
-    let mut matches = columns
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| c.name.eq_ignore_ascii_case(name));
-    let (index, info) = matches
+) -> Result<String, DigestError> {
+    let mut matches = columns.iter().filter(|c| c.name.eq_ignore_ascii_case(name));
+    let info = matches
         .next()
         .ok_or(DigestError::MissingColumn { column: name })?;
     if matches.next().is_some() {
@@ -277,7 +256,57 @@ fn find_column(
             found: info.kind,
         });
     }
-    Ok(index)
+    Ok(info.name.clone())
+}
+
+/// The batch's column `name` (as the source spells it), which the digest
+/// calls `column`.
+fn batch_column<'b>(
+    batch: &'b Batch,
+    name: &str,
+    column: &'static str,
+) -> Result<Column<'b>, DigestError> {
+    batch
+        .column(name)
+        .map_err(|_| DigestError::MissingColumn { column })
+}
+
+fn wrong_kind(column: &'static str, expected: &'static str, found: &Column<'_>) -> DigestError {
+    DigestError::WrongKind {
+        column,
+        expected,
+        found: found.kind(),
+    }
+}
+
+fn integers<'b>(
+    batch: &'b Batch,
+    name: &str,
+    column: &'static str,
+) -> Result<Integers<'b>, DigestError> {
+    match batch_column(batch, name, column)? {
+        Column::Integer(v) => Ok(v),
+        c => Err(wrong_kind(column, INTEGER, &c)),
+    }
+}
+
+fn texts<'b>(batch: &'b Batch, name: &str, column: &'static str) -> Result<Texts<'b>, DigestError> {
+    match batch_column(batch, name, column)? {
+        Column::Text(v) => Ok(v),
+        c => Err(wrong_kind(column, TEXT, &c)),
+    }
+}
+
+fn numbers<'b>(
+    batch: &'b Batch,
+    name: &str,
+    column: &'static str,
+) -> Result<Numbers<'b>, DigestError> {
+    match batch_column(batch, name, column)? {
+        Column::Real(v) => Ok(Numbers::Real(v)),
+        Column::Integer(v) => Ok(Numbers::Integer(v)),
+        c => Err(wrong_kind(column, NUMBER, &c)),
+    }
 }
 
 const INTEGER: &str = "integer";
@@ -285,7 +314,7 @@ const NUMBER: &str = "real or integer";
 const TEXT: &str = "text";
 
 impl Digest {
-    /// Starts a digest over rows with these columns (the cursor's column
+    /// Starts a digest over rows with these columns (the source's column
     /// list). Fails if a required column is missing, repeated, or declared
     /// with a kind the digest cannot use.
     pub fn new(columns: &[ColumnInfo]) -> Result<Self, DigestError> {
@@ -330,73 +359,28 @@ impl Digest {
     }
 
     /// Folds one batch into the digest. A row with NULL in any required
-    /// column is skipped. On error the digest is left partly updated and
-    /// should be discarded.
+    /// column is skipped. Fails if the batch lacks a required column or
+    /// holds one of another kind, or on a value out of range; on error the
+    /// digest is left partly updated and should be discarded.
     pub fn add_batch(&mut self, batch: &Batch) -> Result<(), DigestError> {
         let first_row = self.rows;
-        let rows = batch.rows;
-        let column = |index: usize, name: &'static str| -> Result<&Column, DigestError> {
-            let bad = |error| DigestError::BadBatch {
-                column: name,
-                first_row,
-                error,
+        let l = &self.layout;
+        let ts = integers(batch, &l.ts, TS)?;
+        let mut region = Keys::new(texts(batch, &l.region, REGION)?);
+        let mut product = Keys::new(texts(batch, &l.product, PRODUCT)?);
+        let quantity = integers(batch, &l.quantity, QUANTITY)?;
+        let amount = numbers(batch, &l.amount, AMOUNT)?;
+        for row in 0..batch.len() {
+            let (Some(t), Some(q), Some(a)) = (ts.get(row), quantity.get(row), amount.get(row))
+            else {
+                self.skipped += 1;
+                continue;
             };
-            let column = batch.column(index).map_err(bad)?;
-            column.check_rows(rows).map_err(bad)?;
-            Ok(column)
-        };
-        let ts = column(self.layout.ts, TS)?;
-        let region = column(self.layout.region, REGION)?;
-        let product = column(self.layout.product, PRODUCT)?;
-        let quantity = column(self.layout.quantity, QUANTITY)?;
-        let amount = column(self.layout.amount, AMOUNT)?;
-        let bad = |name: &'static str| {
-            move |error| DigestError::BadBatch {
-                column: name,
-                first_row,
-                error,
-            }
-        };
-        let wrong = |name, expected| {
-            move |error| match error {
-                BatchError::WrongKind { found, .. } => DigestError::WrongKind {
-                    column: name,
-                    expected,
-                    found,
-                },
-                error => bad(name)(error),
-            }
-        };
-        let ts_values = ts.integers().map_err(wrong(TS, INTEGER))?;
-        let quantities = quantity.integers().map_err(wrong(QUANTITY, INTEGER))?;
-        let amounts = Numbers::new(amount).map_err(wrong(AMOUNT, NUMBER))?;
-        for (column, name) in [(region, REGION), (product, PRODUCT)] {
-            if column.kind() != ColumnKind::Text {
-                return Err(DigestError::WrongKind {
-                    column: name,
-                    expected: TEXT,
-                    found: column.kind(),
-                });
-            }
-        }
-        let mut region_keys = Keys::new(region);
-        let mut product_keys = Keys::new(product);
-        let any_nulls = [ts, region, product, quantity, amount]
-            .iter()
-            .any(|c| c.nulls.is_some());
-        for row in 0..rows {
-            if any_nulls
-                && (ts.is_null(row).map_err(bad(TS))?
-                    || region.is_null(row).map_err(bad(REGION))?
-                    || product.is_null(row).map_err(bad(PRODUCT))?
-                    || quantity.is_null(row).map_err(bad(QUANTITY))?
-                    || amount.is_null(row).map_err(bad(AMOUNT))?)
-            {
+            if region.is_null(row) || product.is_null(row) {
                 self.skipped += 1;
                 continue;
             }
             let window_row = first_row + row as u64;
-            let t = value_at(ts_values, row).map_err(bad(TS))?;
             if !(MIN_RFC3339_SECONDS..=MAX_RFC3339_SECONDS).contains(&t) {
                 return Err(DigestError::BadValue {
                     column: TS,
@@ -404,8 +388,6 @@ impl Digest {
                     detail: format!("unix time {t} is outside the years 0000 to 9999"),
                 });
             }
-            let q = value_at(quantities, row).map_err(bad(QUANTITY))?;
-            let a = amounts.get(row).map_err(bad(AMOUNT))?;
             if !a.is_finite() {
                 return Err(DigestError::BadValue {
                     column: AMOUNT,
@@ -413,23 +395,19 @@ impl Digest {
                     detail: format!("amount {a} is not a finite number"),
                 });
             }
-            let r = region_keys
-                .group(row, &mut self.regions)
-                .map_err(bad(REGION))?;
-            let p = product_keys
-                .group(row, &mut self.products)
-                .map_err(bad(PRODUCT))?;
+            let r = region.group(row, &mut self.regions);
+            let p = product.group(row, &mut self.products);
             self.totals.add(q, a);
-            if let Some(s) = self.regions.stats.get_mut(r) {
+            if let Some(s) = r.and_then(|r| self.regions.stats.get_mut(r)) {
                 s.add(q, a);
             }
-            if let Some(s) = self.products.stats.get_mut(p) {
+            if let Some(s) = p.and_then(|p| self.products.stats.get_mut(p)) {
                 s.add(q, a);
             }
             self.first_sale = self.first_sale.min(t);
             self.last_sale = self.last_sale.max(t);
         }
-        self.rows += rows as u64;
+        self.rows += batch.len() as u64;
         Ok(())
     }
 

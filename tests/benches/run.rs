@@ -395,9 +395,11 @@ fn aggregate_rows_natively(db: &Path) -> u64 {
     total.orders
 }
 
-/// The guest's own `Digest`, compiled natively, over the host's batches.
+/// The guest's own `Digest`, compiled natively, over the host's batches
+/// (each checked by the SDK on the way in, as the guest checks it).
 fn aggregate_batches_natively(db: &Path) -> u64 {
-    use guest_report::batch as g;
+    use jobhost_sdk::testing::{BatchBuilder, RawColumn, RawData, RawText};
+    use jobhost_sdk::{ColumnInfo, ColumnKind};
     let spec = SourceSpec {
         path: db.to_path_buf(),
         query: QUERY.to_string(),
@@ -411,47 +413,50 @@ fn aggregate_batches_natively(db: &Path) -> u64 {
         std::num::NonZeroU32::new(8192).unwrap(),
     );
     let mut cursor = access.open().expect("open");
-    let columns: Vec<g::ColumnInfo> = cursor
+    let columns: Vec<ColumnInfo> = cursor
         .columns()
         .iter()
-        .map(|c| g::ColumnInfo {
-            name: c.name.clone(),
-            kind: match c.kind {
-                source::ColumnKind::Integer => g::ColumnKind::Integer,
-                source::ColumnKind::Real => g::ColumnKind::Real,
-                source::ColumnKind::Text => g::ColumnKind::Text,
-                source::ColumnKind::Blob => g::ColumnKind::Blob,
-            },
+        .map(|c| {
+            let kind = match c.kind {
+                source::ColumnKind::Integer => ColumnKind::Integer,
+                source::ColumnKind::Real => ColumnKind::Real,
+                source::ColumnKind::Text => ColumnKind::Text,
+                source::ColumnKind::Blob => ColumnKind::Blob,
+            };
+            ColumnInfo::new(c.name.clone(), kind)
         })
         .collect();
     let mut digest = guest_report::digest::Digest::new(&columns).expect("digest");
-    let text = |t: source::TextData| g::TextColumn {
+    let text = |t: source::TextData| RawText {
         data: t.data,
         offsets: t.offsets,
     };
     while let Some(batch) = cursor.next_batch(8192).expect("batch") {
-        let batch = g::Batch {
-            rows: batch.rows as usize,
-            columns: batch
-                .columns
-                .into_iter()
-                .map(|c| g::Column {
-                    nulls: c.nulls,
-                    data: match c.data {
-                        source::ColumnData::Integer(v) => g::ColumnData::Integer(v),
-                        source::ColumnData::Real(v) => g::ColumnData::Real(v),
-                        source::ColumnData::Text(t) => g::ColumnData::Text(text(t)),
-                        source::ColumnData::TextDict { values, indices } => {
-                            g::ColumnData::TextDict(g::DictColumn {
-                                values: text(values),
-                                indices,
-                            })
-                        }
-                        source::ColumnData::Blob(t) => g::ColumnData::Blob(text(t)),
+        let builder = BatchBuilder::new().rows(batch.rows as usize);
+        let batch = columns
+            .iter()
+            .zip(batch.columns)
+            .fold(builder, |b, (info, c)| {
+                let data = match c.data {
+                    source::ColumnData::Integer(v) => RawData::Integer(v),
+                    source::ColumnData::Real(v) => RawData::Real(v),
+                    source::ColumnData::Text(t) => RawData::Text(text(t)),
+                    source::ColumnData::TextDict { values, indices } => RawData::TextDict {
+                        values: text(values),
+                        indices,
                     },
-                })
-                .collect(),
-        };
+                    source::ColumnData::Blob(t) => RawData::Blob(text(t)),
+                };
+                b.raw(
+                    &info.name,
+                    info.kind,
+                    RawColumn {
+                        nulls: c.nulls,
+                        data,
+                    },
+                )
+            })
+            .build();
         digest.add_batch(&batch).expect("aggregate");
     }
     let rows = digest.rows();

@@ -63,7 +63,10 @@ fn a_damaged_artifact_is_recompiled_not_fatal() {
     let cache = dir.path().join("cache");
     run_with_cache(&cache, "2026-11-09T00:05:00Z");
     for entry in std::fs::read_dir(&cache).unwrap() {
-        std::fs::write(entry.unwrap().path(), b"not native code").unwrap();
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "cwasm") {
+            std::fs::write(path, b"not native code").unwrap();
+        }
     }
     let run = run_with_cache(&cache, "2026-11-10T00:05:00Z");
     let r = run.receipt();

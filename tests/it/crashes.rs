@@ -477,13 +477,20 @@ fn random_kills_over_many_trials_lose_no_window_and_duplicate_no_effect(backend:
         return;
     };
     let probe_cfg = crash_config(probe.path(), &probe_sink, "at-least-once", &probe_store);
-    // The second run is timed: the first also creates the store.
+    // Later runs are timed (the first also creates the store), and the
+    // quickest counts: one slowed by a busy machine would aim the kills
+    // past the end of most runs.
     let run = invoke(&probe_cfg, &probe_store, &now_for(1, 0));
     assert_eq!(run.event(), "ran", "{}", run.stderr);
-    let started = Instant::now();
-    let run = invoke(&probe_cfg, &probe_store, &now_for(2, 0));
-    assert_eq!(run.event(), "ran", "{}", run.stderr);
-    let span = started.elapsed().as_micros() as u64;
+    let span = (2..=4)
+        .map(|day| {
+            let started = Instant::now();
+            let run = invoke(&probe_cfg, &probe_store, &now_for(day, 0));
+            assert_eq!(run.event(), "ran", "{}", run.stderr);
+            started.elapsed().as_micros() as u64
+        })
+        .min()
+        .unwrap_or(1);
 
     // On PostgreSQL every killed claim holds its window for a real lease, so
     // fewer trials, each kill aimed at a window whose lease has run out.

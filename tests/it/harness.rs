@@ -294,3 +294,29 @@ pub fn raw_controls(text: &str) -> Vec<char> {
         })
         .collect()
 }
+
+/// Python test guests, built once per test process (and kept, by the hash
+/// of their sources, across processes).
+#[derive(Debug)]
+pub struct PythonGuests {
+    /// The reference daily sales report in Python.
+    pub report: PathBuf,
+    /// The Python sandbox probe (behaviour chosen by the param `probe`).
+    pub probe: PathBuf,
+}
+
+/// The Python guests.
+pub fn python_guests() -> &'static PythonGuests {
+    static GUESTS: OnceLock<PythonGuests> = OnceLock::new();
+    GUESTS.get_or_init(|| {
+        let dir = guest_target().join("python");
+        let build = |g| {
+            jobhost_tests::guests::build_python(g, &dir)
+                .unwrap_or_else(|e| panic!("building a Python test guest failed:\n{e}"))
+        };
+        PythonGuests {
+            report: build(&jobhost_tests::guests::PYTHON_REPORT),
+            probe: build(&jobhost_tests::guests::PYTHON_PROBE),
+        }
+    })
+}

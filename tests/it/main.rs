@@ -3,6 +3,7 @@
 //! its stderr and the store it leaves behind.
 
 mod bad_input;
+mod compile;
 mod compile_cache;
 mod crashes;
 mod daemon;
@@ -18,12 +19,14 @@ mod journal;
 mod pings;
 mod plan;
 mod postgres;
+mod python;
 mod races;
 mod read_only;
 mod reference_report;
 mod replay;
 mod resume;
 mod sandbox;
+mod scaffold;
 mod seed_scenarios;
 mod status;
 mod store_contract;

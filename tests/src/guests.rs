@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use sha2::{Digest, Sha256};
+
 /// Paths of the built guests.
 #[derive(Debug, Clone)]
 pub struct Guests {
@@ -97,4 +99,170 @@ fn build_once(target_dir: &Path) -> Result<Guests, String> {
         future_world: dir.join("future_world.wasm"),
         hostile: dir.join("hostile.wasm"),
     })
+}
+
+/// The componentize-py release the Python guests are built with.
+pub const COMPONENTIZE_PY: &str = "0.25.1";
+
+/// Where componentize-py is installed: a folder of the build, never the
+/// system's Python.
+pub fn componentize_py_dir() -> PathBuf {
+    workspace_root()
+        .join("target")
+        .join("tools")
+        .join(format!("componentize-py-{COMPONENTIZE_PY}"))
+}
+
+/// Installs the pinned componentize-py into [`componentize_py_dir`] with
+/// pip unless it is there (`.ci/run` does the same first).
+///
+/// # Errors
+///
+/// pip's output when it cannot install it (no `python3`, no network).
+pub fn ensure_componentize_py() -> Result<PathBuf, String> {
+    let dir = componentize_py_dir();
+    let bin = dir.join("bin").join("componentize-py");
+    if bin.exists() {
+        return Ok(bin);
+    }
+    // Install beside, then rename: a second process never sees half of it.
+    let partial = dir.with_extension(format!("partial-{}", std::process::id()));
+    let out = Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .arg("--target")
+        .arg(&partial)
+        .arg(format!("componentize-py=={COMPONENTIZE_PY}"))
+        .output()
+        .map_err(|e| format!("cannot run python3 to install componentize-py: {e}"))?;
+    if !out.status.success() {
+        let _ = std::fs::remove_dir_all(&partial);
+        return Err(format!(
+            "`python3 -m pip install componentize-py=={COMPONENTIZE_PY}` failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    if std::fs::rename(&partial, &dir).is_err() {
+        // Another process installed it first.
+        let _ = std::fs::remove_dir_all(&partial);
+    }
+    Ok(bin)
+}
+
+/// A Python guest to build: its app folder and module, and the world.
+#[derive(Debug, Clone, Copy)]
+pub struct PythonGuest<'a> {
+    /// The output file's name (`guest_python` gives `guest_python.wasm`).
+    pub name: &'a str,
+    /// The folder holding the app module (relative to the workspace root).
+    pub app_dir: &'a str,
+    /// The module that defines the export.
+    pub module: &'a str,
+    /// The WIT world.
+    pub world: &'a str,
+}
+
+/// The reference report in Python.
+pub const PYTHON_REPORT: PythonGuest<'static> = PythonGuest {
+    name: "guest_python",
+    app_dir: "guest-python",
+    module: "app",
+    world: "describing-reporter",
+};
+
+/// The Python sandbox probe (behaviour chosen by the param `probe`).
+pub const PYTHON_PROBE: PythonGuest<'static> = PythonGuest {
+    name: "python_probe",
+    app_dir: "tests/guests/python-probe",
+    module: "app",
+    world: "describing-reporter",
+};
+
+/// Builds a Python guest with componentize-py into `out_dir`, once per
+/// version of its sources: the output is kept under the sha256 of the app
+/// folder, the SDK, the WIT and the componentize-py version, so an
+/// unchanged guest is never built twice (a build takes 10-30 s).
+///
+/// # Errors
+///
+/// Why componentize-py could not be installed or the build failed.
+pub fn build_python(guest: &PythonGuest<'_>, out_dir: &Path) -> Result<PathBuf, String> {
+    let root = workspace_root();
+    let app = root.join(guest.app_dir);
+    let sdk = root.join("sdk").join("python");
+    let wit = root.join("wit");
+    let mut hasher = Sha256::new();
+    hasher.update(format!("{COMPONENTIZE_PY}\0{}\0{}\0", guest.module, guest.world).as_bytes());
+    for dir in [&app, &sdk, &wit] {
+        hash_tree(dir, dir, &mut hasher)?;
+    }
+    let key = hex::encode(hasher.finalize());
+    let out = out_dir
+        .join(&key[..16])
+        .join(format!("{}.wasm", guest.name));
+    if out.exists() {
+        return Ok(out);
+    }
+    let bin = ensure_componentize_py()?;
+    let dir = out.parent().unwrap_or(out_dir);
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let partial = dir.join(format!(".{}.{}.wasm", guest.name, std::process::id()));
+    let built = Command::new(&bin)
+        .current_dir(&root)
+        .env("PYTHONPATH", componentize_py_dir())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .arg("-d")
+        .arg(&wit)
+        .args(["-w", guest.world, "componentize", guest.module])
+        .arg("-p")
+        .arg(&app)
+        .arg("-p")
+        .arg(&sdk)
+        .arg("-o")
+        .arg(&partial)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+    if !built.status.success() {
+        let _ = std::fs::remove_file(&partial);
+        return Err(format!(
+            "componentize-py could not build {}:\n{}{}",
+            guest.app_dir,
+            String::from_utf8_lossy(&built.stdout),
+            String::from_utf8_lossy(&built.stderr)
+        ));
+    }
+    std::fs::rename(&partial, &out).map_err(|e| format!("cannot keep {}: {e}", out.display()))?;
+    Ok(out)
+}
+
+/// Feeds every file under `dir` (sorted, caches left out) into `hasher`.
+fn hash_tree(base: &Path, dir: &Path, hasher: &mut Sha256) -> Result<(), String> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name == "__pycache__" || name.ends_with(".pyc") || name == "tests" {
+            continue;
+        }
+        if path.is_dir() {
+            hash_tree(base, &path, hasher)?;
+        } else {
+            let rel = path.strip_prefix(base).unwrap_or(&path);
+            let bytes =
+                std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            hasher.update(rel.to_string_lossy().as_bytes());
+            hasher.update((bytes.len() as u64).to_le_bytes());
+            hasher.update(&bytes);
+        }
+    }
+    Ok(())
 }

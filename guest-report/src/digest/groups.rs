@@ -9,7 +9,6 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 
-use crate::batch::BatchError;
 use crate::format;
 use crate::summary::GroupSummary;
 
@@ -139,17 +138,6 @@ impl Groups {
             return id;
         }
         self.insert(name)
-    }
-
-    /// The id of the group whose name has these bytes; the bytes are checked
-    /// for UTF-8 only when they name a new group. `value` is the position
-    /// reported if they are not UTF-8.
-    pub(super) fn intern_bytes(&mut self, bytes: &[u8], value: usize) -> Result<usize, BatchError> {
-        if let Some(&id) = self.ids.get(bytes) {
-            return Ok(id);
-        }
-        let name = std::str::from_utf8(bytes).map_err(|_| BatchError::InvalidUtf8 { value })?;
-        Ok(self.insert(name))
     }
 
     fn insert(&mut self, name: &str) -> usize {

@@ -1,7 +1,10 @@
-//! Unit tests of the digest, run natively on hand-built batches.
+//! Unit tests of the digest, run natively on batches built with the SDK's
+//! testing helpers (and checked as the host's batches are).
+
+use jobhost_sdk::testing::{BatchBuilder, RawColumn, RawData, RawText};
+use jobhost_sdk::{Error, ErrorKind};
 
 use super::*;
-use crate::batch::{ColumnData, TextColumn};
 use crate::format;
 use crate::summary::GroupSummary;
 
@@ -49,31 +52,58 @@ fn sales_columns() -> Vec<ColumnInfo> {
     ]
 }
 
-fn text_data(values: &[&str], dict: bool) -> ColumnData {
+fn text_data(values: &[&str], dict: bool) -> RawData {
     if dict {
-        ColumnData::TextDict(DictColumn::encode(values))
+        RawData::dictionary(values)
     } else {
-        ColumnData::Text(values.iter().collect())
+        RawData::Text(RawText::pack(values))
     }
+}
+
+/// The columns of a batch in the layout of [`sales_columns`], as the host
+/// would send them (text plain or dictionary-encoded), for a test to change
+/// before building the batch.
+fn parts(sales: &[Sale], dict: bool) -> Vec<RawColumn> {
+    let regions: Vec<&str> = sales.iter().map(|s| s.region).collect();
+    let products: Vec<&str> = sales.iter().map(|s| s.product).collect();
+    vec![
+        RawColumn::new(RawData::Integer(sales.iter().map(|s| s.ts).collect())),
+        RawColumn::new(text_data(&regions, dict)),
+        RawColumn::new(text_data(&products, dict)),
+        RawColumn::new(RawData::Integer(sales.iter().map(|s| s.quantity).collect())),
+        RawColumn::new(RawData::Real(sales.iter().map(|s| s.amount).collect())),
+    ]
+}
+
+/// Builds and checks a batch of `columns` from `parts`, as the SDK checks a
+/// host batch.
+fn build_with(columns: &[ColumnInfo], parts: Vec<RawColumn>) -> Result<Batch, Error> {
+    columns
+        .iter()
+        .zip(parts)
+        .fold(BatchBuilder::new(), |b, (info, column)| {
+            b.raw(&info.name, info.kind, column)
+        })
+        .try_build()
+}
+
+/// A batch of [`sales_columns`] from `parts`, which must be well formed.
+fn build(parts: Vec<RawColumn>) -> Batch {
+    build_with(&sales_columns(), parts).expect("the batch is well formed")
 }
 
 /// A batch in the layout of [`sales_columns`], with text plain or
 /// dictionary-encoded.
 fn batch(sales: &[Sale], dict: bool) -> Batch {
-    let regions: Vec<&str> = sales.iter().map(|s| s.region).collect();
-    let products: Vec<&str> = sales.iter().map(|s| s.product).collect();
-    Batch {
-        rows: sales.len(),
-        columns: vec![
-            Column::new(ColumnData::Integer(sales.iter().map(|s| s.ts).collect())),
-            Column::new(text_data(&regions, dict)),
-            Column::new(text_data(&products, dict)),
-            Column::new(ColumnData::Integer(
-                sales.iter().map(|s| s.quantity).collect(),
-            )),
-            Column::new(ColumnData::Real(sales.iter().map(|s| s.amount).collect())),
-        ],
-    }
+    build(parts(sales, dict))
+}
+
+/// The error building a batch of [`sales_columns`] from `parts` gives: the
+/// host's malformed batch never reaches the digest.
+fn malformed(parts: Vec<RawColumn>) -> Error {
+    let err = build_with(&sales_columns(), parts).expect_err("the batch is malformed");
+    assert_eq!(err.kind(), ErrorKind::SourceFailed, "{err}");
+    err
 }
 
 fn window() -> WindowInfo {
@@ -201,12 +231,12 @@ fn the_same_input_gives_byte_identical_output() {
 
 #[test]
 fn rows_with_a_null_in_any_required_column_are_skipped() {
-    let mut b = batch(&SALES, false);
+    let mut b = parts(&SALES, false);
     // Row i has a NULL in column i (for the five columns); row 5 has none.
-    for (i, column) in b.columns.iter_mut().enumerate() {
+    for (i, column) in b.iter_mut().enumerate() {
         column.nulls = Some(vec![1 << i]);
     }
-    let s = summarize(&[b], None);
+    let s = summarize(&[build(b)], None);
     assert_eq!(s.skipped_rows, 5);
     assert_eq!(s.totals.orders, 1);
     assert_eq!(s.totals.revenue, 4.75);
@@ -223,12 +253,12 @@ fn null_rows_do_not_create_groups_or_read_their_values() {
         sale(DAY, "north", "widget", 1, 1.0),
         sale(0, "", "", 0, 0.0),
     ];
-    let mut b = batch(&rows, true);
-    b.columns[1].nulls = Some(vec![0b10]);
-    if let ColumnData::TextDict(d) = &mut b.columns[1].data {
-        d.indices[1] = 99;
+    let mut b = parts(&rows, true);
+    b[1].nulls = Some(vec![0b10]);
+    if let RawData::TextDict { indices, .. } = &mut b[1].data {
+        indices[1] = 99;
     }
-    let s = summarize(&[b], None);
+    let s = summarize(&[build(b)], None);
     assert_eq!(s.skipped_rows, 1);
     let names: Vec<&str> = s.regions.iter().map(|g| g.name.as_str()).collect();
     assert_eq!(names, ["north"]);
@@ -239,8 +269,9 @@ fn null_rows_do_not_create_groups_or_read_their_values() {
 fn integer_amounts_are_widened() {
     let mut columns = sales_columns();
     columns[4].kind = ColumnKind::Integer;
-    let mut b = batch(&SALES[..2], false);
-    b.columns[4].data = ColumnData::Integer(vec![20, 15]);
+    let mut b = parts(&SALES[..2], false);
+    b[4].data = RawData::Integer(vec![20, 15]);
+    let b = build_with(&columns, b).expect("well formed");
     let mut digest = Digest::new(&columns).expect("integer amount is accepted");
     digest.add_batch(&b).expect("integer amounts are read");
     let s = digest.finish(window(), None);
@@ -258,17 +289,18 @@ fn columns_are_found_by_name_in_any_case_and_order() {
         info("Quantity", ColumnKind::Integer),
         info("TS", ColumnKind::Integer),
     ];
-    let b = Batch {
-        rows: 1,
-        columns: vec![
-            Column::new(ColumnData::Real(vec![9.99])),
-            Column::new(ColumnData::Integer(vec![1])),
-            Column::new(text_data(&["widget"], false)),
-            Column::new(text_data(&["north"], true)),
-            Column::new(ColumnData::Integer(vec![3])),
-            Column::new(ColumnData::Integer(vec![DAY])),
+    let b = build_with(
+        &columns,
+        vec![
+            RawColumn::new(RawData::Real(vec![9.99])),
+            RawColumn::new(RawData::Integer(vec![1])),
+            RawColumn::new(text_data(&["widget"], false)),
+            RawColumn::new(text_data(&["north"], true)),
+            RawColumn::new(RawData::Integer(vec![3])),
+            RawColumn::new(RawData::Integer(vec![DAY])),
         ],
-    };
+    )
+    .expect("well formed");
     let mut digest = Digest::new(&columns).expect("columns are found");
     digest.add_batch(&b).expect("batch is valid");
     let s = digest.finish(window(), None);
@@ -320,8 +352,25 @@ fn a_declared_column_of_the_wrong_kind_is_an_error_naming_it() {
 
 #[test]
 fn a_delivered_column_of_the_wrong_kind_is_an_error_naming_it() {
-    let mut b = batch(&SALES, false);
-    b.columns[3].data = ColumnData::Real(vec![1.0; SALES.len()]);
+    // Data of another kind than the source declares never reaches the
+    // digest: the batch is refused when it arrives.
+    let mut b = parts(&SALES, false);
+    b[3].data = RawData::Real(vec![1.0; SALES.len()]);
+    let err = malformed(b);
+    assert!(
+        err.message().contains("column `quantity`")
+            && err
+                .message()
+                .contains("declared integer, but the batch holds real data"),
+        "{err}"
+    );
+    // A batch declaring another kind than the digest was started with is
+    // refused by the digest, naming the column.
+    let mut columns = sales_columns();
+    columns[3].kind = ColumnKind::Real;
+    let mut b = parts(&SALES, false);
+    b[3].data = RawData::Real(vec![1.0; SALES.len()]);
+    let b = build_with(&columns, b).expect("well formed");
     let err = add_err(&b);
     assert!(matches!(
         err,
@@ -331,97 +380,90 @@ fn a_delivered_column_of_the_wrong_kind_is_an_error_naming_it() {
             ..
         }
     ));
+    assert_eq!(
+        err.to_string(),
+        "column `quantity` holds real values, expected integer"
+    );
 }
 
 #[test]
 fn bad_offsets_are_errors_not_panics() {
-    let mut b = batch(&SALES[..2], false);
-    b.columns[2].data = ColumnData::Text(TextColumn {
+    let mut b = parts(&SALES[..2], false);
+    b[2].data = RawData::Text(RawText {
         data: b"widget".to_vec(),
         offsets: vec![0, 6, 60],
     });
-    let err = add_err(&b);
-    assert!(matches!(
-        err,
-        DigestError::BadBatch {
-            column: "product",
-            first_row: 0,
-            error: BatchError::BadOffsets { value: 1, .. }
-        }
-    ));
-    let mut b = batch(&SALES[..2], true);
-    if let ColumnData::TextDict(d) = &mut b.columns[1].data {
-        d.values.offsets = vec![0, 5, 3];
+    let err = malformed(b);
+    assert!(
+        err.message()
+            .contains("column `product`, row 1: offsets 6..60 are past the 6 bytes of data"),
+        "{err}"
+    );
+    let mut b = parts(&SALES[..2], true);
+    if let RawData::TextDict { values, .. } = &mut b[1].data {
+        values.offsets = vec![0, 5, 3];
     }
-    assert!(matches!(
-        add_err(&b),
-        DigestError::BadBatch {
-            column: "region",
-            ..
-        }
-    ));
+    let err = malformed(b);
+    assert!(
+        err.message()
+            .contains("column `region`, dictionary entry 1: offsets 5..3 decrease"),
+        "{err}"
+    );
 }
 
 #[test]
 fn invalid_utf8_and_bad_dictionary_indices_are_errors() {
-    let mut b = batch(&SALES[..1], false);
-    b.columns[1].data = ColumnData::Text(TextColumn {
+    let mut b = parts(&SALES[..1], false);
+    b[1].data = RawData::Text(RawText {
         data: vec![0xc3],
         offsets: vec![0, 1],
     });
-    assert!(matches!(
-        add_err(&b),
-        DigestError::BadBatch {
-            column: "region",
-            error: BatchError::InvalidUtf8 { .. },
-            ..
-        }
-    ));
-    let mut b = batch(&SALES[..1], true);
-    if let ColumnData::TextDict(d) = &mut b.columns[2].data {
-        d.indices[0] = 7;
+    let err = malformed(b);
+    assert!(
+        err.message()
+            .contains("column `region`, row 0: not valid UTF-8"),
+        "{err}"
+    );
+    let mut b = parts(&SALES[..1], true);
+    if let RawData::TextDict { indices, .. } = &mut b[2].data {
+        indices[0] = 7;
     }
-    assert!(matches!(
-        add_err(&b),
-        DigestError::BadBatch {
-            column: "product",
-            error: BatchError::DictIndexOutOfRange { .. },
-            ..
-        }
-    ));
+    let err = malformed(b);
+    assert!(
+        err.message().contains(
+            "column `product`, row 0: dictionary index 7, but the dictionary holds 1 values"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
 fn columns_with_too_few_values_or_short_bitmaps_are_errors() {
-    let mut b = batch(&SALES, false);
-    b.columns[4].data = ColumnData::Real(vec![1.0]);
-    assert!(matches!(
+    let mut b = parts(&SALES, false);
+    b[4].data = RawData::Real(vec![1.0]);
+    let err = malformed(b);
+    assert!(
+        err.message()
+            .contains("column `amount`: 1 values for 6 rows"),
+        "{err}"
+    );
+    let mut b = parts(&SALES, false);
+    b[0].nulls = Some(Vec::new());
+    let err = malformed(b);
+    assert!(
+        err.message()
+            .contains("column `ts`: the NULL bitmap of 0 bytes does not cover 6 rows"),
+        "{err}"
+    );
+    // A batch without the columns the digest was started with is refused by
+    // the digest, naming the first one missing.
+    let mut b = parts(&SALES, false);
+    b.truncate(2);
+    let b = build_with(&sales_columns()[..2], b).expect("well formed");
+    assert_eq!(
         add_err(&b),
-        DigestError::BadBatch {
-            column: "amount",
-            error: BatchError::LengthMismatch { .. },
-            ..
-        }
-    ));
-    let mut b = batch(&SALES, false);
-    b.columns[0].nulls = Some(Vec::new());
-    assert!(matches!(
-        add_err(&b),
-        DigestError::BadBatch {
-            column: "ts",
-            error: BatchError::NullsTooShort { .. },
-            ..
-        }
-    ));
-    let mut b = batch(&SALES, false);
-    b.columns.truncate(2);
-    assert!(matches!(
-        add_err(&b),
-        DigestError::BadBatch {
-            column: "product",
-            ..
-        }
-    ));
+        DigestError::MissingColumn { column: "product" }
+    );
 }
 
 #[test]
@@ -475,9 +517,9 @@ fn an_empty_window_gives_a_valid_digest_with_zeros_and_nulls() {
         "Sales digest daily-report:2026-11-08 (2026-11-08, Europe/Berlin): no sales."
     );
     // A batch of only NULL rows is empty too, apart from the skip count.
-    let mut b = batch(&SALES[..2], false);
-    b.columns[0].nulls = Some(vec![0b11]);
-    let s = summarize(&[b], None);
+    let mut b = parts(&SALES[..2], false);
+    b[0].nulls = Some(vec![0b11]);
+    let s = summarize(&[build(b)], None);
     assert_eq!(
         (s.totals.orders, s.skipped_rows, s.totals.last_sale),
         (0, 2, None)
@@ -570,9 +612,9 @@ fn names_are_escaped_in_the_json() {
 fn the_text_summary_is_one_paragraph() {
     let mut sales = SALES.to_vec();
     sales.push(sale(DAY, "west", "widget", 1, 1.0));
-    let mut b = batch(&sales, false);
-    b.columns[0].nulls = Some(vec![1 << 6]);
-    let text = summarize(&[b], Some(1)).to_text();
+    let mut b = parts(&sales, false);
+    b[0].nulls = Some(vec![1 << 6]);
+    let text = summarize(&[build(b)], Some(1)).to_text();
     assert_eq!(
         text,
         "Sales digest daily-report:2026-11-08 (2026-11-08, Europe/Berlin): 6 orders, 13 units, \

@@ -49,6 +49,35 @@ enum Command {
     /// Make (or find in the cache) the digest of a DONE run, and send its
     /// message if the job names a destination for it.
     Digest(DigestArgs),
+    /// Compile report components into the compile cache ahead of time (an
+    /// image build, a deploy step), so that no run pays for compiling.
+    Compile(CompileArgs),
+    /// Write a new report project (sources using the SDK, the WIT, a job
+    /// config on the sample data, a build recipe and a test).
+    New(NewArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CompileArgs {
+    /// The component files (.wasm).
+    #[arg(value_name = "COMPONENT", required = true)]
+    components: Vec<PathBuf>,
+    /// The compile cache folder [default: $JOBHOST_CACHE_DIR, else $XDG_CACHE_HOME/jobhost, else ~/.cache/jobhost].
+    #[arg(long, value_name = "DIR", env = "JOBHOST_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct NewArgs {
+    /// The report's name: the project folder and the job's name.
+    #[arg(value_name = "NAME")]
+    name: String,
+    /// The language of the report.
+    #[arg(long, value_enum, default_value = "rust")]
+    lang: crate::app::new::Lang,
+    /// Where to make the project folder [default: the current folder].
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -279,6 +308,17 @@ pub fn main_with(runtime: &Runtime) -> i32 {
             }
         },
         Command::Digest(args) => digest(args, runtime),
+        Command::Compile(args) => report_error(crate::app::compile::compile(
+            crate::app::compile::CompileRequest {
+                components: args.components,
+                cache_dir: args.cache_dir,
+            },
+        )),
+        Command::New(args) => report_error(crate::app::new::new(&crate::app::new::NewRequest {
+            name: args.name,
+            lang: args.lang,
+            dir: args.dir,
+        })),
         Command::Daemon(args) => match daemon(args, runtime) {
             Ok(()) => 0,
             Err(e) => {
@@ -309,6 +349,17 @@ pub fn main_with(runtime: &Runtime) -> i32 {
                 if e.exit_code() == 2 { 2 } else { 3 }
             }
         },
+    }
+}
+
+/// Exit 0, or say the error on stderr and exit with its code.
+fn report_error(result: crate::core::error::Result<()>) -> i32 {
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            crate::core::text::say("error", &e.to_string());
+            e.exit_code()
+        }
     }
 }
 
@@ -858,7 +909,10 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
             .or_else(crate::guest::cache::CompileCache::default_dir),
     );
     let component = match &args.component {
-        Some(p) => sandbox.load(&crate::guest::sandbox::ComponentFile::read(p)?, &cache)?,
+        Some(p) => sandbox.load(
+            &mut crate::guest::sandbox::ComponentFile::open(p, &cache)?,
+            &cache,
+        )?,
         None => {
             let hex = recording
                 .component

@@ -4,4 +4,6 @@
 //! (see ARCHITECTURE.md).
 
 pub mod cli;
+pub mod compile;
 pub mod config;
+pub mod new;

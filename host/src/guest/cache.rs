@@ -1,6 +1,7 @@
-//! The on-disk cache of compiled components. Compiling a component with
-//! Cranelift costs a release host about 160 ms and a debug host seconds;
-//! loading a cached artifact costs under a millisecond. Artifacts are keyed
+//! The on-disk cache of compiled components, and of component files'
+//! digests. Compiling the Rust reference costs a release host about 0.3 s,
+//! an 18 MB Python component many seconds; loading a cached artifact costs
+//! milliseconds, and a file the cache has hashed before is not read again. Artifacts are keyed
 //! by the component's sha256 and the engine's compatibility hash (wasmtime
 //! version and codegen settings), so a stale artifact is never loaded.
 //!
@@ -45,6 +46,11 @@ impl CompileCache {
         CompileCache { dir }
     }
 
+    /// Whether a cache folder is configured.
+    pub fn enabled(&self) -> bool {
+        self.dir.is_some()
+    }
+
     /// The default cache folder: `$XDG_CACHE_HOME/jobhost`, else
     /// `$HOME/.cache/jobhost`.
     pub fn default_dir() -> Option<PathBuf> {
@@ -55,85 +61,176 @@ impl CompileCache {
         Some(base.join("jobhost"))
     }
 
-    /// Loads `wasm` (whose sha256 hex is `digest`) as a component, from the
-    /// cache when possible.
-    ///
-    /// # Errors
-    ///
-    /// The compiler's error when the bytes are not a valid component.
-    pub fn load(
-        &self,
-        engine: &Engine,
-        wasm: &[u8],
-        digest: &str,
-    ) -> wasmtime::Result<(Component, CacheOutcome)> {
-        let Some(dir) = &self.dir else {
-            return Ok((Component::new(engine, wasm)?, CacheOutcome::Bypassed));
-        };
-        if let Err(why) = ensure_private_dir(dir) {
-            warn(&format!(
-                "not using compile cache `{}`: {why}",
-                dir.display()
-            ));
-            return Ok((Component::new(engine, wasm)?, CacheOutcome::Bypassed));
-        }
-        let path = dir.join(format!("{digest}-{}.cwasm", compat_hash(engine)));
-        if path.exists() {
-            match trusted_file(&path) {
-                // SAFETY: the artifact was written by this user into a
-                // directory only this user can write, under a name that
-                // includes the engine's compatibility hash; wasmtime still
-                // checks its header against the engine.
-                Ok(()) => match unsafe { Component::deserialize_file(engine, &path) } {
-                    Ok(c) => return Ok((c, CacheOutcome::Hit)),
-                    Err(e) => warn(&format!(
-                        "ignoring unreadable compiled artifact `{}`: {e}",
-                        path.display()
-                    )),
-                },
-                Err(why) => warn(&format!(
-                    "ignoring compiled artifact `{}`: {why}",
-                    path.display()
-                )),
-            }
-        }
-        let component = Component::new(engine, wasm)?;
-        match component.serialize() {
-            Ok(bytes) => {
-                if let Err(e) = write_atomically(dir, &path, &bytes) {
-                    warn(&format!(
-                        "cannot store compiled artifact in `{}`: {e}",
-                        dir.display()
-                    ));
-                    return Ok((component, CacheOutcome::Bypassed));
-                }
-                Ok((component, CacheOutcome::Miss))
-            }
-            Err(e) => {
-                warn(&format!("cannot serialize compiled component: {e}"));
-                Ok((component, CacheOutcome::Bypassed))
-            }
-        }
-    }
-}
-
-impl CompileCache {
     /// The compiled code of the component whose sha256 hex is `digest`, if
-    /// this cache holds it for `engine` (a replay of a recorded run whose
-    /// `.wasm` file is no longer at hand).
+    /// this cache holds a trusted artifact of it for `engine`. An artifact
+    /// that is there but cannot be used is named on stderr.
     pub fn find(&self, engine: &Engine, digest: &str) -> Option<Component> {
         // The digest may come from a replay file: never let it name a path.
         if !crate::core::text::is_sha256_hex(digest) {
             return None;
         }
-        let dir = self.dir.as_ref()?;
-        ensure_private_dir(dir).ok()?;
-        let path = dir.join(format!("{digest}-{}.cwasm", compat_hash(engine)));
-        trusted_file(&path).ok()?;
-        // SAFETY: as in `load`: written by this user into a directory only
-        // this user can write, named with the engine's compatibility hash.
-        unsafe { Component::deserialize_file(engine, &path) }.ok()
+        let dir = self.usable_dir()?;
+        let path = artifact_path(dir, engine, digest);
+        if !path.exists() {
+            return None;
+        }
+        if let Err(why) = trusted_file(&path) {
+            warn(&format!(
+                "ignoring compiled artifact `{}`: {why}",
+                path.display()
+            ));
+            return None;
+        }
+        // SAFETY: the artifact was written by this user into a directory
+        // only this user can write, under a name that includes the engine's
+        // compatibility hash; wasmtime still checks its header against the
+        // engine. Deserializing from the file maps it rather than copying
+        // it, so a large component's data (a Python heap snapshot) is
+        // mapped copy-on-write into each instance.
+        match unsafe { Component::deserialize_file(engine, &path) } {
+            Ok(c) => Some(c),
+            Err(e) => {
+                warn(&format!(
+                    "ignoring unreadable compiled artifact `{}`: {e}",
+                    path.display()
+                ));
+                None
+            }
+        }
     }
+
+    /// Compiles `wasm` (whose sha256 hex is `digest`) and stores the
+    /// artifact for later runs. With a cache, the compiled bytes go
+    /// straight to the file and the component is loaded from it: the code
+    /// is never held twice (compiled, and serialized) in memory.
+    ///
+    /// # Errors
+    ///
+    /// The compiler's error when the bytes are not a valid component.
+    pub fn compile(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+        digest: &str,
+    ) -> wasmtime::Result<(Component, CacheOutcome)> {
+        let dir = self
+            .usable_dir()
+            .filter(|_| crate::core::text::is_sha256_hex(digest));
+        let Some(dir) = dir else {
+            return Ok((Component::new(engine, wasm)?, CacheOutcome::Bypassed));
+        };
+        let path = artifact_path(dir, engine, digest);
+        let bytes = engine.precompile_component(wasm)?;
+        if let Err(e) = write_atomically(dir, &path, &bytes) {
+            warn(&format!(
+                "cannot store compiled artifact in `{}`: {e}",
+                dir.display()
+            ));
+            // SAFETY: these bytes were compiled by this engine just now.
+            let component = unsafe { Component::deserialize(engine, &bytes) }?;
+            return Ok((component, CacheOutcome::Bypassed));
+        }
+        drop(bytes);
+        // SAFETY: written just now by this process, into a directory only
+        // this user can write.
+        let component = unsafe { Component::deserialize_file(engine, &path) }?;
+        Ok((component, CacheOutcome::Miss))
+    }
+
+    /// Where the artifact of `digest` for `engine` is (or would be) kept.
+    pub fn artifact(&self, engine: &Engine, digest: &str) -> Option<PathBuf> {
+        let dir = self.dir.as_ref()?;
+        crate::core::text::is_sha256_hex(digest).then(|| artifact_path(dir, engine, digest))
+    }
+
+    /// The cache folder, if there is one this user alone can write (made
+    /// when missing); why not is said on stderr once per process.
+    fn usable_dir(&self) -> Option<&Path> {
+        let dir = self.dir.as_deref()?;
+        match ensure_private_dir(dir) {
+            Ok(()) => Some(dir),
+            Err(why) => {
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    warn(&format!(
+                        "not using compile cache `{}`: {why}",
+                        dir.display()
+                    ));
+                });
+                None
+            }
+        }
+    }
+
+    /// The digest remembered for the file `meta` describes, if this cache
+    /// hashed that very file before: same device, inode, size, and
+    /// modification and change times to the nanosecond. A file written in
+    /// place changes its change time, which no user can set back, so a
+    /// remembered digest is never one of other bytes.
+    pub fn known_digest(&self, meta: &fs::Metadata) -> Option<String> {
+        let dir = self.usable_dir()?;
+        let path = dir.join(IDENTITIES).join(identity_name(meta));
+        trusted_file(&path).ok()?;
+        let text = fs::read_to_string(&path).ok()?;
+        let hex = text.trim();
+        crate::core::text::is_sha256_hex(hex).then(|| hex.to_string())
+    }
+
+    /// Remembers that the file `meta` describes hashes to `hex`, unless it
+    /// changed within the last seconds: a write in the same clock tick as
+    /// the hash could leave the times unchanged (the reason git treats such
+    /// files as "racily clean").
+    pub fn remember_digest(&self, meta: &fs::Metadata, hex: &str) {
+        let Some(dir) = self.usable_dir() else {
+            return;
+        };
+        let recent = |t: std::io::Result<std::time::SystemTime>| {
+            t.ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_none_or(|age| age < RACY)
+        };
+        let changed = std::time::UNIX_EPOCH
+            + std::time::Duration::new(
+                u64::try_from(meta.ctime()).unwrap_or(0),
+                u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+            );
+        if recent(meta.modified()) || recent(Ok(changed)) {
+            return;
+        }
+        let ids = dir.join(IDENTITIES);
+        if ensure_private_dir(&ids).is_err() {
+            return;
+        }
+        let path = ids.join(identity_name(meta));
+        // Best effort: without it, the next run hashes the file again.
+        let _ = write_atomically(&ids, &path, hex.as_bytes());
+    }
+}
+
+/// The folder of remembered file digests, inside the cache folder.
+const IDENTITIES: &str = "files";
+
+/// How recently a file may have changed and still not have its digest
+/// remembered.
+const RACY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The name a file's identity is remembered under.
+fn identity_name(meta: &fs::Metadata) -> String {
+    let id = format!(
+        "{}:{}:{}:{}.{}:{}.{}",
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec()
+    );
+    hex::encode(&Sha256::digest(id.as_bytes())[..16])
+}
+
+fn artifact_path(dir: &Path, engine: &Engine, digest: &str) -> PathBuf {
+    dir.join(format!("{digest}-{}.cwasm", compat_hash(engine)))
 }
 
 fn warn(msg: &str) {

@@ -64,6 +64,24 @@ pub fn classify(
     memory_hit: bool,
     stderr: Option<String>,
 ) -> GuestFailure {
+    if let Some(exception) = stderr
+        .as_deref()
+        .and_then(|l| l.strip_prefix(PYTHON_EXCEPTION))
+        && !memory_hit
+        && !matches!(
+            e.downcast_ref::<wasmtime::Trap>(),
+            Some(wasmtime::Trap::Interrupt)
+        )
+    {
+        return GuestFailure {
+            kind: ErrorKind::GuestTrap,
+            message: format!(
+                "the report raised an uncaught Python exception: {}; its traceback is on stderr",
+                cap_error(exception)
+            ),
+            retryable: false,
+        };
+    }
     let hint = stderr
         .map(|l| format!("; guest stderr: {}", cap_error(&l)))
         .unwrap_or_default();
@@ -139,14 +157,20 @@ pub fn report_too_large(limits: &GuestLimits, bytes: usize) -> GuestFailure {
     }
 }
 
-/// The most telling line of the guest's stderr: a Rust panic's location and
-/// message, else the last line that is not a hint about backtraces.
+/// The most telling line of the guest's stderr: an uncaught Python
+/// exception (its type, message and innermost frame, from the traceback
+/// componentize-py prints), else a Rust panic's location and message, else
+/// the last line that is not a hint about backtraces.
 pub fn panic_message(stderr: &str) -> Option<String> {
     let lines: Vec<&str> = stderr
         .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
         .collect();
+    if let Some(exception) = python_exception(&lines) {
+        return Some(exception);
+    }
+    let lines: Vec<&str> = lines.iter().map(|l| l.trim()).collect();
     if let Some(i) = lines.iter().rposition(|l| l.contains("panicked at")) {
         let message = lines.get(i + 1).filter(|l| !l.starts_with("note:"));
         return Some(match message {
@@ -159,6 +183,56 @@ pub fn panic_message(stderr: &str) -> Option<String> {
         .rev()
         .find(|l| !l.starts_with("note:"))
         .map(|l| l.to_string())
+}
+
+/// The prefix [`panic_message`] gives an uncaught Python exception.
+pub const PYTHON_EXCEPTION: &str = "uncaught Python exception ";
+
+/// `uncaught Python exception ValueError: bad row 7 (app.py, line 12, in
+/// total)` from the last traceback on the guest's stderr: its last frame,
+/// and the unindented lines after the frames (the exception's type and
+/// message, which may span lines).
+fn python_exception(lines: &[&str]) -> Option<String> {
+    let start = lines
+        .iter()
+        .rposition(|l| l.trim() == "Traceback (most recent call last):")?;
+    let rest = &lines[start + 1..];
+    let mut frame = None;
+    let mut exception: Vec<&str> = Vec::new();
+    for line in rest {
+        if line.starts_with(' ') {
+            if exception.is_empty() {
+                if let Some(f) = line.trim().strip_prefix("File ") {
+                    frame = Some(f);
+                }
+                continue;
+            }
+            // Indented text after the exception line: part of its message.
+            exception.push(line.trim());
+            continue;
+        }
+        // componentize-py's own panic once the traceback is printed.
+        if line.starts_with("thread '") && line.contains("panicked at") {
+            break;
+        }
+        exception.push(line);
+    }
+    if exception.is_empty() {
+        return None;
+    }
+    let text = exception.join(" ");
+    let at = frame.map(|f| {
+        // `"/0/app.py", line 12, in total`: componentize-py mounts the
+        // app's folders as /0, /1, ...; the file's own name says enough.
+        let f = f.trim_start_matches('"');
+        let (file, tail) = f.split_once('"').unwrap_or((f, ""));
+        let file = file.rsplit('/').next().unwrap_or(file);
+        format!(" (at {file}{tail})")
+    });
+    Some(format!(
+        "{PYTHON_EXCEPTION}{text}{}",
+        at.unwrap_or_default()
+    ))
 }
 
 /// `s` with every run of whitespace (line breaks included) made one space.
@@ -177,5 +251,47 @@ mod tests {
             panic_message(stderr).as_deref(),
             Some("thread '<unnamed>' panicked at src/lib.rs:3:5: boom")
         );
+    }
+
+    #[test]
+    fn an_uncaught_python_exception_is_named_by_type_message_and_frame() {
+        let stderr = "Traceback (most recent call last):\n  File \"/0/app.py\", line 8, in run\n    inner(7)\n  File \"/0/app.py\", line 7, in inner\nValueError: bad row 7: amount is negative\nthread '<unnamed>' (1) panicked at runtime/src/lib.rs:1293:29:\nPython function threw an unexpected exception\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(
+            panic_message(stderr).as_deref(),
+            Some(
+                "uncaught Python exception ValueError: bad row 7: amount is negative (at app.py, line 7, in inner)"
+            )
+        );
+    }
+
+    #[test]
+    fn a_chained_python_exception_names_the_last_one() {
+        let stderr = "Traceback (most recent call last):\n  File \"/0/app.py\", line 3, in run\nKeyError: 'amount'\n\nDuring handling of the above exception, another exception occurred:\n\nTraceback (most recent call last):\n  File \"/0/app.py\", line 5, in run\nRuntimeError: no amount\n";
+        assert_eq!(
+            panic_message(stderr).as_deref(),
+            Some("uncaught Python exception RuntimeError: no amount (at app.py, line 5, in run)")
+        );
+    }
+
+    #[test]
+    fn a_trap_with_a_python_exception_reads_as_the_exception() {
+        let stderr = panic_message(
+            "Traceback (most recent call last):\n  File \"/0/app.py\", line 2, in run\nZeroDivisionError: division by zero\n",
+        );
+        let e = wasmtime::Error::from(wasmtime::Trap::UnreachableCodeReached);
+        let limits = GuestLimits {
+            memory_bytes: 64 << 20,
+            timeout: std::time::Duration::from_secs(10),
+            output_bytes: 1 << 16,
+            report_bytes: 1 << 16,
+            journal_bytes: 1 << 20,
+        };
+        let f = classify(&e, &limits, false, stderr);
+        assert_eq!(
+            f.message,
+            "the report raised an uncaught Python exception: ZeroDivisionError: division by zero \
+             (at app.py, line 2, in run); its traceback is on stderr"
+        );
+        assert!(!f.retryable);
     }
 }

@@ -51,48 +51,135 @@ use crate::store::{StagedMessage, StoredReport};
 /// The world this host implements, as guests name it.
 pub const WORLD: &str = "jobhost:report/reporter@0.1.0";
 
+/// How the host turns a component into machine code. Each setting keeps
+/// its own compiled artifacts in the cache (the engine's compatibility
+/// hash names it), so switching never loads code of the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compiler {
+    /// Cranelift, optimising: the fastest code, the slowest compile.
+    Optimizing,
+    /// Winch, wasmtime's baseline compiler: compiles several times faster
+    /// and runs slower (see BENCHMARKS.md).
+    Baseline,
+}
+
+impl Compiler {
+    /// The variable that chooses the compiler for the whole process.
+    pub const VARIABLE: &'static str = "JOBHOST_COMPILER";
+
+    /// The compiler `JOBHOST_COMPILER` names (`cranelift`, the default, or
+    /// `winch`).
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the variable for any other value.
+    pub fn from_env() -> Result<Compiler> {
+        match std::env::var(Self::VARIABLE).as_deref() {
+            Err(_) | Ok("" | "cranelift") => Ok(Compiler::Optimizing),
+            Ok("winch") => Ok(Compiler::Baseline),
+            Ok(other) => Err(Error::input(format!(
+                "{} is `{}`; set it to `cranelift` (the default) or `winch`",
+                Self::VARIABLE,
+                crate::core::text::printable(other)
+            ))),
+        }
+    }
+}
+
 /// The engine and linker shared by every run in this process.
 pub struct Sandbox {
     engine: Engine,
     linker: Linker<HostState>,
 }
 
-/// A component file as read from disk, with its digest.
+/// A component file: where it is and its digest, its bytes read only when
+/// they are needed (to compile it, or to learn its digest).
 pub struct ComponentFile {
     /// Where it was read from.
     pub path: std::path::PathBuf,
-    /// Its bytes.
-    pub bytes: Vec<u8>,
+    /// Its bytes, once read: a component found by digest in the compile
+    /// cache is never read.
+    bytes: Option<Vec<u8>>,
     /// Lowercase hex sha256 of the bytes.
     pub hex: String,
 }
 
 impl ComponentFile {
-    /// Reads a component file.
+    /// Reads a component file and hashes it.
     ///
     /// # Errors
     ///
     /// `Error::Input` naming the file when it cannot be read.
     pub fn read(path: &Path) -> Result<ComponentFile> {
-        let bytes = std::fs::read(path).map_err(|e| {
-            Error::input(format!(
-                "cannot read component `{}`: {e}; build it with \
-                 `cargo build --release --target wasm32-wasip2` or fix --component",
-                path.display()
-            ))
-        })?;
+        let bytes = read_component(path)?;
         let hex = hex::encode(Sha256::digest(&bytes));
         Ok(ComponentFile {
             path: path.to_path_buf(),
-            bytes,
+            bytes: Some(bytes),
             hex,
         })
+    }
+
+    /// The component file at `path`, its digest from `cache` when the cache
+    /// has seen this very file (same device, inode, size, modification and
+    /// change time) and else from reading and hashing it, which the cache
+    /// then remembers.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the file when it cannot be read.
+    pub fn open(path: &Path, cache: &CompileCache) -> Result<ComponentFile> {
+        let meta = std::fs::metadata(path).map_err(|e| unreadable(path, &e))?;
+        if let Some(hex) = cache.known_digest(&meta) {
+            return Ok(ComponentFile {
+                path: path.to_path_buf(),
+                bytes: None,
+                hex,
+            });
+        }
+        let file = ComponentFile::read(path)?;
+        cache.remember_digest(&meta, &file.hex);
+        Ok(file)
     }
 
     /// `sha256:<hex>`.
     pub fn digest(&self) -> String {
         format!("sha256:{}", self.hex)
     }
+
+    /// The file's bytes, read now if they were not; a file that changed
+    /// since its digest was taken gets its new digest.
+    fn bytes(&mut self) -> Result<&[u8]> {
+        if self.bytes.is_none() {
+            let bytes = read_component(&self.path)?;
+            self.hex = hex::encode(Sha256::digest(&bytes));
+            self.bytes = Some(bytes);
+        }
+        Ok(self.bytes.as_deref().unwrap_or_default())
+    }
+}
+
+/// A size in bytes as a person reads it: `18.4 MB`, `190 KB`.
+fn megabytes(bytes: usize) -> String {
+    #[allow(clippy::cast_precision_loss)] // sizes far below 2^52
+    let b = bytes as f64;
+    if b >= 1e6 {
+        format!("{:.1} MB", b / 1e6)
+    } else {
+        format!("{:.0} KB", (b / 1e3).max(1.0))
+    }
+}
+
+fn read_component(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| unreadable(path, &e))
+}
+
+fn unreadable(path: &Path, e: &std::io::Error) -> Error {
+    Error::input(format!(
+        "cannot read component `{}`: {e}; build it with \
+         `cargo build --release --target wasm32-wasip2` or fix --component",
+        path.display()
+    ))
 }
 
 /// A component ready to instantiate.
@@ -104,6 +191,8 @@ pub struct LoadedComponent {
     pub digest: String,
     /// Whether the compiled code came from the cache.
     pub cache: CacheOutcome,
+    /// How long compiling took, when it was compiled now.
+    pub compile: Option<Duration>,
 }
 
 /// What this host's world needs of a component that `component` lacks, in
@@ -238,7 +327,14 @@ impl Sandbox {
         let mut config = Config::new();
         config.epoch_interruption(true);
         config.wasm_component_model(true);
-        config.cranelift_opt_level(wasmtime::OptLevel::Speed);
+        match Compiler::from_env()? {
+            Compiler::Optimizing => {
+                config.cranelift_opt_level(wasmtime::OptLevel::Speed);
+            }
+            Compiler::Baseline => {
+                config.strategy(wasmtime::Strategy::Winch);
+            }
+        }
         let engine = Engine::new(&config)
             .map_err(|e| Error::Host(format!("cannot start the WebAssembly engine: {e:#}")))?;
         let mut linker = Linker::new(&engine);
@@ -249,15 +345,54 @@ impl Sandbox {
         Ok(Sandbox { engine, linker })
     }
 
-    /// Checks and compiles (or loads from cache) a component file.
+    /// The engine components are compiled for.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Loads a component file: from the compile cache when it holds the
+    /// file's digest (the file is then not read at all), else checked,
+    /// compiled (saying so on stderr, with how long it took) and cached.
     ///
     /// # Errors
     ///
     /// `Error::Input` naming the file when it is not WebAssembly, a core
     /// module rather than a component, or built for another world.
-    pub fn load(&self, file: &ComponentFile, cache: &CompileCache) -> Result<LoadedComponent> {
+    pub fn load(&self, file: &mut ComponentFile, cache: &CompileCache) -> Result<LoadedComponent> {
+        let (component, cache_outcome, compile) = match cache.find(&self.engine, &file.hex) {
+            Some(c) => (c, CacheOutcome::Hit, None),
+            None => {
+                let (c, outcome, took) = self.compile(file, cache)?;
+                (c, outcome, Some(took))
+            }
+        };
         let shown = file.path.display();
-        match file.bytes.get(0..8) {
+        let pre = Pre::new(&self.linker, &component).map_err(|e| {
+            let why = world_mismatch(&self.engine, &component).unwrap_or_else(|| format!("{e:#}"));
+            Error::input(format!(
+                "component `{shown}` does not fit the `{WORLD}` world this host provides: \
+                 {why}; build it against this host's wit/ folder"
+            ))
+        })?;
+        Ok(LoadedComponent {
+            describes: exports_describe(&self.engine, &component),
+            pre,
+            digest: file.digest(),
+            cache: cache_outcome,
+            compile,
+        })
+    }
+
+    /// Compiles a component file the cache does not hold, and stores it.
+    fn compile(
+        &self,
+        file: &mut ComponentFile,
+        cache: &CompileCache,
+    ) -> Result<(Component, CacheOutcome, Duration)> {
+        let shown = file.path.display().to_string();
+        file.bytes()?;
+        let bytes = file.bytes.as_deref().unwrap_or_default();
+        match bytes.get(0..8) {
             Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => {
                 return Err(Error::input(format!(
                     "`{shown}` is a core WebAssembly module, not a component; build it for \
@@ -272,22 +407,30 @@ impl Sandbox {
                 )));
             }
         }
-        let (component, cache_outcome) = cache
-            .load(&self.engine, &file.bytes, &file.hex)
+        let size = bytes.len();
+        crate::core::text::say(
+            "note",
+            &format!(
+                "compiling `{shown}` ({}) for this machine{}",
+                megabytes(size),
+                if cache.enabled() {
+                    "; the compile cache keeps it for later runs (`jobhost compile` does this \
+                     ahead of time)"
+                } else {
+                    ", with the compile cache off"
+                }
+            ),
+        );
+        let started = std::time::Instant::now();
+        let (component, outcome) = cache
+            .compile(&self.engine, bytes, &file.hex)
             .map_err(|e| Error::input(format!("invalid component `{shown}`: {e:#}")))?;
-        let pre = Pre::new(&self.linker, &component).map_err(|e| {
-            let why = world_mismatch(&self.engine, &component).unwrap_or_else(|| format!("{e:#}"));
-            Error::input(format!(
-                "component `{shown}` does not fit the `{WORLD}` world this host provides: \
-                 {why}; build it against this host's wit/ folder"
-            ))
-        })?;
-        Ok(LoadedComponent {
-            describes: exports_describe(&self.engine, &component),
-            pre,
-            digest: file.digest(),
-            cache: cache_outcome,
-        })
+        let took = started.elapsed();
+        crate::core::text::say(
+            "note",
+            &format!("compiled `{shown}` in {:.1} s", took.as_secs_f64()),
+        );
+        Ok((component, outcome, took))
     }
 
     /// The component whose sha256 hex is `hex`, from the compile cache.
@@ -313,6 +456,7 @@ impl Sandbox {
             pre,
             digest: format!("sha256:{hex}"),
             cache: CacheOutcome::Hit,
+            compile: None,
         })
     }
 

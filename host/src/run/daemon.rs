@@ -116,13 +116,10 @@ pub fn check_components(jobs: &[Job]) -> Result<()> {
             crate::Error::Input(m) => crate::Error::Input(format!("job `{}`: {m}", c.name())),
             other => other,
         };
-        let file = crate::guest::sandbox::ComponentFile::read(&c.component).map_err(named)?;
-        sandbox
-            .load(
-                &file,
-                &crate::guest::cache::CompileCache::new(c.cache_dir.clone()),
-            )
-            .map_err(named)?;
+        let cache = crate::guest::cache::CompileCache::new(c.cache_dir.clone());
+        let mut file =
+            crate::guest::sandbox::ComponentFile::open(&c.component, &cache).map_err(named)?;
+        sandbox.load(&mut file, &cache).map_err(named)?;
     }
     Ok(())
 }

@@ -137,17 +137,19 @@ impl<'a> Run<'a> {
 
     /// The phases in order; the DONE run whose digest is wanted, if any.
     fn phases(self, receipt: &mut Receipt) -> Result<Option<Wanted>> {
-        // A missing or unreadable component is bad input, unless the
-        // window's report is already committed (see `prepare`).
-        let file = ComponentFile::read(&self.job.component);
-        if let Ok(f) = &file {
-            receipt.component = Some(f.digest());
-        }
         let mut store = open_store(self.job, self.runtime.failpoints.clone(), receipt)?;
         let store = store.as_mut();
+        // The store answers first: a window already done is answered
+        // without opening the component, however large it is.
         let Peeked::Open(row) = self.peek(store, receipt)? else {
             return Ok(None);
         };
+        // A missing or unreadable component is bad input, unless the
+        // window's report is already committed (see `prepare`).
+        let file = ComponentFile::open(&self.job.component, &self.cache());
+        if let Ok(f) = &file {
+            receipt.component = Some(f.digest());
+        }
         let prepared = self.prepare(file, row, receipt)?;
         let Some(granted) = self.claim(store, &prepared, receipt)? else {
             return Ok(None);
@@ -174,6 +176,11 @@ impl<'a> Run<'a> {
         let row = store.peek(&self.key)?;
         if let Some(run) = &row {
             check_same_window(run, &self.window)?;
+            if matches!(run.state, RunState::Done | RunState::Skipped) && !run.component.is_empty()
+            {
+                // The component that decided the window, as recorded.
+                receipt.component = Some(run.component.clone());
+            }
             match run.state {
                 RunState::Done => {
                     answer::done(receipt, &self.key, run.attempt, run.fence.0);
@@ -202,7 +209,7 @@ impl<'a> Run<'a> {
     ) -> Result<Prepared> {
         let sandbox = Sandbox::new()?;
         let resuming = row.as_ref().is_some_and(|r| r.state == RunState::Prepared);
-        let file = match file {
+        let mut file = match file {
             Ok(f) => Some(f),
             Err(_) if resuming => None,
             Err(e) => return Err(e),
@@ -211,12 +218,13 @@ impl<'a> Run<'a> {
         let (start, end) = (self.window.start, self.window.end);
         let mut source = SourceAccess::new(self.job.source.clone(), start, end, guest.batch_rows);
         let mut component = None;
-        if let (false, Some(file)) = (resuming, &file) {
+        if let (false, Some(file)) = (resuming, &mut file) {
             // The query starts now and reads ahead while the host compiles,
             // claims and instantiates; a bad query fails here.
             source.start_early()?;
             let loaded = sandbox.load(file, &self.cache())?;
             receipt.compiled = Some(loaded.cache);
+            receipt.component = Some(loaded.digest.clone());
             component = Some(loaded);
         }
         Ok(Prepared {
@@ -317,16 +325,17 @@ impl<'a> Run<'a> {
         store: &mut dyn Store,
         lease: &Lease,
         sandbox: &Sandbox,
-        file: Option<ComponentFile>,
+        mut file: Option<ComponentFile>,
     ) -> Result<LoadedComponent> {
         let loaded = file
+            .as_mut()
             .ok_or_else(|| {
                 Error::input(format!(
                     "cannot read component `{}`; restore it or point --component at another",
                     self.job.component.display()
                 ))
             })
-            .and_then(|f| sandbox.load(&f, &self.cache()));
+            .and_then(|f| sandbox.load(f, &self.cache()));
         if let Err(e) = &loaded {
             let how = self.job.attempts.after_failure(lease.attempt);
             store.fail(lease, &e.to_string(), how, None, self.clock.lease_now())?;

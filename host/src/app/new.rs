@@ -1,0 +1,552 @@
+//! `jobhost new NAME --lang rust|python`: writes a report project that
+//! builds and runs as it stands: the report's sources on the SDK (a copy
+//! of it, so the project needs nothing of this repository), the WIT it is
+//! built against, a job config on sample data of its own, a build recipe
+//! and a test of the report's logic that runs natively.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::core::error::{Error, Result};
+use crate::core::text::{printable, say};
+
+/// The language of a new report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    /// A Rust crate built for wasm32-wasip2.
+    Rust,
+    /// A Python module built with componentize-py.
+    Python,
+}
+
+/// What `jobhost new` is asked to make.
+#[derive(Debug)]
+pub struct NewRequest {
+    /// The report's name: the folder, the job and (for Rust) the crate.
+    pub name: String,
+    /// Its language.
+    pub lang: Lang,
+    /// Where to make its folder, else the current folder.
+    pub dir: Option<PathBuf>,
+}
+
+/// The WIT contract, as this host speaks it.
+const WIT: &str = include_str!("../../../wit/report.wit");
+
+/// The componentize-py release the Python SDK is tested with.
+pub const COMPONENTIZE_PY: &str = "0.25.1";
+
+/// The Rust SDK's sources, as `(path in the SDK's src/, text)`.
+const RUST_SDK: &[(&str, &str)] = &[
+    ("batch.rs", include_str!("../../../sdk/rust/src/batch.rs")),
+    (
+        "bindings.rs",
+        include_str!("../../../sdk/rust/src/bindings.rs"),
+    ),
+    (
+        "context.rs",
+        include_str!("../../../sdk/rust/src/context.rs"),
+    ),
+    (
+        "effects.rs",
+        include_str!("../../../sdk/rust/src/effects.rs"),
+    ),
+    ("error.rs", include_str!("../../../sdk/rust/src/error.rs")),
+    ("lib.rs", include_str!("../../../sdk/rust/src/lib.rs")),
+    ("source.rs", include_str!("../../../sdk/rust/src/source.rs")),
+    (
+        "testing.rs",
+        include_str!("../../../sdk/rust/src/testing.rs"),
+    ),
+];
+
+/// The Python SDK's modules, as `(path in the package, text)`.
+const PYTHON_SDK: &[(&str, &str)] = &[
+    (
+        "__init__.py",
+        include_str!("../../../sdk/python/jobhost/__init__.py"),
+    ),
+    (
+        "_host.py",
+        include_str!("../../../sdk/python/jobhost/_host.py"),
+    ),
+    (
+        "batch.py",
+        include_str!("../../../sdk/python/jobhost/batch.py"),
+    ),
+    (
+        "errors.py",
+        include_str!("../../../sdk/python/jobhost/errors.py"),
+    ),
+    ("log.py", include_str!("../../../sdk/python/jobhost/log.py")),
+    (
+        "outbox.py",
+        include_str!("../../../sdk/python/jobhost/outbox.py"),
+    ),
+    (
+        "py.typed",
+        include_str!("../../../sdk/python/jobhost/py.typed"),
+    ),
+    (
+        "report.py",
+        include_str!("../../../sdk/python/jobhost/report.py"),
+    ),
+    (
+        "source.py",
+        include_str!("../../../sdk/python/jobhost/source.py"),
+    ),
+    (
+        "testing.py",
+        include_str!("../../../sdk/python/jobhost/testing.py"),
+    ),
+    (
+        "values.py",
+        include_str!("../../../sdk/python/jobhost/values.py"),
+    ),
+    (
+        "wire.py",
+        include_str!("../../../sdk/python/jobhost/wire.py"),
+    ),
+];
+
+/// The files of the SDK each language ships, for the test that keeps the
+/// lists above complete.
+pub fn sdk_files(lang: Lang) -> Vec<&'static str> {
+    match lang {
+        Lang::Rust => RUST_SDK.iter().map(|(p, _)| *p).collect(),
+        Lang::Python => PYTHON_SDK.iter().map(|(p, _)| *p).collect(),
+    }
+}
+
+/// Writes the project and says on stdout how to build and run it.
+///
+/// # Errors
+///
+/// `Error::Input` for a name that cannot be a project, or a folder that
+/// exists already; `Error::Host` when a file cannot be written.
+pub fn new(request: &NewRequest) -> Result<()> {
+    check_name(&request.name)?;
+    let parent = request.dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    let root = parent.join(&request.name);
+    if root.exists() {
+        return Err(Error::input(format!(
+            "`{}` exists already; pick another name or --dir, or remove it",
+            printable(&root.display().to_string())
+        )));
+    }
+    let files = match request.lang {
+        Lang::Rust => rust_project(&request.name),
+        Lang::Python => python_project(&request.name),
+    };
+    let written = write_project(&root, &files).and_then(|()| sample_data(&root.join("data")));
+    if let Err(e) = written {
+        // Leave nothing half made behind.
+        let _ = fs::remove_dir_all(&root);
+        return Err(Error::Host(format!(
+            "cannot write the project `{}`: {e}",
+            root.display()
+        )));
+    }
+    let shown = printable(&root.display().to_string()).into_owned();
+    let (build, test) = match request.lang {
+        Lang::Rust => (
+            format!(
+                "cargo build --release --target wasm32-wasip2 --manifest-path {shown}/Cargo.toml"
+            ),
+            format!("cargo test --manifest-path {shown}/Cargo.toml"),
+        ),
+        Lang::Python => (
+            format!(
+                "cd {shown} && componentize-py -d wit -w describing-reporter componentize app -o {}.wasm",
+                request.name
+            ),
+            format!("cd {shown} && python3 -m unittest"),
+        ),
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "made {shown}: a {} report on sample sales data",
+        match request.lang {
+            Lang::Rust => "Rust",
+            Lang::Python => "Python",
+        }
+    );
+    if request.lang == Lang::Python {
+        let _ = writeln!(
+            out,
+            "needs componentize-py {COMPONENTIZE_PY}: python3 -m pip install componentize-py=={COMPONENTIZE_PY}"
+        );
+    }
+    let _ = writeln!(out, "build: {build}");
+    let _ = writeln!(out, "run:   jobhost run --config {shown}/job.toml");
+    let _ = writeln!(out, "test:  {test}");
+    say(
+        "note",
+        &format!("wrote {} files under `{shown}`", files.len() + 1),
+    );
+    Ok(())
+}
+
+/// A project's name becomes a folder, a job name and a crate name: lower
+/// case letters, digits, `-` and `_`, starting with a letter.
+fn check_name(name: &str) -> Result<()> {
+    let ok = name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if ok {
+        return Ok(());
+    }
+    Err(Error::input(format!(
+        "`{}` cannot name a report: use 1 to 64 lower-case letters, digits, `-` and `_`, \
+         starting with a letter (for example `daily-sales`)",
+        printable(name)
+    )))
+}
+
+fn write_project(root: &Path, files: &[(String, String)]) -> std::io::Result<()> {
+    for (path, text) in files {
+        let path = root.join(path);
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        fs::write(&path, text)?;
+    }
+    Ok(())
+}
+
+/// The job config both languages share; `component` is the built file.
+fn job_config(name: &str, component: &str) -> String {
+    format!(
+        r#"# The job: once per UTC day, the report `{name}` reads that day's rows of
+# data/sales.db and appends its message to out/{name}.jsonl. Paths are
+# relative to this file. `jobhost run --config job.toml` runs the last day
+# that has closed; `--now 2026-11-09T00:05:00Z` picks another.
+job = "{name}"
+component = "{component}"
+window = "day"
+timezone = "UTC"
+
+[source]
+path = "data/sales.db"
+# :start and :end are the window's bounds in Unix seconds, [start, end).
+query = """
+SELECT ts, region, product, quantity, amount
+FROM sales
+WHERE ts >= :start AND ts < :end
+ORDER BY ts, id
+"""
+
+[destinations.out]
+type = "file"
+path = "out/{name}.jsonl"
+
+[limits]
+memory_mib = 128
+timeout_seconds = 30
+"#
+    )
+}
+
+const GITIGNORE: &str = "/target\n/state\n/out\n__pycache__/\n*.wasm\n";
+
+fn rust_project(name: &str) -> Vec<(String, String)> {
+    let krate = name.replace('-', "_");
+    let mut files = vec![
+        (
+            "Cargo.toml".to_string(),
+            format!(
+                r#"[package]
+name = "{name}"
+version = "0.1.0"
+edition = "2024"
+
+[lib]
+crate-type = ["cdylib", "rlib"]
+
+[dependencies]
+jobhost-sdk = {{ path = "jobhost-sdk" }}
+
+# A project of its own, even inside another workspace.
+[workspace]
+members = ["jobhost-sdk"]
+
+[profile.release]
+opt-level = "s"
+lto = true
+"#
+            ),
+        ),
+        ("src/lib.rs".to_string(), RUST_REPORT.to_string()),
+        ("wit/report.wit".to_string(), WIT.to_string()),
+        (
+            "job.toml".to_string(),
+            job_config(name, &format!("target/wasm32-wasip2/release/{krate}.wasm")),
+        ),
+        (
+            "justfile".to_string(),
+            format!(
+                "# Build the component: target/wasm32-wasip2/release/{krate}.wasm\n\
+                 build:\n    cargo build --release --target wasm32-wasip2\n\n\
+                 # Run the job for the last day that closed.\n\
+                 run: build\n    jobhost run --config job.toml\n\n\
+                 # The report's logic, natively.\n\
+                 test:\n    cargo test\n"
+            ),
+        ),
+        ("README.md".to_string(), readme(name, Lang::Rust)),
+        (".gitignore".to_string(), GITIGNORE.to_string()),
+        (
+            "jobhost-sdk/Cargo.toml".to_string(),
+            format!(
+                r#"[package]
+name = "jobhost-sdk"
+version = "0.1.0"
+edition = "2024"
+publish = false
+
+[lib]
+name = "jobhost_sdk"
+
+[dependencies]
+wit-bindgen = "~{WIT_BINDGEN}"
+"#
+            ),
+        ),
+    ];
+    for (path, text) in RUST_SDK {
+        files.push((format!("jobhost-sdk/src/{path}"), vendored_rust(path, text)));
+    }
+    files
+}
+
+/// The wit-bindgen release the SDK is built with.
+const WIT_BINDGEN: &str = "0.61.1";
+
+/// An SDK source as the project's copy needs it: the WIT one folder up,
+/// no unit tests (they read the repository's fixtures).
+fn vendored_rust(path: &str, text: &str) -> String {
+    match path {
+        "bindings.rs" => text.replace("\"../../wit\"", "\"../wit\""),
+        "lib.rs" => text.replace("#[cfg(test)]\nmod tests;\n", ""),
+        _ => text.to_string(),
+    }
+}
+
+fn python_project(name: &str) -> Vec<(String, String)> {
+    let mut files = vec![
+        ("app.py".to_string(), PYTHON_REPORT.to_string()),
+        ("test_app.py".to_string(), PYTHON_TEST.to_string()),
+        ("wit/report.wit".to_string(), WIT.to_string()),
+        (
+            "job.toml".to_string(),
+            job_config(name, &format!("{name}.wasm")),
+        ),
+        (
+            "justfile".to_string(),
+            format!(
+                "# Build the component: {name}.wasm (needs componentize-py {COMPONENTIZE_PY}).\n\
+                 build:\n    componentize-py -d wit -w describing-reporter componentize app -o {name}.wasm\n\n\
+                 # Run the job for the last day that closed.\n\
+                 run: build\n    jobhost run --config job.toml\n\n\
+                 # The report's logic, natively.\n\
+                 test:\n    python3 -m unittest\n"
+            ),
+        ),
+        ("README.md".to_string(), readme(name, Lang::Python)),
+        (".gitignore".to_string(), GITIGNORE.to_string()),
+    ];
+    for (path, text) in PYTHON_SDK {
+        files.push((format!("jobhost/{path}"), (*text).to_string()));
+    }
+    files
+}
+
+fn readme(name: &str, lang: Lang) -> String {
+    let (build, test, lang) = match lang {
+        Lang::Rust => (
+            "cargo build --release --target wasm32-wasip2".to_string(),
+            "cargo test",
+            "Rust",
+        ),
+        Lang::Python => (
+            format!(
+                "python3 -m pip install componentize-py=={COMPONENTIZE_PY}\n\
+                 componentize-py -d wit -w describing-reporter componentize app -o {name}.wasm"
+            ),
+            "python3 -m unittest",
+            "Python",
+        ),
+    };
+    format!(
+        "# {name}\n\n\
+         A jobhost report in {lang}: once per day it totals the day's sales per\n\
+         region from `data/sales.db` and sends one JSON message to `out/{name}.jsonl`.\n\n\
+         ```sh\n{build}\njobhost run --config job.toml\n{test}\n```\n\n\
+         `jobhost-sdk/` (Rust) or `jobhost/` (Python) is a copy of the jobhost SDK\n\
+         and `wit/report.wit` the contract the component is built against; both\n\
+         came with `jobhost new` and change only with jobhost's version.\n"
+    )
+}
+
+/// Writes `sales.db`: the same table as the repository's examples, two
+/// weeks of sales up to today (UTC), so the last closed day has rows.
+fn sample_data(dir: &Path) -> std::io::Result<()> {
+    fs::create_dir_all(dir)?;
+    let today = jiff::Timestamp::now().as_second().div_euclid(86_400) * 86_400;
+    let start = today - 13 * 86_400;
+    let end = today + 86_400;
+    let db = dir.join("sales.db");
+    let write = || -> rusqlite::Result<()> {
+        let mut conn = rusqlite::Connection::open(&db)?;
+        conn.execute_batch(
+            "CREATE TABLE sales (
+                id       INTEGER PRIMARY KEY,
+                ts       INTEGER NOT NULL,
+                region   TEXT    NOT NULL,
+                product  TEXT    NOT NULL,
+                quantity INTEGER NOT NULL,
+                amount   REAL    NOT NULL
+            );
+            CREATE INDEX sales_by_ts ON sales (ts);",
+        )?;
+        let tx = conn.transaction()?;
+        {
+            let mut insert = tx.prepare(
+                "INSERT INTO sales (ts, region, product, quantity, amount) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            const REGIONS: [&str; 4] = ["north", "south", "east", "west"];
+            const PRODUCTS: [(&str, f64); 5] = [
+                ("tea", 4.5),
+                ("coffee", 6.0),
+                ("cocoa", 5.25),
+                ("juice", 3.75),
+                ("water", 1.5),
+            ];
+            // A fixed sequence (no randomness): every project's data is alike.
+            let mut i: i64 = 0;
+            let mut ts = start;
+            while ts < end {
+                let region = REGIONS[usize::try_from(i % 4).unwrap_or(0)];
+                let (product, price) = PRODUCTS[usize::try_from((i * 7) % 5).unwrap_or(0)];
+                let quantity = 1 + (i * 13) % 4;
+                #[allow(clippy::cast_precision_loss)] // small integers
+                let amount = (price * quantity as f64 * 100.0).round() / 100.0;
+                insert.execute(rusqlite::params![ts, region, product, quantity, amount])?;
+                i += 1;
+                ts += 1_800 + (i * 977) % 1_800;
+            }
+        }
+        tx.commit()
+    };
+    write().map_err(std::io::Error::other)
+}
+
+const RUST_REPORT: &str = r#"//! A daily report: the day's sales per region, sent as one JSON message.
+
+use std::collections::BTreeMap;
+
+use jobhost_sdk::{Batch, Context, Error, Output, Report};
+
+struct Sales;
+
+impl Report for Sales {
+    fn run(ctx: &Context) -> Result<Output, Error> {
+        let mut totals = BTreeMap::new();
+        for batch in jobhost_sdk::open()?.batches() {
+            add(&batch?, &mut totals)?;
+        }
+        let regions: Vec<String> = totals.iter().map(|(r, t)| format!("\"{r}\":{t:.2}")).collect();
+        let json = format!("{{\"day\":\"{}\",\"regions\":{{{}}}}}", ctx.window.label, regions.join(","));
+        for destination in &ctx.destinations {
+            jobhost_sdk::send(destination, &json, "application/json")?;
+        }
+        Ok(Output::new(format!("{} regions on {}", totals.len(), ctx.window.label)))
+    }
+}
+
+/// Adds one batch's amounts to the totals per region.
+fn add(batch: &Batch, totals: &mut BTreeMap<String, f64>) -> Result<(), Error> {
+    let (regions, amounts) = (batch.texts("region")?, batch.reals("amount")?);
+    for (region, amount) in regions.iter().zip(amounts.iter()) {
+        if let (Some(region), Some(amount)) = (region, amount) {
+            *totals.entry(region.to_string()).or_insert(0.0) += amount;
+        }
+    }
+    Ok(())
+}
+
+jobhost_sdk::export!(Sales);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jobhost_sdk::testing::BatchBuilder;
+
+    #[test]
+    fn amounts_add_up_per_region_and_nulls_are_left_out() {
+        let batch = BatchBuilder::new()
+            .texts("region", [Some("north"), Some("south"), Some("north"), None])
+            .reals("amount", [Some(1.5), Some(2.0), Some(3.0), Some(9.0)])
+            .build();
+        let mut totals = BTreeMap::new();
+        add(&batch, &mut totals).unwrap();
+        assert_eq!(totals.get("north"), Some(&4.5));
+        assert_eq!(totals.get("south"), Some(&2.0));
+        assert_eq!(totals.len(), 2);
+    }
+}
+"#;
+
+const PYTHON_REPORT: &str = r#""""A daily report: the day's sales per region, sent as one JSON message."""
+
+import json
+
+import jobhost
+
+
+def add(batch, totals):
+    """Adds one batch's amounts to the totals per region."""
+    for region, amount in zip(batch.texts("region"), batch.reals("amount")):
+        if region is not None and amount is not None:
+            totals[region] = totals.get(region, 0.0) + amount
+
+
+class Sales(jobhost.Report):
+    def run(self, ctx):
+        totals = {}
+        for batch in jobhost.open().batches():
+            add(batch, totals)
+        regions = {region: round(total, 2) for region, total in sorted(totals.items())}
+        message = json.dumps({"day": ctx.window.label, "regions": regions})
+        for destination in ctx.destinations:
+            jobhost.send(destination, message, "application/json")
+        return jobhost.Output(f"{len(totals)} regions on {ctx.window.label}")
+
+
+WitWorld = jobhost.export(Sales)
+"#;
+
+const PYTHON_TEST: &str = r#""""The report's logic, natively: python3 -m unittest"""
+
+import unittest
+
+from jobhost import testing
+
+import app
+
+
+class AddTest(unittest.TestCase):
+    def test_amounts_add_up_per_region_and_nulls_are_left_out(self):
+        batch = testing.batch(region=["north", "south", "north", None], amount=[1.5, 2.0, 3.0, 9.0])
+        totals = {}
+        app.add(batch, totals)
+        self.assertEqual(totals, {"north": 4.5, "south": 2.0})
+
+
+if __name__ == "__main__":
+    unittest.main()
+"#;

@@ -1,0 +1,132 @@
+"""The seam between the SDK and the host.
+
+Inside a component built by componentize-py the generated bindings
+(`wit_world.imports.*`, `componentize_py_types`) exist and are imported
+here, at module level: componentize-py resolves imports only while it
+pre-initialises the component, so nothing may be imported lazily at run
+time. Outside a component (plain `python3`) the import fails and the SDK
+uses `jobhost.wire`'s mirror types and a backend that refuses host calls,
+unless `jobhost.testing.Host` has installed a fake one.
+
+Everything the SDK calls on the host goes through `current()`.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Any, Iterator, Protocol
+
+from . import wire
+from .errors import ReportError
+
+try:  # pragma: no cover - only inside a component
+    from wit_world.imports import log as _wit_log  # type: ignore[import-not-found,unused-ignore]
+    from wit_world.imports import outbox as _wit_outbox  # type: ignore[import-not-found,unused-ignore]
+    from wit_world.imports import source as _wit_source  # type: ignore[import-not-found,unused-ignore]
+    from wit_world.imports import types as _wit_types  # type: ignore[import-not-found,unused-ignore]
+    from componentize_py_types import Err as _WitErr  # type: ignore[import-not-found,unused-ignore]
+
+    IN_COMPONENT = True
+except ImportError:
+    IN_COMPONENT = False
+
+__all__ = ["IN_COMPONENT", "ERR", "TYPES", "Backend", "current", "install"]
+
+if IN_COMPONENT:  # pragma: no cover
+    ERR: Any = _WitErr
+    """The exception class a WIT `result`'s error arrives as (and is returned as)."""
+    TYPES: Any = _wit_types
+    """Where `Report` and the `RunError_*` cases are built from."""
+else:
+    ERR = wire.Err
+    TYPES = wire
+
+
+class Cursor(Protocol):
+    """An open query, as the generated `source.Cursor` is."""
+
+    def columns(self) -> Any: ...
+    def next_batch(self, max_rows: int) -> Any: ...
+
+
+class Backend(Protocol):
+    """What the SDK needs of a host."""
+
+    def open(self) -> Any:
+        """Opens the source; returns a cursor or raises `ERR(source-error)`."""
+    def close(self, cursor: Any) -> None:
+        """Drops a cursor."""
+    def send(self, destination: str, body: bytes, content_type: str) -> int:
+        """Stages a message; returns its sequence number or raises `ERR(send-error)`."""
+    def emit(self, level: str, message: str) -> None:
+        """Writes a log message at `level` (`trace` ... `error`)."""
+
+
+class _WitBackend:  # pragma: no cover - only inside a component
+    """The real host, through componentize-py's generated bindings."""
+
+    def __init__(self) -> None:
+        self._levels = {
+            "trace": _wit_log.Level.TRACE,
+            "debug": _wit_log.Level.DEBUG,
+            "info": _wit_log.Level.INFO,
+            "warn": _wit_log.Level.WARN,
+            "error": _wit_log.Level.ERROR,
+        }
+
+    def open(self) -> Any:
+        return _wit_source.open()
+
+    def close(self, cursor: Any) -> None:
+        cursor.__exit__(None, None, None)
+
+    def send(self, destination: str, body: bytes, content_type: str) -> int:
+        sequence: int = _wit_outbox.send(destination, body, content_type)
+        return sequence
+
+    def emit(self, level: str, message: str) -> None:
+        _wit_log.emit(self._levels[level], message)
+
+
+class _NoHost:
+    """Outside a component, with no fake host installed: host calls fail."""
+
+    def _refuse(self, what: str) -> ReportError:
+        return ReportError(
+            f"jobhost.{what} needs the host: run inside a component built with "
+            "componentize-py, or install a fake one with jobhost.testing.Host"
+        )
+
+    def open(self) -> Any:
+        raise self._refuse("open")
+
+    def close(self, cursor: Any) -> None:
+        pass
+
+    def send(self, destination: str, body: bytes, content_type: str) -> int:
+        raise self._refuse("send")
+
+    def emit(self, level: str, message: str) -> None:
+        print(f"[{level}] {message}", file=sys.stderr)
+
+
+_current: Any = _WitBackend() if IN_COMPONENT else _NoHost()
+
+
+def current() -> Backend:
+    """The backend host calls go to now."""
+    backend: Backend = _current
+    return backend
+
+
+@contextmanager
+def install(backend: Backend) -> Iterator[Backend]:
+    """Routes host calls to `backend` for the duration of the `with` block."""
+    global _current
+    previous = _current
+    _current = backend
+    try:
+        yield backend
+    finally:
+        _current = previous

@@ -1,0 +1,174 @@
+"""The errors a report raises, and how each maps to the WIT `run-error`.
+
+Raise one of these from `Report.run` and the SDK returns the matching
+`Err(run-error)` to the host:
+
+- `InvalidData` -> `invalid-data` (permanent: retrying will not help, the
+  host marks the receipt `retryable: false`);
+- `SourceFailed` -> `source-failed`;
+- `ReportError` (and the bare `Error`) -> `other`.
+
+Any other exception is left uncaught: componentize-py prints its traceback
+to the guest's stderr and traps, and the host records the trap.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+__all__ = [
+    "Error",
+    "InvalidData",
+    "SourceFailed",
+    "ReportError",
+    "MalformedBatch",
+    "ColumnNotFound",
+    "WrongKind",
+    "SendFailed",
+]
+
+
+class Error(Exception):
+    """Base of the SDK's errors: a run that ends with one fails with its text.
+
+    `kind` is the WIT `run-error` case the error becomes.
+    """
+
+    kind: str = "other"
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message: str = str(message)
+
+    def __str__(self) -> str:
+        return self.message
+
+    @property
+    def retryable(self) -> bool:
+        """Whether running the window again could help: False for
+        `InvalidData` only, as the host decides."""
+        return self.kind != "invalid-data"
+
+    def context(self, what: object) -> "Error":
+        """An error of the same kind saying `"<what>: <message>"`."""
+        cls = type(self)
+        error = cls.__new__(cls)
+        error.__dict__.update(self.__dict__)
+        error.message = f"{what}: {self.message}"
+        error.args = (error.message,)
+        return error
+
+    def to_wit(self, types: Any) -> Any:
+        """The WIT `run-error` value for this error, built from `types` (the
+        generated `wit_world.imports.types` module or `jobhost.wire`)."""
+        if self.kind == "invalid-data":
+            return types.RunError_InvalidData(self.message)
+        if self.kind == "source-failed":
+            return types.RunError_SourceFailed(self.message)
+        return types.RunError_Other(self.message)
+
+
+class InvalidData(Error):
+    """The window's data cannot be reported on; retrying will not help until
+    the data changes. Becomes WIT `invalid-data`."""
+
+    kind = "invalid-data"
+
+
+class SourceFailed(Error):
+    """Reading the data source failed. Becomes WIT `source-failed`."""
+
+    kind = "source-failed"
+
+
+class ReportError(Error):
+    """Any other failure, described for the person reading the receipt.
+    Becomes WIT `other`."""
+
+    kind = "other"
+
+
+class MalformedBatch(SourceFailed):
+    """A batch from the host is not well formed (`source-failed`).
+
+    `column` names the column at fault (None when the fault is the batch's
+    own, for example its number of columns); `row` is the source row (from
+    0, counted across batches) or `entry` the dictionary entry at fault,
+    where it can be told.
+    """
+
+    def __init__(self, message: str, column: Optional[str] = None, row: Optional[int] = None,
+                 entry: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.column = column
+        self.row = row
+        self.entry = entry
+
+
+class ColumnNotFound(ReportError):
+    """A column was asked for by a name (or position) the batch does not
+    have (`other`)."""
+
+    def __init__(self, message: str, column: object) -> None:
+        super().__init__(message)
+        self.column = column
+
+
+class WrongKind(ReportError):
+    """A column was asked for as another kind than it holds (`other`)."""
+
+    def __init__(self, message: str, column: str, kind: str, asked: str) -> None:
+        super().__init__(message)
+        self.column = column
+        self.kind_found = kind
+        self.kind_asked = asked
+
+
+class SendFailed(ReportError):
+    """`jobhost.send` was refused (`other` when not caught).
+
+    `case` is the WIT `send-error` case (`unknown-destination`, `too-large`,
+    `too-many-messages`, `invalid-content-type`) and `value` its payload.
+    """
+
+    def __init__(self, message: str, case: str, value: Any) -> None:
+        super().__init__(message)
+        self.case = case
+        self.value = value
+
+    @classmethod
+    def from_wit(cls, error: Any) -> "SendFailed":
+        """The error for a WIT `send-error` value (generated or `jobhost.wire`)."""
+        name = type(error).__name__
+        value = getattr(error, "value", None)
+        if name == "SendError_UnknownDestination":
+            return cls(f"unknown destination `{value}`", "unknown-destination", value)
+        if name == "SendError_TooLarge":
+            return cls(f"body is larger than {value} bytes", "too-large", value)
+        if name == "SendError_TooManyMessages":
+            return cls(
+                f"the run already staged the maximum of {value} messages",
+                "too-many-messages",
+                value,
+            )
+        if name == "SendError_InvalidContentType":
+            return cls(f"invalid content type `{value}`", "invalid-content-type", value)
+        return cls(f"send failed: {error!r}", "unknown", value)
+
+
+def source_error_text(error: Any) -> str:
+    """The text of a WIT `source-error` value, as the reference report
+    words it."""
+    name = type(error).__name__
+    value = getattr(error, "value", None)
+    if name == "SourceError_NotConfigured":
+        return "the job declares no data source"
+    if name == "SourceError_QueryFailed":
+        return f"query failed: {value}"
+    if name == "SourceError_TypeMismatch":
+        return f"type mismatch: {value}"
+    if name == "SourceError_InvalidState":
+        return f"invalid state: {value}"
+    if name == "SourceError_Other":
+        return str(value)
+    return f"source error: {error!r}"

@@ -1,0 +1,216 @@
+//! Write jobhost report components in Rust.
+//!
+//! A jobhost report is a WebAssembly component of the WIT world
+//! `describing-reporter` (`jobhost:report@0.1.0`, `wit/report.wit`): the host
+//! hands it one time window's rows and its run context, and it returns a
+//! report and stages messages for the job's destinations. This crate owns
+//! the WIT bindings and hands a report plain Rust values instead:
+//!
+//! - the entry point: implement [`Report`] and name the type in
+//!   [`export!`];
+//! - the run: [`Context`] ([`Window`], [`Instant`], the job's parameters);
+//! - the rows: [`open`] a [`Source`] and read its [`Batch`]es, each checked
+//!   once when it arrives, then read through typed views by column name
+//!   ([`Batch::integers`], [`Batch::reals`], [`Batch::texts`],
+//!   [`Batch::blobs`]) or row by row ([`Batch::rows`]);
+//! - the effects: [`send`] a message, write to the host's [`log`];
+//! - the result: an [`Output`], or an [`Error`] that says whether retrying
+//!   can help;
+//! - [`testing`]: batches from plain values, to test a report's logic
+//!   natively.
+//!
+//! A report crate depends on `jobhost-sdk` only (not on wit-bindgen), is
+//! built as a `cdylib` for `wasm32-wasip2`, and looks like this:
+//!
+//! ```
+//! use jobhost_sdk::{Context, Error, Output, Report};
+//!
+//! /// Revenue per window, staged as JSON for every destination.
+//! struct Revenue;
+//!
+//! impl Report for Revenue {
+//!     fn run(ctx: &Context) -> Result<Output, Error> {
+//!         let mut source = jobhost_sdk::open()?;
+//!         let (mut orders, mut revenue) = (0u64, 0.0);
+//!         for batch in source.batches() {
+//!             let batch = batch?;
+//!             for amount in batch.reals("amount")?.iter().flatten() {
+//!                 orders += 1;
+//!                 revenue += amount;
+//!             }
+//!         }
+//!         if !revenue.is_finite() {
+//!             return Err(Error::invalid_data("the amounts do not add up to a number"));
+//!         }
+//!         let json = format!(r#"{{"window":"{}","orders":{orders},"revenue":{revenue:.2}}}"#, ctx.window.key);
+//!         for destination in &ctx.destinations {
+//!             jobhost_sdk::send(destination, &json, "application/json")?;
+//!         }
+//!         jobhost_sdk::log::info(format!("{orders} orders in {}", ctx.window.key));
+//!         Ok(Output::new(format!("{orders} orders, revenue {revenue:.2}")))
+//!     }
+//! }
+//!
+//! jobhost_sdk::export!(Revenue);
+//! ```
+//!
+//! [`Report::describe`] is optional: by default a report has nothing for a
+//! language model to describe, which the host treats as it treats a
+//! component of the plain `reporter` world.
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+// The generated export code names `jobhost_sdk::bindings` (the
+// `default_bindings_module`); this makes that path work inside the crate too.
+extern crate self as jobhost_sdk;
+
+#[doc(hidden)]
+pub mod bindings;
+
+mod batch;
+mod context;
+mod effects;
+mod error;
+mod source;
+pub mod testing;
+
+#[cfg(test)]
+mod tests;
+
+pub use batch::{
+    Batch, Blobs, Column, ColumnInfo, ColumnKind, Dictionary, Integers, Reals, Row, Rows, Texts,
+};
+pub use context::{Context, Instant, Window};
+pub use effects::{log, send};
+pub use error::{Error, ErrorKind, SendError};
+pub use source::{BATCH_ROWS, Batches, Source, open};
+
+/// What a successful run produces (WIT `report`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Output {
+    /// The report itself, in whatever text form the report chooses. Stored
+    /// with the run and printed in its receipt.
+    pub summary: String,
+    /// The job's new cursor, or `None` to keep the current one. It becomes
+    /// the job's cursor once the run is DONE (every staged message
+    /// delivered), and the next run sees it as [`Context::cursor`].
+    pub cursor: Option<String>,
+}
+
+impl Output {
+    /// An output of `summary`, keeping the job's cursor.
+    pub fn new(summary: impl Into<String>) -> Self {
+        Output {
+            summary: summary.into(),
+            cursor: None,
+        }
+    }
+
+    /// The same output, setting the job's cursor to `cursor`.
+    pub fn with_cursor(mut self, cursor: impl Into<String>) -> Self {
+        self.cursor = Some(cursor.into());
+        self
+    }
+}
+
+impl From<bindings::Report> for Output {
+    fn from(r: bindings::Report) -> Self {
+        Output {
+            summary: r.summary,
+            cursor: r.cursor,
+        }
+    }
+}
+
+impl From<Output> for bindings::Report {
+    fn from(o: Output) -> Self {
+        bindings::Report {
+            summary: o.summary,
+            cursor: o.cursor,
+        }
+    }
+}
+
+/// A report: the logic of a component, exported with [`export!`].
+///
+/// The host creates a fresh instance for every run and calls
+/// [`run`](Report::run) once; after a successful run it calls
+/// [`describe`](Report::describe) once on the same instance (so what `run`
+/// left in memory, a `thread_local!` say, is still there). Both must be pure
+/// functions of what the host handed them: a recorded run is replayed and
+/// compared.
+pub trait Report {
+    /// Computes the report for `ctx.window`.
+    fn run(ctx: &Context) -> Result<Output, Error>;
+
+    /// The text the job's language model is asked to describe (for example
+    /// the run's figures with an instruction on what a person wants to
+    /// know), or `None` when there is nothing worth describing; the
+    /// default. Called after `run` returned `output`. It causes no effect:
+    /// the outbox refuses messages from here.
+    fn describe(ctx: &Context, output: &Output) -> Option<String> {
+        let _ = (ctx, output);
+        None
+    }
+}
+
+/// Exports a type implementing [`Report`] as the component's `run` and
+/// `describe`: `jobhost_sdk::export!(MyReport);`, once, in the report
+/// crate's `cdylib`.
+///
+/// It defines a hidden type implementing the generated bindings' `Guest`
+/// trait by calling `MyReport`, and invokes the export macro wit-bindgen
+/// generated in this crate on it, with the bindings found in
+/// `jobhost_sdk::bindings`: the report crate needs no wit-bindgen of its
+/// own.
+#[macro_export]
+macro_rules! export {
+    ($report:ty) => {
+        const _: () = {
+            #[doc(hidden)]
+            pub struct __JobhostSdkComponent;
+
+            impl $crate::bindings::Guest for __JobhostSdkComponent {
+                fn run(
+                    ctx: $crate::bindings::RunContext,
+                ) -> ::core::result::Result<$crate::bindings::Report, $crate::bindings::RunError>
+                {
+                    $crate::__private::run::<$report>(ctx)
+                }
+
+                fn describe(
+                    ctx: $crate::bindings::RunContext,
+                    report: $crate::bindings::Report,
+                ) -> ::core::option::Option<::std::string::String> {
+                    $crate::__private::describe::<$report>(ctx, report)
+                }
+            }
+
+    $crate::bindings::export!(__JobhostSdkComponent with_types_in $crate::bindings);
+        };
+    };
+}
+
+/// What [`export!`] expands to calls; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    use crate::{Context, Output, Report, bindings};
+
+    /// `run`, from the WIT types to the SDK's and back.
+    pub fn run<R: Report + ?Sized>(
+        ctx: bindings::RunContext,
+    ) -> Result<bindings::Report, bindings::RunError> {
+        R::run(&Context::from(ctx))
+            .map(Into::into)
+            .map_err(Into::into)
+    }
+
+    /// `describe`, from the WIT types to the SDK's.
+    pub fn describe<R: Report + ?Sized>(
+        ctx: bindings::RunContext,
+        report: bindings::Report,
+    ) -> Option<String> {
+        R::describe(&Context::from(ctx), &Output::from(report))
+    }
+}

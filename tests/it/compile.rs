@@ -1,0 +1,226 @@
+//! `jobhost compile` fills the compile cache ahead of time; a run says when
+//! it compiles; the skip path and warm runs do not read the component: the
+//! store answers first, and a file the cache hashed before is known by its
+//! identity, never by stale bytes.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::harness::*;
+
+fn compile(cache: &Path, components: &[&Path]) -> Run {
+    let mut args = vec!["compile", "--cache-dir", s(cache)];
+    args.extend(components.iter().map(|c| s(c)));
+    jobhost(&args)
+}
+
+fn lines(run: &Run) -> Vec<Value> {
+    run.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
+#[test]
+fn compile_fills_the_cache_and_a_run_then_compiles_nothing() {
+    let dir = scratch();
+    let cache = dir.path().join("cache");
+    let report = &guests().report;
+    let top = &guests().top_products;
+    let first = compile(&cache, &[report, top]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let made = lines(&first);
+    assert_eq!(made.len(), 2, "{}", first.stdout);
+    for line in &made {
+        assert_eq!(line["cache"], "miss", "{line}");
+        assert!(line["compile_seconds"].as_f64().is_some(), "{line}");
+        let artifact = line["artifact"].as_str().unwrap();
+        assert_eq!(
+            std::fs::metadata(artifact).unwrap().len(),
+            line["artifact_bytes"].as_u64().unwrap()
+        );
+        assert!(line["digest"].as_str().unwrap().starts_with("sha256:"));
+    }
+    assert!(
+        first.stderr.contains("jobhost: note: compiling `"),
+        "{}",
+        first.stderr
+    );
+
+    let again = compile(&cache, &[report]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(lines(&again)[0]["cache"], "hit");
+    assert!(
+        again.stderr.contains("was already compiled"),
+        "{}",
+        again.stderr
+    );
+
+    // A run on that cache loads the artifact and says nothing of compiling.
+    let cfg = report_config(dir.path(), 300);
+    let mut cmd = job_command(&cfg, dir.path().join("s.db"), "2026-11-09T00:05:00Z");
+    cmd.env("JOBHOST_CACHE_DIR", &cache);
+    let run = to_run(cmd.output().unwrap());
+    let r = run.receipt();
+    assert_eq!(
+        (r["event"].as_str(), r["compiled"].as_str()),
+        (Some("ran"), Some("hit"))
+    );
+    assert_eq!(r["component"], made[0]["digest"]);
+    assert!(!run.stderr.contains("compiling"), "{}", run.stderr);
+}
+
+#[test]
+fn a_first_run_says_it_is_compiling_and_how_long_it_took() {
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 100);
+    let mut cmd = job_command(&cfg, dir.path().join("s.db"), "2026-11-09T00:05:00Z");
+    cmd.env("JOBHOST_CACHE_DIR", dir.path().join("fresh-cache"));
+    let run = to_run(cmd.output().unwrap());
+    assert_eq!(run.receipt()["compiled"], "miss");
+    let said: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("compil"))
+        .collect();
+    assert_eq!(said.len(), 2, "{}", run.stderr);
+    assert!(
+        said[0].starts_with("jobhost: note: compiling `"),
+        "{}",
+        said[0]
+    );
+    assert!(said[0].contains("jobhost compile"), "{}", said[0]);
+    assert!(
+        said[1].starts_with("jobhost: note: compiled `"),
+        "{}",
+        said[1]
+    );
+    assert!(said[1].ends_with(" s"), "{}", said[1]);
+}
+
+#[test]
+fn compile_refuses_what_is_not_a_component_of_this_world() {
+    let dir = scratch();
+    let cache = dir.path().join("cache");
+    let junk = dir.path().join("junk.wasm");
+    std::fs::write(&junk, b"not wasm at all").unwrap();
+    let run = compile(&cache, &[&junk]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("junk.wasm"), "{}", run.stderr);
+    assert!(run.stdout.is_empty());
+    let other = compile(&cache, &[&guests().other_world]);
+    assert_eq!(other.code, 2, "{}", other.stderr);
+    assert!(other.stderr.contains("does not fit"), "{}", other.stderr);
+    let missing = compile(&cache, &[&dir.path().join("nope.wasm")]);
+    assert_eq!(missing.code, 2);
+    assert!(missing.stderr.contains("nope.wasm"), "{}", missing.stderr);
+}
+
+#[test]
+fn a_done_window_is_answered_without_reading_the_component() {
+    let dir = scratch();
+    let component = dir.path().join("report.wasm");
+    std::fs::copy(&guests().report, &component).unwrap();
+    let cfg = config(
+        dir.path(),
+        &std::fs::read_to_string(report_config(dir.path(), 200))
+            .unwrap()
+            .replace(&guests().report.display().to_string(), s(&component)),
+    );
+    let store = dir.path().join("s.db");
+    let first = run_job(&cfg, &store, "2026-11-09T00:05:00Z");
+    let digest = first.receipt()["component"].clone();
+    assert_eq!(first.event(), "ran", "{}", first.stderr);
+    // The file becomes unreadable: the done window is still answered, and
+    // its receipt names the component that did it.
+    std::fs::write(&component, b"").unwrap();
+    let skip = run_job(&cfg, &store, "2026-11-09T00:05:00Z");
+    let r = skip.receipt();
+    assert_eq!(
+        (skip.code, r["event"].as_str(), r["reason"].as_str()),
+        (0, Some("skipped"), Some("done"))
+    );
+    assert_eq!(r["component"], digest);
+    std::fs::remove_file(&component).unwrap();
+    let skip = run_job(&cfg, &store, "2026-11-09T00:05:00Z");
+    assert_eq!(
+        (skip.code, skip.receipt()["reason"].as_str()),
+        (0, Some("done")),
+        "{}",
+        skip.stderr
+    );
+    // The next window needs it, and says so.
+    let next = run_job(&cfg, &store, "2026-11-10T00:05:00Z");
+    assert_eq!(next.code, 2, "{}", next.stderr);
+    assert!(
+        next.receipt()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("report.wasm")
+    );
+}
+
+#[test]
+fn a_known_file_is_not_hashed_again_and_a_changed_one_is() {
+    let dir = scratch();
+    let cache = dir.path().join("cache");
+    let component = dir.path().join("report.wasm");
+    std::fs::copy(&guests().report, &component).unwrap();
+    // A file changed in the last two seconds is not remembered (a write in
+    // the same clock tick could leave its times as they were).
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let cfg = config(
+        dir.path(),
+        &std::fs::read_to_string(report_config(dir.path(), 200))
+            .unwrap()
+            .replace(&guests().report.display().to_string(), s(&component)),
+    );
+    let store = dir.path().join("s.db");
+    let run = |now: &str| {
+        let mut cmd = job_command(&cfg, &store, now);
+        cmd.env("JOBHOST_CACHE_DIR", &cache);
+        to_run(cmd.output().unwrap())
+    };
+    let first = run("2026-11-09T00:05:00Z");
+    assert_eq!(first.event(), "ran", "{}", first.stderr);
+    let remembered = std::fs::read_dir(cache.join("files")).unwrap().count();
+    assert_eq!(
+        remembered, 1,
+        "the file's digest is remembered by its identity"
+    );
+    let second = run("2026-11-10T00:05:00Z");
+    assert_eq!(second.receipt()["component"], first.receipt()["component"]);
+    assert_eq!(second.receipt()["compiled"], "hit");
+
+    // Other bytes in the same file: the next run has their digest, not the
+    // remembered one.
+    std::fs::write(&component, std::fs::read(&guests().top_products).unwrap()).unwrap();
+    let third = run("2026-11-11T00:05:00Z");
+    assert_eq!(third.event(), "ran", "{}", third.stderr);
+    let top = compile(&cache, &[&guests().top_products]);
+    assert_eq!(third.receipt()["component"], lines(&top)[0]["digest"]);
+    assert_ne!(third.receipt()["component"], first.receipt()["component"]);
+}
+
+#[test]
+fn an_unknown_compiler_is_refused_by_name() {
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 10);
+    let mut cmd = job_command(&cfg, dir.path().join("s.db"), "2026-11-09T00:05:00Z");
+    cmd.env("JOBHOST_COMPILER", "llvm");
+    let run = to_run(cmd.output().unwrap());
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let message = run.receipt()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("JOBHOST_COMPILER") && message.contains("winch"),
+        "{message}"
+    );
+    assert!(
+        history(dir.path().join("s.db")).is_empty(),
+        "nothing claimed"
+    );
+}

@@ -1,0 +1,263 @@
+//! Reports written in Python (componentize-py): the reference report gives
+//! the Rust reference's figures and message byte for byte, runs, skips,
+//! replays and swaps with it; a Python report gets nothing from the
+//! sandbox; its exceptions read as its own in the receipt; the SDK's
+//! permanent error is not retried.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::harness::*;
+
+/// A job over `sales.db` in `dir` with `component`, delivering to
+/// `out-<tag>.jsonl`; `extra` is added at the top level (window, params).
+fn job(dir: &Path, tag: &str, component: &Path, extra: &str) -> PathBuf {
+    let path = dir.join(format!("{tag}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            r#"job = "daily-report"
+component = "{}"
+max_attempts = 3
+{extra}
+[source]
+path = "sales.db"
+query = "SELECT ts, region, product, quantity, amount FROM sales WHERE ts >= :start AND ts < :end ORDER BY ts, id"
+
+[destinations.digest]
+type = "file"
+path = "out-{tag}.jsonl"
+
+[limits]
+memory_mib = 128
+timeout_seconds = 30
+"#,
+            component.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn ran(run: &Run) -> Value {
+    let r = run.receipt();
+    assert_eq!(
+        (run.code, r["event"].as_str()),
+        (0, Some("ran")),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    r
+}
+
+#[test]
+fn the_python_reference_gives_the_rust_figures_and_message_byte_for_byte() {
+    let dir = scratch();
+    sales_db(dir.path(), 4000);
+    let py = &python_guests().report;
+    let rust = &guests().report;
+    // Days, an hour in a zone with an offset, a week; the default digest,
+    // a `top` parameter, and a window with no rows.
+    let cases = [
+        ("", "2026-11-04T00:05:00Z"),
+        ("[params]\ntop = 3\n", "2026-11-09T00:05:00Z"),
+        (
+            "window = \"hour\"\ntimezone = \"Europe/Berlin\"\n",
+            "2026-11-06T13:10:00Z",
+        ),
+        ("window = \"week\"\n", "2026-11-10T00:05:00Z"),
+        ("", "2026-11-20T00:05:00Z"),
+    ];
+    for (i, (extra, now)) in cases.iter().enumerate() {
+        let mut summaries = Vec::new();
+        for (tag, component) in [("py", py), ("rust", rust)] {
+            let tag = format!("{tag}{i}");
+            let cfg = job(dir.path(), &tag, component, extra);
+            let store = dir.path().join(format!("{tag}.db"));
+            let r = ran(&run_job(&cfg, &store, now));
+            let message = std::fs::read(dir.path().join(format!("out-{tag}.jsonl"))).unwrap();
+            summaries.push((r["report"].clone(), r["stats"]["rows"].clone(), message));
+        }
+        assert_eq!(
+            summaries[0].0, summaries[1].0,
+            "case {i} ({extra:?} at {now}): the same summary and cursor"
+        );
+        assert_eq!(summaries[0].1, summaries[1].1, "case {i}: the same rows");
+        assert!(
+            summaries[0].2 == summaries[1].2,
+            "case {i}: the same message bytes\npython: {}\nrust:   {}",
+            String::from_utf8_lossy(&summaries[0].2),
+            String::from_utf8_lossy(&summaries[1].2)
+        );
+    }
+}
+
+#[test]
+fn a_python_report_runs_skips_replays_and_swaps_with_the_rust_one() {
+    let dir = scratch();
+    sales_db(dir.path(), 2000);
+    let store = dir.path().join("s.db");
+    let py = job(dir.path(), "py", &python_guests().report, "");
+    let rust = job(dir.path(), "rust", &guests().report, "");
+
+    let first = ran(&run_job(&py, &store, "2026-11-05T00:05:00Z"));
+    let py_digest = first["component"].as_str().unwrap().to_string();
+    let again = run_job(&py, &store, "2026-11-05T00:05:00Z");
+    let r = again.receipt();
+    assert_eq!((again.code, r["event"].as_str()), (0, Some("skipped")));
+    assert_eq!(r["reason"], "done");
+    assert_eq!(r["component"], py_digest.as_str(), "the digest recorded");
+
+    // Swap to Rust for the next window, and back to Python for the one
+    // after: each window is run once, by the component configured then.
+    let second = ran(&run_job(&rust, &store, "2026-11-06T00:05:00Z"));
+    assert_ne!(second["component"], py_digest.as_str());
+    let third = ran(&run_job(&py, &store, "2026-11-07T00:05:00Z"));
+    assert_eq!(third["component"], py_digest.as_str());
+    let rows = history(&store);
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(rows.iter().all(|r| r["state"] == "DONE"), "{rows:?}");
+
+    // A replay of the Python run with its recorded clock is identical.
+    let replay = jobhost(&[
+        "replay",
+        "daily-report:2026-11-05",
+        "--store",
+        s(&store),
+        "--component",
+        s(&python_guests().report),
+    ]);
+    assert_eq!(replay.code, 0, "{}\n{}", replay.stdout, replay.stderr);
+    assert!(replay.stdout.contains("identical"), "{}", replay.stdout);
+}
+
+fn probe(dir: &Path, what: &str) -> (Run, PathBuf) {
+    sales_db(dir, 200);
+    let cfg = job(
+        dir,
+        what,
+        &python_guests().probe,
+        &format!("[params]\nprobe = \"{what}\"\n"),
+    );
+    let store = dir.join(format!("{what}.db"));
+    (run_job(&cfg, &store, "2026-11-05T00:05:00Z"), store)
+}
+
+#[test]
+fn a_python_report_gets_nothing_from_the_sandbox() {
+    let dir = scratch();
+    let (run, _) = probe(dir.path(), "escape");
+    let r = ran(&run);
+    let got: Value = serde_json::from_str(r["report"]["summary"].as_str().unwrap()).unwrap();
+    for attempt in [
+        "open('/etc/passwd')",
+        "os.listdir('/')",
+        "socket.create_connection(('127.0.0.1', 5432))",
+        "socket.socket().connect(('127.0.0.1', 5432))",
+        "urllib.request.urlopen('http://127.0.0.1:8080/')",
+    ] {
+        assert!(
+            got[attempt]["error"].is_string(),
+            "{attempt} must fail inside the sandbox: {}",
+            got[attempt]
+        );
+    }
+    let environ = &got["os.environ"];
+    assert!(
+        environ["ok"] == "{}" || environ["error"].is_string(),
+        "the host's environment is not the guest's: {environ}"
+    );
+    assert!(
+        !run.stdout.contains("root:") && !r.to_string().contains("root:x:0"),
+        "nothing of /etc/passwd"
+    );
+    // The guest's clock is the run's: the wall clock reads `now`.
+    assert_eq!(
+        got["time.time()"]["ok"], 1_793_837_100.0,
+        "{}",
+        got["time.time()"]
+    );
+}
+
+#[test]
+fn an_uncaught_python_exception_names_its_type_message_and_line() {
+    let dir = scratch();
+    let (run, store) = probe(dir.path(), "raise");
+    let r = run.receipt();
+    assert_eq!(
+        (run.code, r["event"].as_str()),
+        (1, Some("failed")),
+        "{}",
+        run.stderr
+    );
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "the report raised an uncaught Python exception: ValueError: bad row 7: amount is negative (at app.py, line "
+        ),
+        "{message}"
+    );
+    assert_eq!(r["error"]["kind"], "guest-trap");
+    assert_eq!(r["error"]["retryable"], false);
+    assert!(
+        run.stderr.contains("Traceback (most recent call last):"),
+        "{}",
+        run.stderr
+    );
+    let rows = history(&store);
+    assert_eq!(rows[0]["state"], "FAILED", "{rows:?}");
+}
+
+#[test]
+fn a_permanent_error_from_the_python_sdk_is_not_retried() {
+    let dir = scratch();
+    let (run, store) = probe(dir.path(), "invalid");
+    let r = run.receipt();
+    assert_eq!(
+        (run.code, r["event"].as_str()),
+        (1, Some("failed")),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        r["error"]["message"],
+        "the report refused the data: region is missing"
+    );
+    assert_eq!(r["error"]["retryable"], false);
+    let rows = history(&store);
+    assert_eq!(rows[0]["state"], "FAILED", "{rows:?}");
+}
+
+/// Runs `python3 -m unittest` with `args` from the workspace root; the
+/// number of tests it ran.
+fn unittest(args: &[&str]) -> u32 {
+    let out = std::process::Command::new("python3")
+        .current_dir(root())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .args(["-m", "unittest"])
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Ran ")?
+                .split(' ')
+                .next()?
+                .parse::<u32>()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_python_sdk_and_reference_unit_tests_pass_natively() {
+    let sdk = unittest(&["discover", "-s", "sdk/python/tests", "-t", "sdk/python"]);
+    assert!(sdk >= 40, "the SDK's tests ran ({sdk})");
+    let report = unittest(&["discover", "-s", "guest-python/tests"]);
+    assert!(report >= 20, "the reference report's tests ran ({report})");
+}

@@ -1,0 +1,186 @@
+//! `jobhost new NAME --lang rust|python`: each scaffold is built as its
+//! output says, its own test passes natively, and its job runs on the
+//! sample data it came with.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::harness::*;
+
+/// Runs `jobhost new` in `dir` and returns what it printed.
+fn new(dir: &Path, name: &str, lang: &str) -> Run {
+    let run = jobhost_in(dir, &["new", name, "--lang", lang]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run
+}
+
+/// The command after `label:` in `jobhost new`'s output.
+fn said<'a>(out: &'a Run, label: &str) -> &'a str {
+    out.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(label))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no `{label}` line in {}", out.stdout))
+}
+
+fn ok(what: &str, out: std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The job runs the last closed day of its sample data and delivers the
+/// totals per region.
+fn runs_on_its_sample_data(project: &Path, name: &str) {
+    let run = jobhost_in(project, &["run", "--config", "job.toml"]);
+    let r = run.receipt();
+    assert_eq!(
+        (run.code, r["event"].as_str()),
+        (0, Some("ran")),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(r["stats"]["rows"].as_u64().unwrap() > 20, "{r}");
+    assert_eq!(
+        r["report"]["summary"].as_str().unwrap().split(' ').next(),
+        Some("4")
+    );
+    let out = std::fs::read_to_string(project.join(format!("out/{name}.jsonl"))).unwrap();
+    let line: Value = serde_json::from_str(out.trim()).unwrap();
+    let message = &line["body"];
+    assert_eq!(message["day"], r["window"]["label"]);
+    let regions = message["regions"].as_object().unwrap();
+    assert_eq!(regions.len(), 4, "{message}");
+    assert!(regions.values().all(|v| v.as_f64().unwrap() > 0.0));
+    let again = jobhost_in(project, &["run", "--config", "job.toml"]);
+    assert_eq!(again.receipt()["reason"], "done", "{}", again.stderr);
+}
+
+#[test]
+fn the_rust_scaffold_builds_tests_and_runs() {
+    let dir = scratch();
+    let out = new(dir.path(), "daily-rust", "rust");
+    let project = dir.path().join("daily-rust");
+    assert_eq!(
+        said(&out, "build:"),
+        format!(
+            "cargo build --release --target wasm32-wasip2 --manifest-path {}/Cargo.toml",
+            "./daily-rust"
+        )
+    );
+    // Built as the output says, in a target dir shared between test runs
+    // (the dependency, wit-bindgen, is built once).
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let target = root().join("target").join("test-guests").join("scaffold");
+    for args in [
+        vec!["build", "--release", "--target", "wasm32-wasip2"],
+        vec!["test"],
+    ] {
+        let built = Command::new(&cargo)
+            .current_dir(&project)
+            .args(&args)
+            .arg("--target-dir")
+            .arg(&target)
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .output()
+            .unwrap();
+        ok(&format!("cargo {}", args.join(" ")), built);
+    }
+    // The config names the component where cargo puts it by default.
+    std::fs::create_dir_all(project.join("target/wasm32-wasip2/release")).unwrap();
+    std::fs::copy(
+        target.join("wasm32-wasip2/release/daily_rust.wasm"),
+        project.join("target/wasm32-wasip2/release/daily_rust.wasm"),
+    )
+    .unwrap();
+    runs_on_its_sample_data(&project, "daily-rust");
+}
+
+#[test]
+fn the_python_scaffold_builds_tests_and_runs() {
+    let dir = scratch();
+    let out = new(dir.path(), "daily-py", "python");
+    let project = dir.path().join("daily-py");
+    assert!(
+        out.stdout.contains("componentize-py==0.25.1"),
+        "{}",
+        out.stdout
+    );
+    let bin = jobhost_tests::guests::ensure_componentize_py().unwrap();
+    let build = said(&out, "build:");
+    let args: Vec<&str> = build
+        .split_once("&& componentize-py ")
+        .map(|(_, a)| a.split(' ').collect())
+        .unwrap_or_else(|| panic!("{build}"));
+    let built = Command::new(&bin)
+        .current_dir(&project)
+        .env("PYTHONPATH", jobhost_tests::guests::componentize_py_dir())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .args(&args)
+        .output()
+        .unwrap();
+    ok("componentize-py", built);
+    let tested = Command::new("python3")
+        .current_dir(&project)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .args(["-m", "unittest"])
+        .output()
+        .unwrap();
+    ok("python3 -m unittest", tested);
+    runs_on_its_sample_data(&project, "daily-py");
+}
+
+#[test]
+fn new_refuses_a_bad_name_and_an_existing_folder() {
+    let dir = scratch();
+    for bad in ["Daily", "9lives", "a/b", "../up", ""] {
+        let run = jobhost_in(dir.path(), &["new", bad]);
+        assert_eq!(run.code, 2, "{bad}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("cannot name a report"),
+            "{}",
+            run.stderr
+        );
+    }
+    new(dir.path(), "twice", "rust");
+    let run = jobhost_in(dir.path(), &["new", "twice", "--lang", "python"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("exists already"), "{}", run.stderr);
+    assert!(
+        dir.path().join("twice/Cargo.toml").exists(),
+        "the existing project is untouched"
+    );
+}
+
+#[test]
+fn the_scaffolds_ship_every_sdk_file() {
+    for (lang, dir, skip) in [
+        (jobhost::app::new::Lang::Rust, "sdk/rust/src", "tests"),
+        (
+            jobhost::app::new::Lang::Python,
+            "sdk/python/jobhost",
+            "__pycache__",
+        ),
+    ] {
+        let mut on_disk: Vec<String> = std::fs::read_dir(root().join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != skip && n != "tests.rs")
+            .collect();
+        on_disk.sort();
+        let mut shipped = jobhost::app::new::sdk_files(lang);
+        shipped.sort_unstable();
+        assert_eq!(
+            shipped, on_disk,
+            "{dir}: `jobhost new` ships each file of the SDK"
+        );
+    }
+}
