@@ -98,8 +98,8 @@ fn main() {
         setup(&work.join("py-big"), &python, 1_000_000),
         setup(&work.join("rs-big"), &rust, 1_000_000),
     ];
-    for job in jobs.iter().chain(&big) {
-        let out = run(job, &work.join("warm.db"), EMPTY_NOW, &cache).1;
+    for (i, job) in jobs.iter().chain(&big).enumerate() {
+        let out = run(job, &work.join(format!("warm-{i}.db")), EMPTY_NOW, &cache).1;
         assert!(out.contains("\"event\":\"ran\""), "{out}");
     }
 
@@ -193,8 +193,9 @@ fn main() {
     // 5. What the baseline compiler's code costs: 1M rows and the warm
     //    example day again, compiled by Winch (its own cache entries).
     let winch = work.join("cache-winch");
-    for job in big.iter().chain(&example) {
-        let out = run_with(job, &work.join("warm-winch.db"), EMPTY_NOW, &winch, "winch").1;
+    for (i, job) in big.iter().chain(&example).enumerate() {
+        let store = work.join(format!("warm-winch-{i}.db"));
+        let out = run_with(job, &store, EMPTY_NOW, &winch, "winch").1;
         assert!(out.contains("\"event\":\"ran\""), "{out}");
     }
     for (what, jobs, n_samples, rows) in [
