@@ -43,6 +43,12 @@ bench:
 bench-languages *args:
     RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench languages -- {{args}}
 
+# A PostgreSQL data source: 1M rows, jobhost against native Rust reading
+# the same rows, and the SQLite case's memory beside it (needs
+# JOBHOST_TEST_POSTGRES). `just bench-pg-source --quick` for fewer rounds.
+bench-pg-source *args:
+    RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench pg_source -- {{args}}
+
 # The claim store's cost, SQLite and PostgreSQL side by side: claims per
 # second, and a whole run's store work. PostgreSQL is measured when
 # JOBHOST_TEST_POSTGRES names a server (for example

@@ -16,6 +16,7 @@ mod harness;
 mod history;
 mod hostile;
 mod journal;
+mod pg_source;
 mod pings;
 mod plan;
 mod postgres;

@@ -150,6 +150,20 @@ fn new_refuses_a_bad_name_and_an_existing_folder() {
             run.stderr
         );
     }
+    for taken in ["jobhost-sdk", "jobhost_sdk"] {
+        let run = jobhost_in(dir.path(), &["new", taken]);
+        assert_eq!(run.code, 2, "{taken}: {}", run.stderr);
+        assert!(run.stderr.contains("pick another name"), "{}", run.stderr);
+    }
+    // A folder with a space: the printed commands work when pasted.
+    let spaced = dir.path().join("my reports");
+    let out = jobhost_in(dir.path(), &["new", "r", "--dir", s(&spaced)]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        said(&out, "run:").ends_with(&format!("'{}/r/job.toml'", spaced.display())),
+        "{}",
+        out.stdout
+    );
     new(dir.path(), "twice", "rust");
     let run = jobhost_in(dir.path(), &["new", "twice", "--lang", "python"]);
     assert_eq!(run.code, 2, "{}", run.stderr);

@@ -38,6 +38,15 @@ pub fn compile(request: CompileRequest) -> Result<()> {
             )
         })?;
     let cache = CompileCache::new(Some(dir.clone()));
+    // Said before anything is compiled: a large component takes seconds
+    // and hundreds of MB to compile, for nothing if it cannot be kept.
+    if let Some(why) = cache.unwritable() {
+        return Err(Error::Host(format!(
+            "cannot fill the compile cache `{}`: {why}; pass --cache-dir with a folder this \
+             user owns and can write",
+            dir.display()
+        )));
+    }
     let sandbox = Sandbox::new()?;
     let mut out = std::io::stdout().lock();
     for path in &request.components {

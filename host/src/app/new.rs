@@ -149,6 +149,7 @@ pub fn new(request: &NewRequest) -> Result<()> {
         )));
     }
     let shown = printable(&root.display().to_string()).into_owned();
+    let quoted = shell_quoted(&shown);
     let (build, test) = match request.lang {
         Lang::Rust => (
             format!(
@@ -158,10 +159,10 @@ pub fn new(request: &NewRequest) -> Result<()> {
         ),
         Lang::Python => (
             format!(
-                "cd {shown} && componentize-py -d wit -w describing-reporter componentize app -o {}.wasm",
+                "cd {quoted} && componentize-py -d wit -w describing-reporter componentize app -o {}.wasm",
                 request.name
             ),
-            format!("cd {shown} && python3 -m unittest"),
+            format!("cd {quoted} && python3 -m unittest"),
         ),
     };
     let mut out = std::io::stdout().lock();
@@ -173,6 +174,12 @@ pub fn new(request: &NewRequest) -> Result<()> {
             Lang::Python => "Python",
         }
     );
+    if request.lang == Lang::Rust {
+        let _ = writeln!(
+            out,
+            "needs the wasm32-wasip2 target: rustup target add wasm32-wasip2"
+        );
+    }
     if request.lang == Lang::Python {
         let _ = writeln!(
             out,
@@ -180,13 +187,27 @@ pub fn new(request: &NewRequest) -> Result<()> {
         );
     }
     let _ = writeln!(out, "build: {build}");
-    let _ = writeln!(out, "run:   jobhost run --config {shown}/job.toml");
+    let _ = writeln!(
+        out,
+        "run:   jobhost run --config {}",
+        shell_quoted(&format!("{shown}/job.toml"))
+    );
     let _ = writeln!(out, "test:  {test}");
     say(
         "note",
         &format!("wrote {} files under `{shown}`", files.len() + 1),
     );
     Ok(())
+}
+
+/// `text` as one word for a POSIX shell: unchanged when it holds only
+/// characters no shell treats specially, else in single quotes.
+fn shell_quoted(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        return text.to_string();
+    }
+    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 /// A project's name becomes a folder, a job name and a crate name: lower
@@ -197,6 +218,11 @@ fn check_name(name: &str) -> Result<()> {
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if ok && name.replace('-', "_") == "jobhost_sdk" {
+        return Err(Error::input(
+            "`jobhost-sdk` is the name of the SDK the project ships with; pick another name",
+        ));
+    }
     if ok {
         return Ok(());
     }
@@ -459,8 +485,11 @@ impl Report for Sales {
         for batch in jobhost_sdk::open()?.batches() {
             add(&batch?, &mut totals)?;
         }
-        let regions: Vec<String> = totals.iter().map(|(r, t)| format!("\"{r}\":{t:.2}")).collect();
-        let json = format!("{{\"day\":\"{}\",\"regions\":{{{}}}}}", ctx.window.label, regions.join(","));
+        if totals.values().any(|t| !t.is_finite()) {
+            return Err(Error::invalid_data("the amounts do not add up to a number"));
+        }
+        let regions: Vec<String> = totals.iter().map(|(r, t)| format!("{}:{t:.2}", quoted(r))).collect();
+        let json = format!("{{\"day\":{},\"regions\":{{{}}}}}", quoted(&ctx.window.label), regions.join(","));
         for destination in &ctx.destinations {
             jobhost_sdk::send(destination, &json, "application/json")?;
         }
@@ -477,6 +506,19 @@ fn add(batch: &Batch, totals: &mut BTreeMap<String, f64>) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// `text` as a JSON string.
+fn quoted(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => out.extend(['\\', c]),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out + "\""
 }
 
 jobhost_sdk::export!(Sales);

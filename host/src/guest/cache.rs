@@ -87,7 +87,8 @@ impl CompileCache {
         // engine. Deserializing from the file maps it rather than copying
         // it, so a large component's data (a Python heap snapshot) is
         // mapped copy-on-write into each instance.
-        match unsafe { Component::deserialize_file(engine, &path) } {
+        let mapped = unsafe { Component::deserialize_file(engine, &path) };
+        match mapped.or_else(|e| load_copy(engine, &path).ok_or(e)) {
             Ok(c) => Some(c),
             Err(e) => {
                 warn(&format!(
@@ -130,11 +131,35 @@ impl CompileCache {
             let component = unsafe { Component::deserialize(engine, &bytes) }?;
             return Ok((component, CacheOutcome::Bypassed));
         }
-        drop(bytes);
         // SAFETY: written just now by this process, into a directory only
         // this user can write.
-        let component = unsafe { Component::deserialize_file(engine, &path) }?;
+        let component = match unsafe { Component::deserialize_file(engine, &path) } {
+            Ok(c) => c,
+            // A cache folder on a `noexec` mount cannot be mapped as code:
+            // the bytes in hand are loaded instead (see `load_copy`).
+            // SAFETY: compiled by this engine just now.
+            Err(_) => unsafe { Component::deserialize(engine, &bytes) }?,
+        };
         Ok((component, CacheOutcome::Miss))
+    }
+
+    /// Why artifacts cannot be stored in this cache, if they cannot: no
+    /// folder, one others can write, or one this user cannot write to.
+    pub fn unwritable(&self) -> Option<String> {
+        let Some(dir) = self.dir.as_deref() else {
+            return Some("no cache folder is configured".to_string());
+        };
+        if let Err(why) = ensure_private_dir(dir) {
+            return Some(why);
+        }
+        let probe = dir.join(format!(".probe-{}", std::process::id()));
+        match fs::File::create(&probe) {
+            Ok(_) => {
+                let _ = fs::remove_file(&probe);
+                None
+            }
+            Err(e) => Some(format!("cannot write to it: {e}")),
+        }
     }
 
     /// Where the artifact of `digest` for `engine` is (or would be) kept.
@@ -166,7 +191,9 @@ impl CompileCache {
     /// hashed that very file before: same device, inode, size, and
     /// modification and change times to the nanosecond. A file written in
     /// place changes its change time, which no user can set back, so a
-    /// remembered digest is never one of other bytes.
+    /// remembered digest is never one of other bytes. (Callers remember
+    /// digests only on file systems that keep such a change time: see
+    /// [`keeps_change_time`].)
     pub fn known_digest(&self, meta: &fs::Metadata) -> Option<String> {
         let dir = self.usable_dir()?;
         let path = dir.join(IDENTITIES).join(identity_name(meta));
@@ -205,6 +232,39 @@ impl CompileCache {
         // Best effort: without it, the next run hashes the file again.
         let _ = write_atomically(&ids, &path, hex.as_bytes());
     }
+}
+
+/// An artifact the file system will not map as code (a cache folder on a
+/// `noexec` mount), read and loaded from a copy in memory instead: slower to
+/// load and without copy-on-write data, but it works.
+fn load_copy(engine: &Engine, path: &Path) -> Option<Component> {
+    let bytes = fs::read(path).ok()?;
+    // SAFETY: as for `deserialize_file` in `find`: a trusted file, checked
+    // by wasmtime against this engine.
+    unsafe { Component::deserialize(engine, &bytes) }.ok()
+}
+
+/// Whether the file system holding a file keeps a change time no user can
+/// set: read-only images (squashfs, erofs, ISO 9660) carry the times their
+/// builder chose, and FAT file systems have none, so a file there is hashed
+/// on every run rather than known by its identity.
+pub fn keeps_change_time(file: &fs::File) -> bool {
+    const SQUASHFS: i64 = 0x7371_7368;
+    const EROFS: i64 = 0xE0F5_E1E2;
+    const ISO9660: i64 = 0x9660;
+    const MSDOS: i64 = 0x4d44;
+    const EXFAT: i64 = 0x2011_BAB0;
+    match rustix::fs::fstatfs(file) {
+        #[allow(clippy::unnecessary_cast)] // f_type's width differs by platform
+        Ok(fs) => !matches!(fs.f_type as i64, SQUASHFS | EROFS | ISO9660 | MSDOS | EXFAT),
+        Err(_) => false,
+    }
+}
+
+/// Whether two readings of a file's metadata name the same bytes: same
+/// device, inode, size, and modification and change times.
+pub fn same_identity(a: &fs::Metadata, b: &fs::Metadata) -> bool {
+    identity_name(a) == identity_name(b)
 }
 
 /// The folder of remembered file digests, inside the cache folder.

@@ -188,34 +188,37 @@ pub fn panic_message(stderr: &str) -> Option<String> {
 /// The prefix [`panic_message`] gives an uncaught Python exception.
 pub const PYTHON_EXCEPTION: &str = "uncaught Python exception ";
 
-/// `uncaught Python exception ValueError: bad row 7 (app.py, line 12, in
-/// total)` from the last traceback on the guest's stderr: its last frame,
-/// and the unindented lines after the frames (the exception's type and
-/// message, which may span lines).
+/// What componentize-py's runtime says, right after printing the traceback,
+/// when a Python export raised an exception nobody caught.
+const UNCAUGHT: &str = "Python function threw an unexpected exception";
+
+/// `uncaught Python exception ValueError: bad row 7 (at app.py, line 12, in
+/// total)` from the traceback componentize-py printed just before its
+/// "unexpected exception" panic: the traceback's last frame, and the
+/// unindented lines after the frames (the exception's type and message,
+/// which may span lines). A traceback the report printed itself, without
+/// that panic after it, is not taken for the cause of a trap.
 fn python_exception(lines: &[&str]) -> Option<String> {
-    let start = lines
+    let panic = lines.iter().rposition(|l| l.trim() == UNCAUGHT)?;
+    // The runtime's panic takes two lines: `thread '…' panicked at …:` and
+    // the message.
+    let end = panic
+        .checked_sub(1)
+        .filter(|&i| lines[i].contains("panicked at"))
+        .unwrap_or(panic);
+    let start = lines[..end]
         .iter()
         .rposition(|l| l.trim() == "Traceback (most recent call last):")?;
-    let rest = &lines[start + 1..];
     let mut frame = None;
     let mut exception: Vec<&str> = Vec::new();
-    for line in rest {
-        if line.starts_with(' ') {
-            if exception.is_empty() {
-                if let Some(f) = line.trim().strip_prefix("File ") {
-                    frame = Some(f);
-                }
-                continue;
+    for line in &lines[start + 1..end] {
+        if line.starts_with(' ') && exception.is_empty() {
+            if let Some(f) = line.trim().strip_prefix("File ") {
+                frame = Some(f);
             }
-            // Indented text after the exception line: part of its message.
-            exception.push(line.trim());
             continue;
         }
-        // componentize-py's own panic once the traceback is printed.
-        if line.starts_with("thread '") && line.contains("panicked at") {
-            break;
-        }
-        exception.push(line);
+        exception.push(line.trim());
     }
     if exception.is_empty() {
         return None;
@@ -266,7 +269,7 @@ mod tests {
 
     #[test]
     fn a_chained_python_exception_names_the_last_one() {
-        let stderr = "Traceback (most recent call last):\n  File \"/0/app.py\", line 3, in run\nKeyError: 'amount'\n\nDuring handling of the above exception, another exception occurred:\n\nTraceback (most recent call last):\n  File \"/0/app.py\", line 5, in run\nRuntimeError: no amount\n";
+        let stderr = "Traceback (most recent call last):\n  File \"/0/app.py\", line 3, in run\nKeyError: 'amount'\n\nDuring handling of the above exception, another exception occurred:\n\nTraceback (most recent call last):\n  File \"/0/app.py\", line 5, in run\nRuntimeError: no amount\nthread '<unnamed>' (1) panicked at runtime/src/lib.rs:1293:29:\nPython function threw an unexpected exception\n";
         assert_eq!(
             panic_message(stderr).as_deref(),
             Some("uncaught Python exception RuntimeError: no amount (at app.py, line 5, in run)")
@@ -274,9 +277,18 @@ mod tests {
     }
 
     #[test]
+    fn a_traceback_the_report_printed_itself_is_not_the_cause_of_a_trap() {
+        let stderr = "Traceback (most recent call last):\n  File \"/0/app.py\", line 3, in run\nKeyError: 'amount'\nhandled, going on\nthread '<unnamed>' panicked at src/lib.rs:9:1:\nout of bounds\n";
+        assert_eq!(
+            panic_message(stderr).as_deref(),
+            Some("thread '<unnamed>' panicked at src/lib.rs:9:1: out of bounds")
+        );
+    }
+
+    #[test]
     fn a_trap_with_a_python_exception_reads_as_the_exception() {
         let stderr = panic_message(
-            "Traceback (most recent call last):\n  File \"/0/app.py\", line 2, in run\nZeroDivisionError: division by zero\n",
+            "Traceback (most recent call last):\n  File \"/0/app.py\", line 2, in run\nZeroDivisionError: division by zero\nthread '<unnamed>' (1) panicked at runtime/src/lib.rs:1293:29:\nPython function threw an unexpected exception\n",
         );
         let e = wasmtime::Error::from(wasmtime::Trap::UnreachableCodeReached);
         let limits = GuestLimits {

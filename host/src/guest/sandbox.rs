@@ -123,23 +123,40 @@ impl ComponentFile {
     /// The component file at `path`, its digest from `cache` when the cache
     /// has seen this very file (same device, inode, size, modification and
     /// change time) and else from reading and hashing it, which the cache
-    /// then remembers.
+    /// then remembers. The file is opened once: its identity and its bytes
+    /// come from the same handle, and a file that changed while it was
+    /// read is hashed but not remembered.
     ///
     /// # Errors
     ///
     /// `Error::Input` naming the file when it cannot be read.
     pub fn open(path: &Path, cache: &CompileCache) -> Result<ComponentFile> {
-        let meta = std::fs::metadata(path).map_err(|e| unreadable(path, &e))?;
-        if let Some(hex) = cache.known_digest(&meta) {
+        use std::io::Read;
+        let mut file = std::fs::File::open(path).map_err(|e| unreadable(path, &e))?;
+        let before = file.metadata().map_err(|e| unreadable(path, &e))?;
+        let known = crate::guest::cache::keeps_change_time(&file);
+        if known && let Some(hex) = cache.known_digest(&before) {
             return Ok(ComponentFile {
                 path: path.to_path_buf(),
                 bytes: None,
                 hex,
             });
         }
-        let file = ComponentFile::read(path)?;
-        cache.remember_digest(&meta, &file.hex);
-        Ok(file)
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| unreadable(path, &e))?;
+        let hex = hex::encode(Sha256::digest(&bytes));
+        if known
+            && let Ok(after) = file.metadata()
+            && crate::guest::cache::same_identity(&before, &after)
+        {
+            cache.remember_digest(&after, &hex);
+        }
+        Ok(ComponentFile {
+            path: path.to_path_buf(),
+            bytes: Some(bytes),
+            hex,
+        })
     }
 
     /// `sha256:<hex>`.
@@ -368,6 +385,12 @@ impl Sandbox {
         };
         let shown = file.path.display();
         let pre = Pre::new(&self.linker, &component).map_err(|e| {
+            if cache_outcome == CacheOutcome::Miss
+                && let Some(artifact) = cache.artifact(&self.engine, &file.hex)
+            {
+                // Not a component this host runs: nothing of it is kept.
+                let _ = std::fs::remove_file(artifact);
+            }
             let why = world_mismatch(&self.engine, &component).unwrap_or_else(|| format!("{e:#}"));
             Error::input(format!(
                 "component `{shown}` does not fit the `{WORLD}` world this host provides: \
@@ -675,6 +698,19 @@ fn judge(
     // first: past the deadline, every failure is the timeout.
     if called.timed_out && !matches!(called.result, Ok(Ok(_))) {
         return Err(timeout_failure(limits));
+    }
+    // The same limit, enforced by the source's server on a query still
+    // running (a PostgreSQL query may start before the guest does).
+    if state.source.ran_out_of_time() && !matches!(called.result, Ok(Ok(_))) {
+        return Err(GuestFailure {
+            kind: ErrorKind::GuestTimeout,
+            message: format!(
+                "the source query ran past the time limit of {} s and was cancelled; make the \
+                 query faster or raise `limits.timeout_seconds`",
+                limits.timeout.as_secs_f64()
+            ),
+            retryable: true,
+        });
     }
     let report = match called.result {
         Ok(Ok(report)) => report,

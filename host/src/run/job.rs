@@ -18,7 +18,7 @@ use crate::effects::destination::Destination;
 use crate::effects::digest::DigestSettings;
 use crate::effects::ping::Pings;
 use crate::guest::limits::GuestSettings;
-use crate::guest::source::SourceSpec;
+use crate::guest::source::Source;
 use crate::store::{Attempts, StoreLocation};
 
 /// One job, ready to run.
@@ -37,7 +37,7 @@ pub struct Job {
     /// Refuse an ephemeral SQLite store instead of warning about it.
     pub require_durable_store: bool,
     /// The data source.
-    pub source: Option<SourceSpec>,
+    pub source: Option<Source>,
     /// The guest's limits, outbox, log budget, batch size and parameters.
     pub guest: GuestSettings,
     /// Destinations by name.

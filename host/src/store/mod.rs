@@ -25,7 +25,7 @@ mod contract;
 mod decide;
 pub mod durable;
 pub mod location;
-mod pg_connect;
+pub(crate) mod pg_connect;
 mod pg_schema;
 mod pg_support;
 pub mod postgres;

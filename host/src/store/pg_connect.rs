@@ -1,6 +1,8 @@
-//! Turning a PostgreSQL store URL into a connection: libpq's TLS parameters
-//! (`sslmode`, `sslrootcert`) read the way libpq reads them, the host's
-//! timeouts, and errors that name the store (password hidden) and the fix.
+//! Turning a PostgreSQL URL into a connection, for the claim store and for
+//! a job's data source alike: libpq's TLS parameters (`sslmode`,
+//! `sslrootcert`) read the way libpq reads them, the host's timeouts, a way
+//! to cancel the connection's running statement, and errors that name the
+//! store or the source (password hidden) and the fix.
 //!
 //! | `sslmode` | TLS | certificate checked |
 //! |---|---|---|
@@ -50,17 +52,132 @@ enum Tls {
     VerifyFull,
 }
 
-/// Connects to the database at `url`.
+/// What a connection is for, as its messages name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The claim store (`store`, `--store`).
+    Store,
+    /// A job's data source (`[source] url`).
+    Source,
+}
+
+impl Role {
+    /// What the URL names, in messages.
+    fn noun(self) -> &'static str {
+        match self {
+            Role::Store => "store",
+            Role::Source => "data source",
+        }
+    }
+
+    /// What a malformed URL is, in messages.
+    fn subject(self) -> &'static str {
+        match self {
+            Role::Store => "store URL",
+            Role::Source => "`source.url`",
+        }
+    }
+
+    /// Where the user fixes the URL.
+    fn key(self) -> &'static str {
+        match self {
+            Role::Store => "the store URL",
+            Role::Source => "`source.url`",
+        }
+    }
+}
+
+/// Connects to the store at `url`.
 ///
 /// # Errors
 ///
 /// `Error::Input` for a malformed URL or TLS parameters; `Error::Store`
 /// when the database cannot be reached or refuses the login.
 pub fn connect(url: &PostgresUrl) -> Result<Client> {
-    let (rest, tls, root_cert) = split_tls_params(url)?;
+    connect_as(url, Role::Store).map(|(client, _)| client)
+}
+
+/// Checks a URL's form and TLS parameters as [`connect_as`] reads them,
+/// without connecting.
+///
+/// # Errors
+///
+/// `Error::Input` naming what is wrong.
+pub fn check_url(url: &PostgresUrl, role: Role) -> Result<()> {
+    config(url, role).map(drop)
+}
+
+/// Connects to the database at `url` for `role`; gives also what cancels
+/// the connection's running statement from another thread.
+///
+/// # Errors
+///
+/// `Error::Input` for a malformed URL or TLS parameters; `Error::Store`
+/// when the database cannot be reached or refuses the login.
+pub fn connect_as(url: &PostgresUrl, role: Role) -> Result<(Client, Canceller)> {
+    let (config, connector) = config(url, role)?;
+    let connected = match &connector {
+        Connector::Plain => config.connect(NoTls),
+        Connector::Rustls(c) => config.connect(c.clone()),
+    };
+    let client = connected.map_err(|e| connect_error(url, &e, role))?;
+    let canceller = Canceller {
+        token: client.cancel_token(),
+        connector,
+    };
+    Ok((client, canceller))
+}
+
+/// One line for a PostgreSQL error: the server's message with its code,
+/// detail and hint, or the client's description of a connection problem.
+pub fn error_line(e: &postgres::Error) -> String {
+    describe(e)
+}
+
+/// How a connection speaks TLS.
+#[derive(Clone)]
+enum Connector {
+    Plain,
+    Rustls(tokio_postgres_rustls::MakeRustlsConnect),
+}
+
+/// Cancels the statement running on one connection, from any thread (the
+/// PostgreSQL cancel request, sent over a connection of its own with the
+/// same TLS settings).
+#[derive(Clone)]
+pub struct Canceller {
+    token: postgres::CancelToken,
+    connector: Connector,
+}
+
+impl Canceller {
+    /// Asks the server to cancel the statement running now, if any.
+    ///
+    /// # Errors
+    ///
+    /// Why the request could not be sent.
+    pub fn cancel(&self) -> std::result::Result<(), String> {
+        let sent = match &self.connector {
+            Connector::Plain => self.token.cancel_query(NoTls),
+            Connector::Rustls(c) => self.token.cancel_query(c.clone()),
+        };
+        sent.map_err(|e| describe(&e))
+    }
+}
+
+impl std::fmt::Debug for Canceller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Canceller")
+    }
+}
+
+/// The client library's settings for `url`, and its TLS connector.
+fn config(url: &PostgresUrl, role: Role) -> Result<(postgres::Config, Connector)> {
+    let (rest, tls, root_cert) = split_tls_params(url, role)?;
     let mut config: postgres::Config = rest.parse().map_err(|e: postgres::Error| {
         Error::input(format!(
-            "invalid store URL `{url}`: {}; use postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
+            "invalid {} `{url}`: {}; use postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
+            role.subject(),
             describe(&e)
         ))
     })?;
@@ -74,10 +191,10 @@ pub fn connect(url: &PostgresUrl) -> Result<Client> {
         config.tcp_user_timeout(TCP_USER_TIMEOUT);
     }
     config.keepalives(true);
-    let connected = match tls {
+    let connector = match tls {
         Tls::Disable => {
             config.ssl_mode(SslMode::Disable);
-            config.connect(NoTls)
+            Connector::Plain
         }
         _ => {
             config.ssl_mode(if tls == Tls::Prefer {
@@ -85,20 +202,18 @@ pub fn connect(url: &PostgresUrl) -> Result<Client> {
             } else {
                 SslMode::Require
             });
-            let connector = tokio_postgres_rustls::MakeRustlsConnect::new(client_config(
-                url,
-                tls,
-                root_cert.as_deref(),
-            )?);
-            config.connect(connector)
+            Connector::Rustls(tokio_postgres_rustls::MakeRustlsConnect::new(
+                client_config(url, tls, root_cert.as_deref(), role)?,
+            ))
         }
     };
-    connected.map_err(|e| connect_error(url, &e))
+    Ok((config, connector))
 }
 
 /// Takes libpq's TLS parameters out of the URL (the client library knows
 /// only some of them), returning the rest of the URL.
-fn split_tls_params(url: &PostgresUrl) -> Result<(String, Tls, Option<String>)> {
+fn split_tls_params(url: &PostgresUrl, role: Role) -> Result<(String, Tls, Option<String>)> {
+    let subject = role.subject();
     let full = url.secret();
     // The client library reads the user part up to the first `@` and the
     // query from the first `?` after it; read it the same way, so that a `?`
@@ -124,7 +239,7 @@ fn split_tls_params(url: &PostgresUrl) -> Result<(String, Tls, Option<String>)> 
         percent_encoding::percent_decode_str(text)
             .decode_utf8()
             .map(|v| v.into_owned())
-            .map_err(|_| Error::input(format!("invalid store URL `{url}`: a {what} is not UTF-8")))
+            .map_err(|_| Error::input(format!("invalid {subject} `{url}`: a {what} is not UTF-8")))
     };
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -143,14 +258,14 @@ fn split_tls_params(url: &PostgresUrl) -> Result<(String, Tls, Option<String>)> 
                     "verify-full" => Tls::VerifyFull,
                     other => {
                         return Err(Error::input(format!(
-                            "invalid store URL `{url}`: sslmode `{other}` is not supported; use \
+                            "invalid {subject} `{url}`: sslmode `{other}` is not supported; use \
                              disable, prefer, require, verify-ca or verify-full"
                         )));
                     }
                 };
                 if tls.is_some_and(|t| t != mode) {
                     return Err(Error::input(format!(
-                        "invalid store URL `{url}`: sslmode is given twice, differently; give it once"
+                        "invalid {subject} `{url}`: sslmode is given twice, differently; give it once"
                     )));
                 }
                 tls = Some(mode);
@@ -158,7 +273,7 @@ fn split_tls_params(url: &PostgresUrl) -> Result<(String, Tls, Option<String>)> 
             "sslrootcert" => root_cert = Some(value),
             "sslcert" | "sslkey" | "sslpassword" | "sslcrl" | "sslcrldir" => {
                 return Err(Error::input(format!(
-                    "invalid store URL `{url}`: `{key}` is not supported (jobhost does not send \
+                    "invalid {subject} `{url}`: `{key}` is not supported (jobhost does not send \
                      client certificates); log in with a user and password"
                 )));
             }
@@ -174,7 +289,7 @@ fn split_tls_params(url: &PostgresUrl) -> Result<(String, Tls, Option<String>)> 
     // alone is only worth something against a root of the user's own.
     if tls == Tls::VerifyCa && root_cert.as_deref().is_none_or(|r| r == "system") {
         return Err(Error::input(format!(
-            "invalid store URL `{url}`: sslmode=verify-ca needs sslrootcert=FILE naming the CA \
+            "invalid {subject} `{url}`: sslmode=verify-ca needs sslrootcert=FILE naming the CA \
              that signed the server's certificate; with public roots use sslmode=verify-full"
         )));
     }
@@ -186,20 +301,28 @@ fn split_tls_params(url: &PostgresUrl) -> Result<(String, Tls, Option<String>)> 
     Ok((rest, tls, root_cert))
 }
 
-fn client_config(url: &PostgresUrl, tls: Tls, root_cert: Option<&str>) -> Result<ClientConfig> {
+fn client_config(
+    url: &PostgresUrl,
+    tls: Tls,
+    root_cert: Option<&str>,
+    role: Role,
+) -> Result<ClientConfig> {
+    let noun = role.noun();
     // Named explicitly rather than taken from a process default, so no other
     // crate's choice of provider can change (or break) this one.
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Store(format!("cannot set up TLS for store `{url}`: {e}")))?;
+        .map_err(|e| Error::Store(format!("cannot set up TLS for {noun} `{url}`: {e}")))?;
     let verifier: Arc<dyn ServerCertVerifier> = match tls {
         Tls::Disable | Tls::Prefer | Tls::Require => Arc::new(Unverified(provider)),
         Tls::VerifyCa | Tls::VerifyFull => {
-            let roots = roots(url, root_cert)?;
+            let roots = roots(url, root_cert, role)?;
             let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
                 .build()
-                .map_err(|e| Error::input(format!("cannot use the roots of store `{url}`: {e}")))?;
+                .map_err(|e| {
+                    Error::input(format!("cannot use the roots of {noun} `{url}`: {e}"))
+                })?;
             if tls == Tls::VerifyFull {
                 webpki
             } else {
@@ -213,7 +336,8 @@ fn client_config(url: &PostgresUrl, tls: Tls, root_cert: Option<&str>) -> Result
         .with_no_client_auth())
 }
 
-fn roots(url: &PostgresUrl, root_cert: Option<&str>) -> Result<RootCertStore> {
+fn roots(url: &PostgresUrl, root_cert: Option<&str>, role: Role) -> Result<RootCertStore> {
+    let noun = role.noun();
     // `system`, as libpq 16 spells it: the public roots (here the Mozilla
     // roots built into the binary).
     let Some(path) = root_cert.filter(|r| *r != "system") else {
@@ -223,7 +347,7 @@ fn roots(url: &PostgresUrl, root_cert: Option<&str>) -> Result<RootCertStore> {
     };
     let bad = |why: String| {
         Error::input(format!(
-            "cannot read sslrootcert `{path}` of store `{url}`: {why}; name a PEM file of CA \
+            "cannot read sslrootcert `{path}` of {noun} `{url}`: {why}; name a PEM file of CA \
              certificates"
         ))
     };
@@ -343,34 +467,34 @@ impl ServerCertVerifier for ChainOnly {
     }
 }
 
-fn connect_error(url: &PostgresUrl, e: &postgres::Error) -> Error {
+fn connect_error(url: &PostgresUrl, e: &postgres::Error, role: Role) -> Error {
     let why = describe(e);
+    let (noun, key) = (role.noun(), role.key());
     let code = e.code();
     if code == Some(&SqlState::INVALID_PASSWORD)
         || code == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION)
     {
         Error::Store(format!(
-            "cannot log in to store `{url}`: {why}; check the user and password in the store URL"
+            "cannot log in to {noun} `{url}`: {why}; check the user and password in {key}"
         ))
     } else if code == Some(&SqlState::INVALID_CATALOG_NAME) {
         Error::Store(format!(
-            "cannot open store `{url}`: {why}; create the database or fix its name in the store URL"
+            "cannot open {noun} `{url}`: {why}; create the database or fix its name in {key}"
         ))
     } else if e.as_db_error().is_some() {
-        Error::Store(format!("cannot open store `{url}`: {why}"))
+        Error::Store(format!("cannot open {noun} `{url}`: {why}"))
     } else if why.contains("password missing") {
         Error::Store(format!(
-            "cannot log in to store `{url}`: the server asks for a password and the store URL has \
+            "cannot log in to {noun} `{url}`: the server asks for a password and {key} has \
              none; add one (postgres://USER:${{PGPASSWORD}}@HOST/DATABASE)"
         ))
     } else if why.contains("certificate") || why.contains("TLS") || why.contains("tls") {
         Error::Store(format!(
-            "cannot open store `{url}` over TLS: {why}; check sslmode and sslrootcert in the \
-             store URL"
+            "cannot open {noun} `{url}` over TLS: {why}; check sslmode and sslrootcert in {key}"
         ))
     } else {
         Error::Store(format!(
-            "cannot connect to store `{url}`: {why}; check that PostgreSQL is running there and \
+            "cannot connect to {noun} `{url}`: {why}; check that PostgreSQL is running there and \
              that the URL's host and port are right"
         ))
     }
@@ -381,7 +505,7 @@ mod tests {
     use super::*;
 
     fn split(url: &str) -> Result<(String, Tls, Option<String>)> {
-        split_tls_params(&PostgresUrl::new(url.to_string()))
+        split_tls_params(&PostgresUrl::new(url.to_string()), Role::Store)
     }
 
     #[test]
@@ -449,7 +573,7 @@ mod tests {
         let path = dir.path().join("ca.pem");
         std::fs::write(&path, "not a certificate").unwrap();
         let url = PostgresUrl::new("postgres://u@h/db".into());
-        let err = roots(&url, path.to_str()).unwrap_err();
+        let err = roots(&url, path.to_str(), Role::Store).unwrap_err();
         assert!(matches!(err, Error::Input(_)), "{err}");
         assert!(err.to_string().contains("holds no certificate"), "{err}");
     }

@@ -15,6 +15,7 @@ pub mod destinations;
 pub mod digest;
 pub mod limits;
 pub mod ping;
+pub mod source;
 pub mod store;
 
 use std::collections::BTreeMap;
@@ -32,7 +33,6 @@ use crate::core::schedule::{CatchUp, DEFAULT_MAX_CATCH_UP, Schedule};
 use crate::core::window::{JobName, WindowKind, Zone};
 use crate::effects::digest::{DigestSettings, digest_dir};
 use crate::guest::cache::CompileCache;
-use crate::guest::source::SourceSpec;
 use crate::run::Job;
 use crate::store::{Attempts, StoreLocation};
 pub use store::{DEFAULT_STORE, default_store};
@@ -94,7 +94,7 @@ pub struct ConfigFile {
     /// The compiled-code cache folder.
     pub cache_dir: Option<PathBuf>,
     /// The data source.
-    pub source: Option<SourceFile>,
+    pub source: Option<source::SourceFile>,
     /// Named destinations.
     #[serde(default)]
     pub destinations: BTreeMap<String, destinations::DestinationFile>,
@@ -108,16 +108,6 @@ pub struct ConfigFile {
     pub ping: Option<ping::PingFile>,
     /// A language model that writes a digest of each DONE run.
     pub digest: Option<digest::DigestFile>,
-}
-
-/// `[source]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SourceFile {
-    /// SQLite database file.
-    pub path: PathBuf,
-    /// The query.
-    pub query: String,
 }
 
 /// What `jobhost run` was given on the command line.
@@ -344,6 +334,16 @@ impl JobConfig {
         let guest = limits::guest(&file.limits, &file.params)?;
         let pings = ping::pings(&file.ping.clone().unwrap_or_default(), env, &mut redactor)?;
         let lease = limits::lease(&file.limits, guest.limits.timeout, &pings, &destinations)?;
+        let source = match &file.source {
+            Some(s) => Some(source::source(
+                s,
+                &from_file,
+                env,
+                &mut redactor,
+                guest.limits.timeout,
+            )?),
+            None => None,
+        };
         let digest = match &file.digest {
             Some(d) => Some(digest::digest(
                 d,
@@ -363,10 +363,7 @@ impl JobConfig {
             store,
             require_durable_store: self.flags.require_durable_store
                 || file.require_durable_store.unwrap_or(false),
-            source: file.source.as_ref().map(|s| SourceSpec {
-                path: self.relative(&s.path),
-                query: s.query.clone(),
-            }),
+            source,
             guest,
             destinations,
             redactor,
@@ -497,7 +494,10 @@ mod tests {
         assert_eq!(job.name().as_str(), "sales");
         assert_eq!(job.schedule.zone.name(), "UTC");
         assert_eq!(job.component, dir.join("r.wasm"));
-        assert_eq!(job.source.unwrap().path, dir.join("d.db"));
+        assert_eq!(
+            job.source.unwrap().location(),
+            dir.join("d.db").display().to_string()
+        );
         assert_eq!(
             job.destinations["digest"].target,
             Target::File {

@@ -124,17 +124,11 @@ pub(crate) fn store_location(
     env: &Env<'_>,
     redactor: &mut Redactor,
 ) -> Result<StoreLocation> {
-    if is_postgres_url(text) {
-        let url = expand_url(what, text, env, redactor)?;
-        add_url_password(&url, redactor);
-        return Ok(StoreLocation::Postgres(PostgresUrl::shown_as(url, text)));
+    if let Some(url) = postgres_url(what, text, env, redactor)? {
+        return Ok(StoreLocation::Postgres(url));
     }
-    // A path's values are not secrets; a whole URL's password is added below.
+    // A path's values are not secrets.
     let expanded = expand(what, text, env, &mut Redactor::default())?;
-    if is_postgres_url(&expanded) {
-        add_url_password(&expanded, redactor);
-        return Ok(StoreLocation::Postgres(PostgresUrl::new(expanded)));
-    }
     if let Some(scheme) = url_scheme(&expanded) {
         return Err(Error::input(format!(
             "invalid {what} `{}`: a `{scheme}://` URL is not a store jobhost can use; give a \
@@ -148,6 +142,34 @@ pub(crate) fn store_location(
         )));
     }
     Ok(StoreLocation::parse(&expanded, base))
+}
+
+/// The `postgres://` URL a config value (`what`, in messages) names, its
+/// `${VAR}`s filled in as [`store_location`] says and its password given to
+/// `redactor`; `None` when the value, filled in, is not a PostgreSQL URL.
+/// The claim store and a PostgreSQL data source read their URLs alike.
+///
+/// # Errors
+///
+/// `Error::Input` naming `what` and the variable that cannot be filled in.
+pub(crate) fn postgres_url(
+    what: &str,
+    text: &str,
+    env: &Env<'_>,
+    redactor: &mut Redactor,
+) -> Result<Option<PostgresUrl>> {
+    if is_postgres_url(text) {
+        let url = expand_url(what, text, env, redactor)?;
+        add_url_password(&url, redactor);
+        return Ok(Some(PostgresUrl::shown_as(url, text)));
+    }
+    // Only a whole URL's password is a secret here, added below.
+    let expanded = expand(what, text, env, &mut Redactor::default())?;
+    if is_postgres_url(&expanded) {
+        add_url_password(&expanded, redactor);
+        return Ok(Some(PostgresUrl::new(expanded)));
+    }
+    Ok(None)
 }
 
 /// Fills in a `postgres://` URL's `${VAR}` references part by part (see

@@ -4,7 +4,8 @@
 //! misbehaviour (file system, environment, network, endless loops, unbounded
 //! memory, panics, floods of output, clocks and randomness, outbox misuse) and
 //! describes what happened in the report's summary, so host tests can check
-//! that the sandbox held. It is never shipped or run outside those tests.
+//! that the sandbox held; `echo` writes back every column and value its
+//! source handed it. It is never shipped or run outside those tests.
 
 use std::fmt::Write as _;
 use std::hint::black_box;
@@ -38,6 +39,7 @@ impl Guest for Probe {
             "unknown-destination" => unknown_destination(),
             "send-twice" => send_twice(&ctx)?,
             "read-all" => read_all()?,
+            "echo" => echo()?,
             "describe-panic" | "describe-huge" | "describe-send" | "describe-spin" => {
                 "ran; see what describe does".to_string()
             }
@@ -344,5 +346,74 @@ fn read_all() -> Result<String, RunError> {
         ("rows", rows.to_string()),
         ("columns", format!("[{}]", columns.join(","))),
         ("batches", batches.to_string()),
+    ]))
+}
+
+/// Every column (name and kind) and every row the source handed over, as
+/// JSON: integers and reals as numbers (a real that JSON cannot hold, such
+/// as NaN, as its text), text as a string, a blob as hex, NULL as null.
+fn echo() -> Result<String, RunError> {
+    use source::{ColumnData, ColumnKind};
+    let failed = |err: SourceError| RunError::SourceFailed(describe_source_error(&err));
+    let cursor = source::open().map_err(failed)?;
+    let columns: Vec<String> = cursor
+        .columns()
+        .iter()
+        .map(|c| {
+            let kind = match c.kind {
+                ColumnKind::Integer => "integer",
+                ColumnKind::Real => "real",
+                ColumnKind::Text => "text",
+                ColumnKind::Blob => "blob",
+            };
+            json_object(&[("name", json_str(&c.name)), ("kind", json_str(kind))])
+        })
+        .collect();
+    let slice = |data: &[u8], offsets: &[u32], i: usize| -> Vec<u8> {
+        data[offsets[i] as usize..offsets[i + 1] as usize].to_vec()
+    };
+    let mut rows: Vec<String> = Vec::new();
+    while let Some(batch) = cursor.next_batch(8192).map_err(failed)? {
+        for r in 0..batch.rows as usize {
+            let values: Vec<String> = batch
+                .columns
+                .iter()
+                .map(|c| {
+                    let null = c
+                        .nulls
+                        .as_ref()
+                        .is_some_and(|n| n[r / 8] & (1 << (r % 8)) != 0);
+                    if null {
+                        return "null".to_string();
+                    }
+                    match &c.data {
+                        ColumnData::Integer(v) => v[r].to_string(),
+                        ColumnData::Real(v) if v[r].is_finite() => format!("{:?}", v[r]),
+                        ColumnData::Real(v) => json_str(&v[r].to_string()),
+                        ColumnData::Text(t) => {
+                            json_str(&String::from_utf8_lossy(&slice(&t.data, &t.offsets, r)))
+                        }
+                        ColumnData::TextDict(d) => json_str(&String::from_utf8_lossy(&slice(
+                            &d.values.data,
+                            &d.values.offsets,
+                            d.indices[r] as usize,
+                        ))),
+                        ColumnData::Blob(b) => {
+                            let mut hex = String::new();
+                            for byte in slice(&b.data, &b.offsets, r) {
+                                let _ = write!(hex, "{byte:02x}");
+                            }
+                            json_str(&hex)
+                        }
+                    }
+                })
+                .collect();
+            rows.push(format!("[{}]", values.join(",")));
+        }
+    }
+    drop(cursor);
+    Ok(json_object(&[
+        ("columns", format!("[{}]", columns.join(","))),
+        ("rows", format!("[{}]", rows.join(","))),
     ]))
 }

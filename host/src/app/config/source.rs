@@ -1,0 +1,191 @@
+//! `[source]`: where a job's rows come from. `type` is `sqlite` (the
+//! default: `path` names a database file, relative to the config) or
+//! `postgres` (`url` names the database, with the store's URL rules:
+//! `${VAR}`s filled in, `sslmode`, the password never shown). `query` is
+//! checked here as far as it can be without opening the source; the source
+//! itself checks the rest before anything is claimed.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::store::postgres_url;
+use crate::core::env::Env;
+use crate::core::error::{Error, Result};
+use crate::core::redact::Redactor;
+use crate::core::text::{echoed, printable};
+use crate::guest::source::postgres::{self, PostgresSpec};
+use crate::guest::source::{Source, SourceSpec};
+use crate::store::location::redacted;
+use crate::store::pg_connect::{Role, check_url};
+
+/// `[source]`, as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceFile {
+    /// `sqlite` (the default) or `postgres`.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// A SQLite source's database file.
+    pub path: Option<PathBuf>,
+    /// A PostgreSQL source's URL (which may take its password from `${VAR}`).
+    pub url: Option<String>,
+    /// The query over the window's rows.
+    pub query: String,
+}
+
+/// The data source `file` describes; paths go through `from_file`, the
+/// URL's secrets to `redactor`, and a PostgreSQL query's fetches may run
+/// `timeout` (the guest's time limit).
+///
+/// # Errors
+///
+/// `Error::Input` naming the key that is wrong and how to fix it.
+pub fn source(
+    file: &SourceFile,
+    from_file: &dyn Fn(&Path) -> PathBuf,
+    env: &Env<'_>,
+    redactor: &mut Redactor,
+    timeout: Duration,
+) -> Result<Source> {
+    match file.kind.as_deref().unwrap_or("sqlite") {
+        "sqlite" => {
+            if file.url.is_some() {
+                return Err(Error::input(
+                    "invalid `source.url`: a SQLite source reads the file `source.path`; for a \
+                     PostgreSQL source set `type = \"postgres\"`",
+                ));
+            }
+            let path = file.path.as_ref().ok_or_else(|| {
+                Error::input(
+                    "`[source]` has no `path`: name the SQLite database file, or set \
+                     `type = \"postgres\"` and a `url`",
+                )
+            })?;
+            Ok(SourceSpec {
+                path: from_file(path),
+                query: file.query.clone(),
+            }
+            .into())
+        }
+        "postgres" => {
+            if file.path.is_some() {
+                return Err(Error::input(
+                    "invalid `source.path`: a PostgreSQL source reads `source.url`; remove `path`",
+                ));
+            }
+            let text = file.url.as_deref().ok_or_else(|| {
+                Error::input(
+                    "`[source]` of `type = \"postgres\"` has no `url`: give \
+                     postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
+                )
+            })?;
+            let url = postgres_url("`source.url`", text, env, redactor)?.ok_or_else(|| {
+                Error::input(format!(
+                    "invalid `source.url = \"{}\"`: not a postgres:// URL; give \
+                     postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
+                    redacted(text)
+                ))
+            })?;
+            check_url(&url, Role::Source)?;
+            postgres::check_query(&file.query).map_err(Error::Input)?;
+            Ok(PostgresSpec {
+                url,
+                query: file.query.clone(),
+                timeout,
+            }
+            .into())
+        }
+        other => Err(Error::input(format!(
+            "invalid `source.type = \"{}\"`: use \"sqlite\" (the default) or \"postgres\"",
+            printable(&echoed(other, 40))
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> SourceFile {
+        toml::from_str(text).unwrap()
+    }
+
+    fn resolve(text: &str, env: &Env<'_>) -> Result<Source> {
+        source(
+            &file(text),
+            &|p: &Path| Path::new("cfg").join(p),
+            env,
+            &mut Redactor::default(),
+            Duration::from_secs(30),
+        )
+    }
+
+    fn no_env(_: &str) -> Option<std::ffi::OsString> {
+        None
+    }
+
+    const Q: &str = "query = \"SELECT * FROM t WHERE ts >= $1 AND ts < $2\"\n";
+
+    #[test]
+    fn sqlite_is_the_default_and_postgres_takes_a_url_with_its_password_from_the_environment() {
+        let spec = resolve("path = \"d.db\"\nquery = \"SELECT 1\"", &no_env).unwrap();
+        assert_eq!(
+            spec.location(),
+            Path::new("cfg").join("d.db").display().to_string()
+        );
+        let env = |name: &str| (name == "PW").then(|| "s3cret-pw".into());
+        let mut redactor = Redactor::default();
+        let spec = source(
+            &file(&format!(
+                "type = \"postgres\"\nurl = \"postgres://r:${{PW}}@db/sales\"\n{Q}"
+            )),
+            &|p: &Path| p.to_path_buf(),
+            &env,
+            &mut redactor,
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        assert_eq!(spec.location(), "postgres://r:***@db/sales");
+        assert_eq!(redactor.scrub("said s3cret-pw"), "said ***");
+    }
+
+    #[test]
+    fn bad_source_settings_are_refused_naming_the_key() {
+        for (text, says) in [
+            (
+                format!("type = \"mysql\"\n{Q}"),
+                "`source.type = \"mysql\"`",
+            ),
+            (format!("type = \"postgres\"\n{Q}"), "has no `url`"),
+            (
+                format!("type = \"postgres\"\npath = \"d.db\"\nurl = \"postgres://h/d\"\n{Q}"),
+                "`source.path`",
+            ),
+            (format!("url = \"postgres://h/d\"\n{Q}"), "`source.url`"),
+            (Q.to_string(), "no `path`"),
+            (
+                format!("type = \"postgres\"\nurl = \"mysql://u:hunter2@h/d\"\n{Q}"),
+                "not a postgres:// URL",
+            ),
+            (
+                format!("type = \"postgres\"\nurl = \"postgres://u:${{NOPE}}@h/d\"\n{Q}"),
+                "`source.url` uses `${NOPE}`",
+            ),
+            (
+                format!("type = \"postgres\"\nurl = \"postgres://h/d?sslmode=allow\"\n{Q}"),
+                "invalid `source.url` `postgres://h/d?sslmode=allow`",
+            ),
+            (
+                "type = \"postgres\"\nurl = \"postgres://h/d\"\nquery = \"SELECT 1\"".to_string(),
+                "a start and an end",
+            ),
+        ] {
+            let err = resolve(&text, &no_env).unwrap_err();
+            assert!(matches!(err, Error::Input(_)), "{text}: {err}");
+            assert!(err.to_string().contains(says), "{text}: {err}");
+            assert!(!err.to_string().contains("hunter2"), "{err}");
+        }
+    }
+}
