@@ -26,6 +26,7 @@ mod read_only;
 mod reference_report;
 mod replay;
 mod resume;
+mod run_for;
 mod sandbox;
 mod scaffold;
 mod seed_scenarios;

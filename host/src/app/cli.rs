@@ -219,7 +219,7 @@ struct RunArgs {
     /// The job's name, part of every window key [default: daily-report].
     #[arg(long, value_name = "NAME")]
     job: Option<String>,
-    /// Window length: hour, day or week [default: day].
+    /// Window length: hour, day, week or month [default: day].
     #[arg(long, value_name = "KIND")]
     window: Option<String>,
     /// IANA time zone whose calendar defines the windows [default: UTC].
@@ -235,6 +235,11 @@ struct RunArgs {
     /// Run as if it were this instant: RFC 3339 with an offset or Z, or RFC 9557 with a [Zone].
     #[arg(long, value_name = "TIME")]
     now: Option<String>,
+    /// Run this window instead of the newest due one, if it has closed: its
+    /// label (2026-11-03, 2026-W45, 2026-11-01T01:00-05:00, 2026-11) or an
+    /// RFC 3339 instant inside it.
+    #[arg(long = "for", value_name = "LABEL|INSTANT")]
+    for_window: Option<String>,
     /// Compiled-code cache folder [default: $XDG_CACHE_HOME/jobhost or ~/.cache/jobhost].
     #[arg(long, value_name = "DIR", env = "JOBHOST_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
@@ -377,7 +382,13 @@ fn run(args: RunArgs, runtime: &Runtime) -> i32 {
     };
     let job = JobConfig::load(&flags).and_then(|c| Ok((c.job(&env)?, c.now()?)));
     let outcome = match job {
-        Ok((job, now)) => crate::run::run(&job, &runtime.at(now.or(runtime.now))),
+        Ok((job, now)) => {
+            let runtime = runtime.at(now.or(runtime.now));
+            match &args.for_window {
+                Some(text) => crate::run::run_for(&job, text, &runtime),
+                None => crate::run::run(&job, &runtime),
+            }
+        }
         Err(e) => Outcome::refused(&e),
     };
     if let Some(err) = &outcome.receipt.error {

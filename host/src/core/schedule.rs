@@ -98,6 +98,54 @@ impl Schedule {
         Ok((w, at))
     }
 
+    /// The closed window a person names by its label (`2026-11-03`,
+    /// `2026-W45`, `2026-11-01T01:00-05:00`, `2026-11`) or by an instant
+    /// inside it (RFC 3339, or RFC 9557 with a zone), given as `what`
+    /// (`--for`). It need not be due: a person running it by name has
+    /// decided its data is there.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming `what` with an example of a valid label when the
+    /// text names no window of the job's kind and zone, and saying when the
+    /// window closes when it has not closed at `now`.
+    pub fn named(&self, what: &str, text: &str, now: Timestamp) -> Result<Window> {
+        let text = text.trim();
+        let w = match Window::labelled(&self.job, self.kind, &self.zone, text) {
+            Some(w) => w,
+            None => match crate::core::clock::parse_instant(what, text) {
+                Ok(t) => self.containing(t)?,
+                Err(_) => {
+                    let example = Window::last_closed(&self.job, self.kind, &self.zone, now)
+                        .map(|w| w.label)
+                        .unwrap_or_default();
+                    return Err(Error::input(format!(
+                        "invalid {what} `{text}`: no {} window in {} has that label; \
+                         give a label such as `{example}` or an RFC 3339 instant inside \
+                         the window such as `2026-11-03T12:00:00Z`",
+                        self.kind,
+                        self.zone.name()
+                    )));
+                }
+            },
+        };
+        if w.start.as_second() < 0 {
+            return Err(Error::input(format!(
+                "invalid {what} `{text}`: windows before 1970-01-01T00:00:00Z are not supported"
+            )));
+        }
+        if w.end > now {
+            return Err(Error::input(format!(
+                "{what} `{text}`: window `{}` has not closed: it closes at {} \
+                 (now is {}); run it then, or name a window that has closed",
+                w.key(),
+                crate::core::clock::rfc3339(w.end),
+                crate::core::clock::rfc3339(now)
+            )));
+        }
+        Ok(w)
+    }
+
     /// Every window that starts at or after `from` and is due at `now`,
     /// oldest first; at most `limit` of them (the newest, when there are
     /// more).
@@ -186,13 +234,14 @@ pub enum Verdict {
 }
 
 /// The widest jitter a kind of window allows: less than its shortest
-/// length (a 23-hour day, a 167-hour week), so due moments keep the
-/// windows' order.
+/// length (a 23-hour day, a 167-hour week, a 671-hour February), so due
+/// moments keep the windows' order.
 pub fn max_jitter(kind: WindowKind) -> Duration {
     match kind {
         WindowKind::Hour => Duration::from_secs(3600 - 1),
         WindowKind::Day => Duration::from_secs(23 * 3600 - 1),
         WindowKind::Week => Duration::from_secs(167 * 3600 - 1),
+        WindowKind::Month => Duration::from_secs(671 * 3600 - 1),
     }
 }
 
@@ -383,6 +432,117 @@ mod tests {
         assert!(all.iter().all(|(_, v)| *v == Verdict::Run), "{all:?}");
         let none = decide(&s, CatchUp::None, &holes, now, ran_already);
         assert!(none.iter().all(|(_, v)| matches!(v, Verdict::Skip(_))));
+    }
+
+    #[test]
+    fn months_fall_due_after_their_delay_in_every_zone_over_2026() {
+        for zone in [
+            "UTC",
+            "Europe/Berlin",
+            "America/New_York",
+            "Australia/Lord_Howe",
+        ] {
+            let s = schedule(WindowKind::Month, zone, 3600, 0);
+            let year_start = format!("2026-01-01T00:00:00[{zone}]")
+                .parse::<jiff::ZonedDateTime>()
+                .unwrap()
+                .timestamp();
+            let months = s
+                .due_since(year_start, at("2027-01-02T00:00:00Z"), 100)
+                .unwrap();
+            let labels: Vec<_> = months.iter().map(|w| w.label.clone()).collect();
+            let want: Vec<_> = (1..=12).map(|m| format!("2026-{m:02}")).collect();
+            assert_eq!(labels, want, "{zone}");
+            for w in &months {
+                let due = s.due_at(w);
+                assert_eq!(
+                    due,
+                    w.end + SignedDuration::from_hours(1),
+                    "{zone} {}",
+                    w.label
+                );
+                // A second before it is due, the month before is the newest due one.
+                let before = s.last_due(due - SignedDuration::from_secs(1)).unwrap();
+                assert_eq!(before.end, w.start, "{zone} {}", w.label);
+                assert_eq!(s.last_due(due).unwrap(), *w, "{zone} {}", w.label);
+                assert_eq!(
+                    s.next_due(due - SignedDuration::from_secs(1)).unwrap(),
+                    (w.clone(), due)
+                );
+                // The widest jitter still keeps months due in order.
+                let length = w.end.duration_since(w.start);
+                assert!(
+                    SignedDuration::try_from(max_jitter(WindowKind::Month)).unwrap() < length,
+                    "{zone} {}",
+                    w.label
+                );
+            }
+        }
+        // February in Berlin: closes at local midnight of 1 March, due an hour later.
+        let s = schedule(WindowKind::Month, "Europe/Berlin", 3600, 0);
+        let (w, due) = s.next_due(at("2026-02-28T23:30:00Z")).unwrap();
+        assert_eq!(
+            (w.label.as_str(), due),
+            ("2026-02", at("2026-03-01T00:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn a_window_named_by_label_or_instant_runs_once_closed() {
+        let now = at("2026-12-02T02:00:00Z");
+        let month = schedule(WindowKind::Month, "UTC", 0, 0);
+        assert_eq!(
+            month.named("--for", "2026-11", now).unwrap().label,
+            "2026-11"
+        );
+        assert_eq!(
+            month
+                .named("--for", "2026-02-14T12:00:00+01:00", now)
+                .unwrap()
+                .label,
+            "2026-02"
+        );
+        let open = month.named("--for", "2026-12", now).unwrap_err();
+        assert_eq!(open.exit_code(), 2);
+        let text = open.to_string();
+        assert!(text.contains("closes at 2027-01-01T00:00:00Z"), "{text}");
+        let wrong = month.named("--for", "2026-W45", now).unwrap_err();
+        assert_eq!(wrong.exit_code(), 2);
+        let text = wrong.to_string();
+        assert!(
+            text.contains("--for") && text.contains("`2026-W45`") && text.contains("`2026-11`"),
+            "{text}"
+        );
+        let day = schedule(WindowKind::Day, "America/New_York", 0, 0);
+        let w = day.named("--for", " 2026-11-01 ", now).unwrap();
+        assert_eq!(
+            w.end.duration_since(w.start),
+            SignedDuration::from_hours(25)
+        );
+        let hour = schedule(WindowKind::Hour, "America/New_York", 0, 0);
+        let w = hour.named("--for", "2026-11-01T01:00-05:00", now).unwrap();
+        assert_eq!(w.start, at("2026-11-01T06:00:00Z"));
+        let w = hour.named("--for", "2026-11-01T06:59:59Z", now).unwrap();
+        assert_eq!(w.label, "2026-11-01T01:00-05:00");
+        let week = schedule(WindowKind::Week, "UTC", 0, 0);
+        assert_eq!(
+            week.named("--for", "2026-W45", now).unwrap().start,
+            at("2026-11-02T00:00:00Z")
+        );
+        // Out of range or before 1970: refused, never a panic.
+        for text in [
+            "1969-12",
+            "9999-12",
+            "-0001-01",
+            "2026-\u{e9}",
+            "9999-12-31T23:59:59Z",
+        ] {
+            let err = month.named("--for", text, now).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{text}: {err}");
+        }
+        // Closed but not yet due: a person may still run it.
+        let late = schedule(WindowKind::Day, "UTC", 7200, 0);
+        assert!(late.named("--for", "2026-12-01", now).is_ok());
     }
 
     #[test]

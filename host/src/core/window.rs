@@ -2,7 +2,9 @@
 //! time zone, and the key that names it. Windows are civil: a day is the
 //! span between two local midnights (23 or 25 hours across daylight saving
 //! changes), an hour is one hour of local clock time, a week runs Monday to
-//! Monday (ISO 8601). Consecutive windows tile time with no gap and no
+//! Monday (ISO 8601), a month runs from local midnight of its 1st to local
+//! midnight of the next month's 1st (28 to 31 days, give or take a
+//! daylight-saving shift). Consecutive windows tile time with no gap and no
 //! overlap, because every window ends exactly where the next one starts.
 
 use std::fmt;
@@ -24,6 +26,9 @@ pub enum WindowKind {
     Day,
     /// One ISO week, Monday 00:00 to the next Monday 00:00.
     Week,
+    /// One civil month, local midnight of the 1st to local midnight of the
+    /// next month's 1st.
+    Month,
 }
 
 impl FromStr for WindowKind {
@@ -34,8 +39,9 @@ impl FromStr for WindowKind {
             "hour" => Ok(WindowKind::Hour),
             "day" => Ok(WindowKind::Day),
             "week" => Ok(WindowKind::Week),
+            "month" => Ok(WindowKind::Month),
             other => Err(Error::input(format!(
-                "unknown window `{other}`: use `hour`, `day` or `week`"
+                "unknown window `{other}`: use `hour`, `day`, `week` or `month`"
             ))),
         }
     }
@@ -47,6 +53,7 @@ impl fmt::Display for WindowKind {
             WindowKind::Hour => "hour",
             WindowKind::Day => "day",
             WindowKind::Week => "week",
+            WindowKind::Month => "month",
         })
     }
 }
@@ -166,7 +173,8 @@ pub struct Window {
     pub start: Timestamp,
     /// The first instant after the window.
     pub end: Timestamp,
-    /// The civil label: `2026-11-08`, `2026-11-08T13:00+01:00` or `2026-W45`.
+    /// The civil label: `2026-11-08`, `2026-11-08T13:00+01:00`, `2026-W45`
+    /// or `2026-11`.
     pub label: String,
 }
 
@@ -222,6 +230,16 @@ impl Window {
                 let start_local = start.to_zoned_datetime(zone.tz.clone());
                 (start, end, hour_label(&start_local))
             }
+            WindowKind::Month => {
+                let first = local.datetime().date().first_of_month();
+                let start = civil_start(first.to_datetime(jiff::civil::Time::midnight()), zone)?;
+                let next = first
+                    .checked_add(jiff::Span::new().months(1))
+                    .map_err(out_of_range)?;
+                let end = civil_start(next.to_datetime(jiff::civil::Time::midnight()), zone)?;
+                let label = format!("{:04}-{:02}", first.year(), first.month());
+                (start, end, label)
+            }
         };
         Ok(Window {
             job: job.clone(),
@@ -251,6 +269,44 @@ impl Window {
             .checked_sub(SignedDuration::from_nanos(1))
             .map_err(|e| Error::input(format!("instant `{now}` is out of range: {e}")))?;
         Window::containing(job, kind, zone, just_before)
+    }
+
+    /// The window whose label is `label` (as [`Window::label`] prints it for
+    /// `kind` in `zone`), or `None` when no window of that kind and zone has
+    /// it.
+    pub fn labelled(job: &JobName, kind: WindowKind, zone: &Zone, label: &str) -> Option<Window> {
+        let midnight = jiff::civil::Time::midnight();
+        let inside = match kind {
+            WindowKind::Day => {
+                let date = label.parse::<jiff::civil::Date>().ok()?;
+                civil_start(date.to_datetime(midnight), zone).ok()?
+            }
+            WindowKind::Month => {
+                let (year, month) = label.split_once('-')?;
+                let date =
+                    jiff::civil::Date::new(year.parse().ok()?, month.parse().ok()?, 1).ok()?;
+                civil_start(date.to_datetime(midnight), zone).ok()?
+            }
+            WindowKind::Week => {
+                let (year, week) = label.split_once("-W")?;
+                let iso = jiff::civil::ISOWeekDate::new(
+                    year.parse().ok()?,
+                    week.parse().ok()?,
+                    jiff::civil::Weekday::Monday,
+                )
+                .ok()?;
+                civil_start(iso.date().to_datetime(midnight), zone).ok()?
+            }
+            // `2026-11-01T01:00-05:00`: an instant, once seconds are added.
+            WindowKind::Hour => {
+                let (date_hour, offset) = label.split_at_checked(16)?;
+                format!("{date_hour}:00{offset}")
+                    .parse::<Timestamp>()
+                    .ok()?
+            }
+        };
+        let w = Window::containing(job, kind, zone, inside).ok()?;
+        (w.label == label).then_some(w)
     }
 
     /// The window that follows this one.
@@ -456,7 +512,12 @@ mod tests {
             "Australia/Lord_Howe",
         ] {
             let z = Zone::new(zone).unwrap();
-            for kind in [WindowKind::Hour, WindowKind::Day, WindowKind::Week] {
+            for kind in [
+                WindowKind::Hour,
+                WindowKind::Day,
+                WindowKind::Week,
+                WindowKind::Month,
+            ] {
                 let mut w =
                     Window::containing(&job(), kind, &z, ts("2026-01-01T00:00:00Z")).unwrap();
                 let stop = ts("2027-01-10T00:00:00Z");
@@ -477,6 +538,151 @@ mod tests {
                     w = next;
                 }
             }
+        }
+    }
+
+    /// The months of 2026 in `zone`: label, start and length in minutes.
+    fn months_of_2026(zone: &str) -> Vec<(String, Timestamp, i64)> {
+        let z = Zone::new(zone).unwrap();
+        let first = format!("2026-01-01T00:00:00[{zone}]")
+            .parse::<ZonedDateTime>()
+            .unwrap()
+            .timestamp();
+        let mut w = Window::containing(&job(), WindowKind::Month, &z, first).unwrap();
+        let mut out = Vec::new();
+        while w.label.starts_with("2026") {
+            let minutes = w.end.duration_since(w.start).as_secs() / 60;
+            out.push((w.label.clone(), w.start, minutes));
+            w = w.next().unwrap();
+        }
+        out
+    }
+
+    const DAYS_2026: [i64; 12] = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+    #[test]
+    fn months_run_from_the_first_to_the_first_with_28_to_31_days_in_utc() {
+        let months = months_of_2026("UTC");
+        assert_eq!(months.len(), 12);
+        for (i, (label, start, minutes)) in months.iter().enumerate() {
+            assert_eq!(label, &format!("2026-{:02}", i + 1));
+            assert_eq!(*start, ts(&format!("2026-{:02}-01T00:00:00Z", i + 1)));
+            assert_eq!(*minutes, DAYS_2026[i] * 24 * 60, "{label}");
+        }
+        let w = closed(WindowKind::Month, "UTC", "2026-03-01T00:00:00Z");
+        assert_eq!(w.key().as_str(), "daily-report:2026-02");
+        assert_eq!(w.end, ts("2026-03-01T00:00:00Z"));
+        let leap = Window::containing(
+            &job(),
+            WindowKind::Month,
+            &Zone::utc(),
+            ts("2028-02-29T23:59:59Z"),
+        )
+        .unwrap();
+        assert_eq!(leap.label, "2028-02");
+        assert_eq!(leap.end, ts("2028-03-01T00:00:00Z"));
+    }
+
+    #[test]
+    fn months_start_at_local_midnight_and_absorb_the_daylight_saving_shift() {
+        // (zone, month, its first instant, how many minutes it differs from
+        // its days times 24 hours)
+        let cases = [
+            ("Europe/Berlin", "2026-01", "2025-12-31T23:00:00Z", 0),
+            ("Europe/Berlin", "2026-02", "2026-01-31T23:00:00Z", 0),
+            ("Europe/Berlin", "2026-03", "2026-02-28T23:00:00Z", -60),
+            ("Europe/Berlin", "2026-04", "2026-03-31T22:00:00Z", 0),
+            ("Europe/Berlin", "2026-10", "2026-09-30T22:00:00Z", 60),
+            ("Europe/Berlin", "2026-11", "2026-10-31T23:00:00Z", 0),
+            ("America/New_York", "2026-02", "2026-02-01T05:00:00Z", 0),
+            ("America/New_York", "2026-03", "2026-03-01T05:00:00Z", -60),
+            ("America/New_York", "2026-04", "2026-04-01T04:00:00Z", 0),
+            ("America/New_York", "2026-11", "2026-11-01T04:00:00Z", 60),
+            ("America/New_York", "2026-12", "2026-12-01T05:00:00Z", 0),
+            // Lord Howe moves its clocks by half an hour: back on 5 April,
+            // forward on 4 October.
+            ("Australia/Lord_Howe", "2026-02", "2026-01-31T13:00:00Z", 0),
+            ("Australia/Lord_Howe", "2026-04", "2026-03-31T13:00:00Z", 30),
+            ("Australia/Lord_Howe", "2026-05", "2026-04-30T13:30:00Z", 0),
+            (
+                "Australia/Lord_Howe",
+                "2026-10",
+                "2026-09-30T13:30:00Z",
+                -30,
+            ),
+            ("Australia/Lord_Howe", "2026-11", "2026-10-31T13:00:00Z", 0),
+        ];
+        for (zone, label, start, shift) in cases {
+            let months = months_of_2026(zone);
+            assert_eq!(months.len(), 12, "{zone}");
+            let i = months.iter().position(|m| m.0 == label).unwrap();
+            assert_eq!(months[i].1, ts(start), "{zone} {label} starts");
+            assert_eq!(
+                months[i].2,
+                DAYS_2026[i] * 24 * 60 + shift,
+                "{zone} {label} lasts"
+            );
+        }
+        for zone in ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe"] {
+            let total: i64 = months_of_2026(zone).iter().map(|m| m.2).sum();
+            assert_eq!(
+                total,
+                365 * 24 * 60,
+                "{zone}: the shifts cancel over the year"
+            );
+        }
+    }
+
+    #[test]
+    fn every_label_names_its_window_and_nothing_else_does() {
+        let zones = [
+            "UTC",
+            "Europe/Berlin",
+            "America/New_York",
+            "Australia/Lord_Howe",
+        ];
+        for zone in zones {
+            let z = Zone::new(zone).unwrap();
+            for kind in [
+                WindowKind::Hour,
+                WindowKind::Day,
+                WindowKind::Week,
+                WindowKind::Month,
+            ] {
+                let mut w =
+                    Window::containing(&job(), kind, &z, ts("2026-01-01T00:00:00Z")).unwrap();
+                let stop = ts("2027-01-01T00:00:00Z");
+                while w.start < stop {
+                    let again = Window::labelled(&job(), kind, &z, &w.label);
+                    assert_eq!(again.as_ref(), Some(&w), "{zone} {kind} {}", w.label);
+                    w = w.next().unwrap();
+                }
+            }
+        }
+        let ny = Zone::new("America/New_York").unwrap();
+        let second =
+            Window::labelled(&job(), WindowKind::Hour, &ny, "2026-11-01T01:00-05:00").unwrap();
+        assert_eq!(second.start, ts("2026-11-01T06:00:00Z"));
+        for (kind, label) in [
+            (WindowKind::Month, "2026-13"),
+            (WindowKind::Month, "2026-1"),
+            (WindowKind::Month, "2026-11-03"),
+            (WindowKind::Day, "2026-02-30"),
+            (WindowKind::Day, "2026-11"),
+            (WindowKind::Week, "2026-W54"),
+            (WindowKind::Week, "2026-11-03"),
+            // Not an hour in New York's calendar: wrong offset, not on the hour.
+            (WindowKind::Hour, "2026-07-01T01:00-05:00"),
+            (WindowKind::Hour, "2026-07-01T01:30-04:00"),
+            (WindowKind::Hour, "2026-07-01T01:00"),
+            (WindowKind::Hour, "2026-07-01T01:00-04:00\u{e9}"),
+            (WindowKind::Day, ""),
+        ] {
+            assert_eq!(
+                Window::labelled(&job(), kind, &ny, label),
+                None,
+                "{kind} {label}"
+            );
         }
     }
 

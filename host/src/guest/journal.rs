@@ -75,7 +75,7 @@ pub struct Context {
     pub end: (i64, u32),
     /// IANA zone.
     pub timezone: String,
-    /// `hour`, `day` or `week`.
+    /// `hour`, `day`, `week` or `month`.
     pub window_kind: String,
     /// The run's clock reading (the guest's pinned wall clock).
     pub now: (i64, u32),

@@ -27,7 +27,7 @@ use crate::effects::digest::Wanted;
 pub use finish::make_deferred_digest;
 pub use job::Job;
 pub use open::store_created;
-pub use phases::{run, run_window};
+pub use phases::{run, run_for, run_window};
 use receipt::Receipt;
 
 /// A finished invocation: the receipt to print and the exit code.

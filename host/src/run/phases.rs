@@ -43,10 +43,41 @@ pub fn run(job: &Job, runtime: &Runtime) -> Outcome {
 /// ones it catches up on; a person's `jobhost run` names none, and runs
 /// even a window a scheduler skipped.
 pub fn run_window(job: &Job, window: Option<&Window>, runtime: &Runtime) -> Outcome {
+    run_picked(job, window, window.is_some(), runtime)
+}
+
+/// Runs the window a person names with `jobhost run --for TEXT` (a label or
+/// an instant inside it, see [`crate::core::schedule::Schedule::named`])
+/// once, in `runtime`, exactly as a plain `run` runs its window: a window a
+/// scheduler skipped is run too. A window that names nothing or has not
+/// closed at the clock's reading is refused (exit 2) before the store is
+/// opened.
+pub fn run_for(job: &Job, text: &str, runtime: &Runtime) -> Outcome {
+    let now = runtime.clock().now();
+    match job.schedule.named("--for", text, now) {
+        Ok(window) => run_picked(job, Some(&window), false, runtime),
+        Err(e) => {
+            let mut outcome = Outcome::refused(&e);
+            outcome.receipt.now = Some(rfc3339(now));
+            outcome
+        }
+    }
+}
+
+/// Runs `window` (by default the newest due one); `scheduled` when a
+/// scheduler named it, which leaves a window it skipped alone.
+fn run_picked(job: &Job, window: Option<&Window>, scheduled: bool, runtime: &Runtime) -> Outcome {
     let clock = runtime.clock();
     let mut receipt = Receipt::new(Event::Failed);
-    let result = Run::start(job, window, clock.as_ref(), runtime, &mut receipt)
-        .and_then(|run| run.phases(&mut receipt));
+    let result = Run::start(
+        job,
+        window,
+        scheduled,
+        clock.as_ref(),
+        runtime,
+        &mut receipt,
+    )
+    .and_then(|run| run.phases(&mut receipt));
     let (exit_code, wanted) = match result {
         Ok(wanted) => (receipt.exit_code(), wanted),
         Err(e) => {
@@ -112,13 +143,13 @@ impl<'a> Run<'a> {
     fn start(
         job: &'a Job,
         window: Option<&Window>,
+        scheduled: bool,
         clock: &'a dyn Clock,
         runtime: &'a Runtime,
         receipt: &mut Receipt,
     ) -> Result<Run<'a>> {
         let now = clock.now();
         receipt.now = Some(rfc3339(now));
-        let scheduled = window.is_some();
         let window = match window {
             Some(w) => w.clone(),
             None => job.schedule.last_due(now)?,

@@ -57,7 +57,7 @@ pub struct ConfigFile {
     pub job: Option<String>,
     /// The report component (`.wasm`).
     pub component: Option<PathBuf>,
-    /// `hour`, `day` or `week`.
+    /// `hour`, `day`, `week` or `month`.
     pub window: Option<String>,
     /// IANA zone whose calendar defines the windows.
     #[serde(alias = "tz")]
