@@ -14,6 +14,7 @@ mod durable_store;
 mod effects;
 mod harness;
 mod history;
+mod holes;
 mod hostile;
 mod journal;
 mod pg_source;

@@ -68,7 +68,7 @@ fn a_job_is_late_only_once_its_grace_has_passed_and_the_worst_job_sets_the_exit_
     assert_eq!(lines[0]["late_seconds"], 7200);
     assert_eq!(lines[0]["expected_state"], "not claimed");
     assert_eq!(lines[0]["last_done"], "daily-report:2026-11-07");
-    assert!(text.contains("late by 7200 s (grace 3600 s)"), "{text}");
+    assert!(text.contains("late by 2h (grace 1h)"), "{text}");
 
     // A second, healthy job does not hide the late one.
     let other = scratch();

@@ -21,7 +21,7 @@ use crate::store::{self, RunRecord, StoreLocation};
 /// Run a report job exactly once per time window, as a sandboxed
 /// WebAssembly component.
 #[derive(Debug, Parser)]
-#[command(name = "jobhost", version, about, long_about = None)]
+#[command(name = "jobhost", version = version_text(), about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -261,9 +261,48 @@ struct HistoryArgs {
     /// Only this job's runs.
     #[arg(long, value_name = "NAME")]
     job: Option<String>,
+    /// Only the newest N windows.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    limit: Option<u64>,
     /// One JSON object per line instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// What `--version` prints after the name: the crate's version and the WIT
+/// package the host speaks (`jobhost:report@0.1.0`, from the world it links).
+fn version_text() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        let world = crate::guest::sandbox::WORLD;
+        // `jobhost:report/reporter@0.1.0` -> `jobhost:report@0.1.0`.
+        let package = match (world.split_once('/'), world.rsplit_once('@')) {
+            (Some((pkg, _)), Some((_, v))) => format!("{pkg}@{v}"),
+            _ => world.to_string(),
+        };
+        format!("{} (WIT {package})", env!("CARGO_PKG_VERSION"))
+    })
+}
+
+/// A duration as a person reads it: its two largest units, `18h58m`,
+/// `2d3h`, `1m30s`, `45s` (`0s` for nothing or less).
+fn human_duration(d: jiff::SignedDuration) -> String {
+    let secs = u64::try_from(d.as_secs()).unwrap_or(0);
+    let units = [
+        (secs / 86_400, "d"),
+        (secs / 3600 % 24, "h"),
+        (secs / 60 % 60, "m"),
+        (secs % 60, "s"),
+    ];
+    let Some(top) = units.iter().position(|(n, _)| *n > 0) else {
+        return "0s".to_string();
+    };
+    units[top..]
+        .iter()
+        .take(2)
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, u)| format!("{n}{u}"))
+        .collect()
 }
 
 /// Parses the command line, runs it, and returns the process exit code.
@@ -407,9 +446,13 @@ fn run(args: RunArgs, runtime: &Runtime) -> i32 {
 fn history(args: HistoryArgs) -> anyhow::Result<()> {
     let location = store_location(args.store, args.config.as_deref())?;
     let mut store = store::open_read_only(&location)?;
-    let runs = store
+    let mut runs = store
         .history(args.job.as_deref())
         .with_context(|| format!("cannot list store `{location}`"))?;
+    if let Some(n) = args.limit {
+        // Newest window first: the newest N.
+        runs.truncate(usize::try_from(n).unwrap_or(usize::MAX));
+    }
     let from_config = match &args.config {
         Some(file) => JobConfig::load(&RunFlags {
             config: Some(file.clone()),
@@ -708,6 +751,20 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                 .iter()
                 .map(|r| serde_json::json!({"key": r.key.as_str(), "reason": r.error}))
                 .collect();
+            let listed: Vec<serde_json::Value> = st
+                .holes
+                .first
+                .iter()
+                .map(|h| {
+                    serde_json::json!({
+                        "key": h.window.key().as_str(),
+                        "start": rfc3339(h.window.start),
+                        "end": rfc3339(h.window.end),
+                        "due": rfc3339(h.due),
+                        "late_seconds": now.duration_since(h.due).as_secs().max(0),
+                    })
+                })
+                .collect();
             let line = serde_json::json!({
                 "job": schedule.job.as_str(),
                 "health": st.health.as_str(),
@@ -721,6 +778,11 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                 "needs_a_person": people,
                 "retrying": retrying,
                 "skipped_since_last_done": skipped,
+                "holes": {
+                    "count": st.holes.count,
+                    "listed": listed,
+                    "truncated": st.holes.truncated,
+                },
             });
             let _ = writeln!(out, "{}", json_line(&line.to_string()));
             continue;
@@ -733,14 +795,28 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                 st.expected.key(),
                 rfc3339(st.expected_due)
             ),
-            Health::Late => format!(
-                "{}: late by {} s (grace {} s): {} due {} is {expected_state}; last done {last}",
-                schedule.job,
-                st.late_by.as_secs(),
-                schedule.grace.as_secs(),
-                st.expected.key(),
-                rfc3339(st.expected_due)
-            ),
+            Health::Late => {
+                let grace = jiff::SignedDuration::try_from(schedule.grace)
+                    .unwrap_or(jiff::SignedDuration::MAX);
+                let expected_late = st.expected_state != Some(store::RunState::Done)
+                    && now.duration_since(st.expected_due) > grace;
+                let hole = st
+                    .holes
+                    .first
+                    .first()
+                    .filter(|h| !expected_late && now.duration_since(h.due) > grace);
+                let (key, due, state) = match hole {
+                    Some(h) => (h.window.key(), h.due, "not run (a hole)"),
+                    None => (st.expected.key(), st.expected_due, expected_state),
+                };
+                format!(
+                    "{}: late by {} (grace {}): {key} due {} is {state}; last done {last}",
+                    schedule.job,
+                    human_duration(st.late_by),
+                    human_duration(grace),
+                    rfc3339(due)
+                )
+            }
             Health::Failed => {
                 let people: Vec<String> = st
                     .needs_a_person
@@ -780,6 +856,9 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                 st.skipped.len()
             ));
         }
+        if st.holes.count > 0 {
+            notes.push(hole_note(&st.holes));
+        }
         // The line quotes errors a guest or a destination wrote.
         let line = if notes.is_empty() {
             line
@@ -789,6 +868,28 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
         let _ = writeln!(out, "{}", printable(&line));
     }
     Ok(worst.exit_code())
+}
+
+/// The holes of a job in one sentence: how many, the first few, and how
+/// to run one.
+fn hole_note(holes: &crate::run::plan::Holes) -> String {
+    let keys: Vec<String> = holes
+        .first
+        .iter()
+        .map(|h| h.window.key().to_string())
+        .collect();
+    let more = holes.count.saturating_sub(keys.len());
+    format!(
+        "{}{} window(s) due with no run (holes): {}{}; `jobhost run --for LABEL` runs one",
+        if holes.truncated { "at least " } else { "" },
+        holes.count,
+        keys.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    )
 }
 
 /// Prints each job's plan.
@@ -828,8 +929,12 @@ fn plan(args: PlanArgs) -> Result<(), Error> {
                 );
             }
         }
-        for e in &plan.entries {
+        for e in plan.holes.first.iter().chain(&plan.entries) {
             let (what, detail) = match &e.what {
+                What::Hole => (
+                    "hole",
+                    "due with no run; `jobhost run --for LABEL` runs it".to_string(),
+                ),
                 What::Run => ("run", String::new()),
                 What::Skip(why) => ("skip", why.clone()),
                 What::Recorded(state) => ("recorded", state.to_string()),
@@ -849,6 +954,12 @@ fn plan(args: PlanArgs) -> Result<(), Error> {
                 if plan.truncated {
                     line["truncated"] = true.into();
                 }
+                if e.what == What::Hole {
+                    line["holes"] = plan.holes.count.into();
+                    if plan.holes.truncated {
+                        line["holes_truncated"] = true.into();
+                    }
+                }
                 let _ = writeln!(out, "{}", json_line(&line.to_string()));
             } else {
                 let line = format!(
@@ -862,6 +973,20 @@ fn plan(args: PlanArgs) -> Result<(), Error> {
                     }
                 );
                 let _ = writeln!(out, "{}", printable(&line));
+            }
+            let last_hole = plan.holes.first.last().map(|h| h.window.key());
+            let more = plan.holes.count.saturating_sub(plan.holes.first.len());
+            if !args.json && more > 0 && last_hole.is_some_and(|k| k == e.window.key()) {
+                let _ = writeln!(
+                    out,
+                    "  {:<9} and {}{more} more hole(s) after these",
+                    "",
+                    if plan.holes.truncated {
+                        "at least "
+                    } else {
+                        ""
+                    }
+                );
             }
         }
     }
@@ -991,6 +1116,9 @@ fn history_json(r: &RunRecord) -> serde_json::Value {
         "reason": if r.state == store::RunState::Skipped { r.error.as_deref() } else { None },
         "created_at": rfc3339(r.created_at),
         "updated_at": rfc3339(r.updated_at),
+        // When it ran: its row's last change (finished, failed, claimed);
+        // a skipped window did not run.
+        "ran_at": if r.state == store::RunState::Skipped { None } else { Some(rfc3339(r.updated_at)) },
     })
 }
 
@@ -1037,7 +1165,7 @@ fn write_table(
     }
     // Every cell is escaped: errors and reasons quote guests and
     // destinations, and a store is a file anyone with access can edit.
-    let rows: Vec<[String; 9]> = runs
+    let rows: Vec<[String; 12]> = runs
         .iter()
         .map(|r| {
             let component = r.component.strip_prefix("sha256:").unwrap_or(&r.component);
@@ -1048,7 +1176,14 @@ fn write_table(
             };
             [
                 r.key.to_string(),
+                rfc3339(r.window_start),
+                rfc3339(r.window_end),
                 r.state.to_string(),
+                if r.state == store::RunState::Skipped {
+                    "-".to_string()
+                } else {
+                    rfc3339(r.updated_at)
+                },
                 r.attempt.to_string(),
                 r.fence.to_string(),
                 format!("{}/{}", r.delivered, r.messages),
@@ -1062,7 +1197,10 @@ fn write_table(
         .collect();
     let header = [
         "KEY",
+        "START",
+        "END",
         "STATE",
+        "RAN",
         "ATTEMPT",
         "FENCE",
         "SENT",
@@ -1094,4 +1232,27 @@ fn write_table(
         writeln!(out, "{}", line(&cells))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lateness_reads_as_its_two_largest_units() {
+        let d = |s: i64| human_duration(jiff::SignedDuration::from_secs(s));
+        assert_eq!(d(45), "45s");
+        assert_eq!(d(18 * 3600 + 58 * 60 + 30), "18h58m");
+        assert_eq!(d(2 * 86_400 + 3 * 3600 + 59), "2d3h");
+        assert_eq!(d(3600), "1h");
+        assert_eq!(d(90), "1m30s");
+        assert_eq!(d(0), "0s");
+        assert_eq!(d(-5), "0s");
+    }
+
+    #[test]
+    fn the_version_names_the_wit_package() {
+        assert!(version_text().ends_with("(WIT jobhost:report@0.1.0)"));
+        assert!(version_text().starts_with(env!("CARGO_PKG_VERSION")));
+    }
 }

@@ -44,6 +44,9 @@ pub enum What {
     Recorded(RunState),
     /// It is the next window to come due.
     Next,
+    /// It fell due, has no row, and nothing will decide it on its own
+    /// (only in [`Plan::holes`]).
+    Hole,
 }
 
 /// A job's plan at one instant.
@@ -57,6 +60,79 @@ pub struct Plan {
     pub truncated: bool,
     /// Where the store says every window was decided up to, if anywhere.
     pub decided_until: Option<Timestamp>,
+    /// Due windows with no row older than those the plan shows, which
+    /// nothing decides on its own (filled in by [`plan`], for a person;
+    /// [`plan_over`], the daemon's, leaves it empty).
+    pub holes: Holes,
+}
+
+/// How many holes a listing names; the rest are counted.
+pub const HOLES_LISTED: usize = 5;
+
+/// The most windows [`holes`] looks at: the newest ones.
+pub const HOLES_SCANNED: usize = 10_000;
+
+/// Due windows with no row in the store that nothing will decide on its
+/// own: after the point up to which every window of the job was decided
+/// (or, on a store no daemon has used, after the job's oldest row), and
+/// before the newest due window (which `status` and `plan` show apart) and
+/// before `before`.
+#[derive(Debug, Clone, Default)]
+pub struct Holes {
+    /// How many there are (at least, when `truncated`).
+    pub count: usize,
+    /// The oldest ones, oldest first, at most [`HOLES_LISTED`].
+    pub first: Vec<Entry>,
+    /// More than [`HOLES_SCANNED`] windows were looked at: older holes
+    /// were not counted.
+    pub truncated: bool,
+}
+
+/// The [`Holes`] at `now` of the job whose windows `schedule` times, given
+/// its rows (any order) and its `decided_until`.
+///
+/// # Errors
+///
+/// `Error::Input` for instants out of range.
+pub fn holes(
+    schedule: &Schedule,
+    now: Timestamp,
+    runs: &[RunRecord],
+    decided_until: Option<Timestamp>,
+    before: Option<Timestamp>,
+) -> Result<Holes> {
+    let last_due = schedule.last_due(now)?;
+    let before = before.map_or(last_due.start, |b| b.min(last_due.start));
+    let Some(from) = decided_until.or_else(|| {
+        runs.iter()
+            .filter(|r| r.window_end <= last_due.end)
+            .map(|r| r.window_start)
+            .min()
+    }) else {
+        return Ok(Holes::default());
+    };
+    let held: std::collections::HashSet<&str> = runs.iter().map(|r| r.key.as_str()).collect();
+    let due = schedule.due_since(from, now, HOLES_SCANNED + 1)?;
+    let truncated = due.len() > HOLES_SCANNED;
+    // Oldest first; past the limit, the oldest is the one left out.
+    let open: Vec<Window> = due
+        .into_iter()
+        .skip(usize::from(truncated))
+        .filter(|w| w.start < before && !held.contains(w.key().as_str()))
+        .collect();
+    Ok(Holes {
+        count: open.len(),
+        first: open
+            .into_iter()
+            .take(HOLES_LISTED)
+            .map(|w| Entry {
+                due: schedule.due_at(&w),
+                window: w,
+                what: What::Hole,
+            })
+            .collect(),
+        truncated,
+    })
 }
 
 impl Plan {
@@ -109,7 +185,17 @@ pub fn plan(
         }
         None => (Vec::new(), None),
     };
-    plan_over(schedule, catch_up, now, since, &runs, decided_until)
+    let mut plan = plan_over(schedule, catch_up, now, since, &runs, decided_until)?;
+    // The windows the plan shows itself are not listed again as holes.
+    let shown = plan
+        .entries
+        .iter()
+        .filter(|e| e.what != What::Next)
+        .map(|e| e.window.start)
+        .min();
+    let holes = holes(schedule, now, &runs, decided_until, shown)?;
+    plan.holes = holes;
+    Ok(plan)
 }
 
 /// Which of a job's rows a plan reads: one read (no query per window) of
@@ -198,6 +284,7 @@ pub fn plan_over(
         entries,
         truncated,
         decided_until,
+        holes: Holes::default(),
     })
 }
 
@@ -232,6 +319,7 @@ mod tests {
             entries,
             truncated,
             decided_until: decided_until.map(|h| hour(h).end),
+            holes: Holes::default(),
         }
     }
 

@@ -7,14 +7,18 @@
 //! scheduler skipped is not done either), or an older run is stuck (its
 //! retry or its dead owner's lease more than the grace in the past);
 //! `healthy` otherwise (a run in progress or waiting out a retry within the
-//! grace is healthy). Retries pending and windows skipped since the last
-//! DONE one are listed too, for a person.
+//! grace is healthy). A hole (a due window older than the newest with no
+//! row, which no daemon will decide: cron runs only the newest) makes the
+//! job late once its grace has passed, like the newest due window. Retries
+//! pending, holes and windows skipped since the last DONE one are listed
+//! too, for a person.
 
 use jiff::{SignedDuration, Timestamp};
 
 use crate::core::error::Result;
 use crate::core::schedule::Schedule;
 use crate::core::window::Window;
+use crate::run::plan::{Holes, holes};
 use crate::store::{Ledger, RunRecord, RunState};
 
 /// How a job stands.
@@ -62,8 +66,8 @@ pub struct Status {
     pub expected_due: Timestamp,
     /// Where `expected` stands in the store (`None`: not claimed yet).
     pub expected_state: Option<RunState>,
-    /// How long `expected` has been due without being DONE (zero when it
-    /// is DONE).
+    /// How long `expected`, or the oldest hole, has been due without being
+    /// DONE (zero when `expected` is DONE and there is no hole).
     pub late_by: SignedDuration,
     /// Windows that failed for good or were abandoned, newest first.
     pub needs_a_person: Vec<RunRecord>,
@@ -73,6 +77,10 @@ pub struct Status {
     /// Windows the scheduler skipped (catch-up) since the last DONE one,
     /// newest first.
     pub skipped: Vec<RunRecord>,
+    /// Due windows older than `expected` with no row that nothing will
+    /// decide on its own (cron mode: `jobhost run` only runs the newest);
+    /// one whose grace has passed makes the job late.
+    pub holes: Holes,
 }
 
 /// The status at `now` of the job whose windows `schedule` times, over
@@ -88,10 +96,14 @@ pub fn status(
 ) -> Result<Status> {
     let expected = schedule.last_due(now)?;
     let expected_due = schedule.due_at(&expected);
-    let runs = match store {
-        Some(s) => s.history(Some(schedule.job.as_str()))?,
-        None => Vec::new(),
+    let (runs, decided_until) = match store {
+        Some(s) => (
+            s.history(Some(schedule.job.as_str()))?,
+            s.decided_until(&schedule.job)?,
+        ),
+        None => (Vec::new(), None),
     };
+    let holes = holes(schedule, now, &runs, decided_until, None)?;
     let last_done = runs.iter().find(|r| r.state == RunState::Done).cloned();
     let needs_a_person: Vec<RunRecord> = runs
         .iter()
@@ -132,11 +144,17 @@ pub fn status(
         .iter()
         .find(|r| r.key == expected.key())
         .map(|r| r.state);
-    let late_by = if expected_state == Some(RunState::Done) {
+    let expected_late = if expected_state == Some(RunState::Done) {
         SignedDuration::ZERO
     } else {
         now.duration_since(expected_due).max(SignedDuration::ZERO)
     };
+    // The oldest hole has been due the longest.
+    let hole_late = holes
+        .first
+        .first()
+        .map_or(SignedDuration::ZERO, |h| now.duration_since(h.due));
+    let late_by = expected_late.max(hole_late);
     let grace = SignedDuration::try_from(schedule.grace).unwrap_or(SignedDuration::MAX);
     let health = if !needs_a_person.is_empty() {
         Health::Failed
@@ -155,5 +173,6 @@ pub fn status(
         needs_a_person,
         retrying,
         skipped,
+        holes,
     })
 }
