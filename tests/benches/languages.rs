@@ -18,10 +18,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use jobhost_tests::guests;
 use jobhost_tests::stats::{median, percentile};
+use jobhost_tests::{guests, process};
 
 const DAY_START: i64 = 1_794_096_000; // 2026-11-08T00:00:00Z
 const DAY_END: i64 = DAY_START + 86_400;
@@ -285,29 +285,14 @@ fn run_with(
 }
 
 /// Runs `cmd` to its end: its wall time and peak RSS, and its stdout.
-fn measure(mut cmd: Command) -> (Sample, String) {
-    let out_path = std::env::temp_dir().join(format!("jobhost-bench-out-{}", std::process::id()));
-    let out = std::fs::File::create(&out_path).expect("bench output file");
-    cmd.stdout(out).stderr(std::process::Stdio::null());
-    let started = Instant::now();
-    let child = cmd.spawn().expect("jobhost runs");
-    let pid = i32::try_from(child.id()).expect("pid");
-    let mut status = 0;
-    // SAFETY: `rusage` is plain data that wait4 fills in; std's Child has
-    // no way to report the child's peak memory, so the bench reaps it here.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    let wall = started.elapsed();
-    assert_eq!(reaped, pid, "wait4");
-    std::mem::forget(child); // reaped above
-    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&out_path);
+fn measure(cmd: Command) -> (Sample, String) {
+    let m = process::measure(cmd);
     (
         Sample {
-            wall,
-            peak_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+            wall: m.wall,
+            peak_kib: m.peak_kib,
         },
-        stdout,
+        m.stdout,
     )
 }
 

@@ -15,15 +15,15 @@
 //! the medians, and each process's peak resident memory. Without the
 //! variable the bench says so and measures nothing.
 
-use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use jobhost_tests::guests;
 use jobhost_tests::pg::Scratch;
-use jobhost_tests::stats::{median, percentile, ratio};
+use jobhost_tests::stats::{median, ratio, report};
+use jobhost_tests::{native, process};
 
 const DAY_START: i64 = 1_794_096_000; // 2026-11-08T00:00:00Z
 const DAY_END: i64 = DAY_START + 86_400;
@@ -84,10 +84,10 @@ fn main() {
         pg_cpu.push(cpu);
         rows.0 = receipt_rows(&out);
 
-        let (t, cpu) = (Instant::now(), own_cpu());
+        let (t, cpu) = (Instant::now(), process::own_cpu());
         rows.1 = aggregate_natively(&db.url());
         native.push(t.elapsed());
-        native_cpu.push(own_cpu() - cpu);
+        native_cpu.push(process::own_cpu() - cpu);
 
         let t = Instant::now();
         let (out, rss, _) = run(&sqlite_config, &work.join(format!("sqlite-{i}.db")), &cache);
@@ -188,43 +188,16 @@ fn config(dir: &Path, component: &Path, source: &str) -> PathBuf {
 /// resident memory in KiB and the CPU time it used.
 fn run(config: &Path, store: &Path, cache: &Path) -> (String, u64, Duration) {
     let _ = std::fs::remove_file(config.with_file_name("out.jsonl"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_jobhost-under-test"))
-        .args(["run", "--config"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_jobhost-under-test"));
+    cmd.args(["run", "--config"])
         .arg(config)
         .arg("--store")
         .arg(store)
         .args(["--now", NOW])
-        .env("JOBHOST_CACHE_DIR", cache)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("jobhost runs");
-    let mut stdout = child.stdout.take().expect("stdout");
-    let pid = child.id() as i32;
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut out).expect("receipt");
-    let mut status = 0;
-    // SAFETY: reaps our own child, writing only into the zeroed struct and
-    // the status integer we own; the child is never waited on otherwise.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(reaped, pid, "wait4 reaps the child");
-    drop(child);
-    assert!(out.contains("\"event\":\"ran\""), "{out}");
-    (out, usage.ru_maxrss as u64, cpu_time(&usage))
-}
-
-fn cpu_time(usage: &libc::rusage) -> Duration {
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
-
-/// The CPU time this process has used so far.
-fn own_cpu() -> Duration {
-    // SAFETY: fills the zeroed struct we own.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    cpu_time(&usage)
+        .env("JOBHOST_CACHE_DIR", cache);
+    let m = process::measure(cmd);
+    assert!(m.stdout.contains("\"event\":\"ran\""), "{}", m.stdout);
+    (m.stdout, m.peak_kib, m.cpu)
 }
 
 fn receipt_rows(receipt: &str) -> u64 {
@@ -232,24 +205,8 @@ fn receipt_rows(receipt: &str) -> u64 {
     v["stats"]["rows"].as_u64().expect("rows in the receipt")
 }
 
-#[derive(Default)]
-struct Stats {
-    orders: u64,
-    units: i64,
-    revenue: f64,
-}
-
-impl Stats {
-    fn add(&mut self, units: i64, revenue: f64) {
-        self.orders += 1;
-        self.units += units;
-        self.revenue += revenue;
-    }
-}
-
 /// The reference report's aggregation written the plain native way over
-/// the same query's rows, streamed in binary: totals, per region, per
-/// product, first and last sale. Returns the rows seen.
+/// the same query's rows, streamed in binary. Returns the rows seen.
 fn aggregate_natively(url: &str) -> u64 {
     use postgres::fallible_iterator::FallibleIterator;
     let mut c = postgres::Client::connect(url, postgres::NoTls).expect("connect");
@@ -257,49 +214,14 @@ fn aggregate_natively(url: &str) -> u64 {
     let end = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(DAY_END as u64);
     let params: [&(dyn postgres::types::ToSql + Sync); 2] = [&start, &end];
     let mut rows = c.query_raw(PG_QUERY, params).expect("query");
-    let mut total = Stats::default();
-    let mut regions: HashMap<String, Stats> = HashMap::new();
-    let mut products: HashMap<String, Stats> = HashMap::new();
-    let (mut first, mut last) = (i64::MAX, i64::MIN);
+    let mut sales = native::Sales::default();
     while let Some(row) = rows.next().expect("row") {
         let at: std::time::SystemTime = row.get(0);
         let ts = at
             .duration_since(std::time::SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
-        let region: &str = row.get(1);
-        let product: &str = row.get(2);
         let units = i64::from(row.get::<_, i32>(3));
-        let amount: f64 = row.get(4);
-        total.add(units, amount);
-        match regions.get_mut(region) {
-            Some(s) => s.add(units, amount),
-            None => regions
-                .entry(region.to_string())
-                .or_default()
-                .add(units, amount),
-        }
-        match products.get_mut(product) {
-            Some(s) => s.add(units, amount),
-            None => products
-                .entry(product.to_string())
-                .or_default()
-                .add(units, amount),
-        }
-        first = first.min(ts);
-        last = last.max(ts);
+        sales.add(ts, row.get(1), row.get(2), units, row.get(4));
     }
-    let mut ranked: Vec<_> = products.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.revenue.total_cmp(&a.1.revenue).then(a.0.cmp(&b.0)));
-    std::hint::black_box((&ranked, &regions, first, last, total.units, total.revenue));
-    total.orders
-}
-
-fn report(name: &str, v: &[Duration]) {
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    println!(
-        "  {name:<52} {:>9.2} ms  ({:.2}-{:.2})",
-        ms(median(v)),
-        ms(percentile(v, 25)),
-        ms(percentile(v, 75))
-    );
+    sales.finish()
 }

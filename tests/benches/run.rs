@@ -19,8 +19,7 @@
 //! are then measured for both binaries, interleaved sample by sample, and
 //! the ratio of the medians is printed.
 
-use jobhost_tests::stats::{median, percentile};
-use std::collections::HashMap;
+use jobhost_tests::stats::{median, report};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -321,39 +320,6 @@ fn sample(n: usize, mut f: impl FnMut(usize) -> Duration) -> Vec<Duration> {
     (0..n).map(&mut f).collect()
 }
 
-fn report(name: &str, v: &[Duration]) {
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    println!(
-        "  {name:<52} {:>9.2} ms  ({:.2}-{:.2})",
-        ms(median(v)),
-        ms(percentile(v, 25)),
-        ms(percentile(v, 75))
-    );
-}
-
-#[derive(Default)]
-struct Group {
-    orders: u64,
-    units: i64,
-    revenue: f64,
-    min: f64,
-    max: f64,
-}
-
-impl Group {
-    fn add(&mut self, units: i64, amount: f64) {
-        if self.orders == 0 {
-            self.min = amount;
-            self.max = amount;
-        }
-        self.orders += 1;
-        self.units += units;
-        self.revenue += amount;
-        self.min = self.min.min(amount);
-        self.max = self.max.max(amount);
-    }
-}
-
 /// The digest's aggregation written the plain native way.
 fn aggregate_rows_natively(db: &Path) -> u64 {
     let conn =
@@ -363,38 +329,19 @@ fn aggregate_rows_natively(db: &Path) -> u64 {
     let mut rows = stmt
         .query(rusqlite::named_params! {":start": DAY_START, ":end": DAY_END})
         .expect("query");
-    let mut total = Group::default();
-    let mut regions: HashMap<String, Group> = HashMap::new();
-    let mut products: HashMap<String, Group> = HashMap::new();
-    let (mut first, mut last) = (i64::MAX, i64::MIN);
+    let mut sales = jobhost_tests::native::Sales::default();
     while let Some(row) = rows.next().expect("row") {
-        let ts: i64 = row.get(0).expect("ts");
         let region = row.get_ref(1).expect("region").as_str().expect("text");
         let product = row.get_ref(2).expect("product").as_str().expect("text");
-        let quantity: i64 = row.get(3).expect("quantity");
-        let amount: f64 = row.get(4).expect("amount");
-        total.add(quantity, amount);
-        first = first.min(ts);
-        last = last.max(ts);
-        match regions.get_mut(region) {
-            Some(g) => g.add(quantity, amount),
-            None => regions
-                .entry(region.to_string())
-                .or_default()
-                .add(quantity, amount),
-        }
-        match products.get_mut(product) {
-            Some(g) => g.add(quantity, amount),
-            None => products
-                .entry(product.to_string())
-                .or_default()
-                .add(quantity, amount),
-        }
+        sales.add(
+            row.get(0).expect("ts"),
+            region,
+            product,
+            row.get(3).expect("quantity"),
+            row.get(4).expect("amount"),
+        );
     }
-    let mut ranked: Vec<_> = products.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.revenue.total_cmp(&a.1.revenue).then(a.0.cmp(&b.0)));
-    std::hint::black_box((&ranked, &regions, first, last));
-    total.orders
+    sales.finish()
 }
 
 /// The guest's own `Digest`, compiled natively, over the host's batches

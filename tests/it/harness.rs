@@ -147,6 +147,15 @@ path = "out.jsonl"
     )
 }
 
+/// [`report_config`] with `extra` config lines at the top (the window, the
+/// zone, a store of its own...).
+pub fn report_config_with(dir: &Path, rows: u64, extra: &str) -> PathBuf {
+    let cfg = report_config(dir, rows);
+    let text = std::fs::read_to_string(&cfg).expect("config written");
+    std::fs::write(&cfg, format!("{extra}\n{text}")).expect("config written");
+    cfg
+}
+
 /// Path as &str for argument lists.
 pub fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")

@@ -24,10 +24,7 @@ fn status(cfg: &Path, store: &str, now: &str) -> (i32, Value, String) {
 }
 
 fn with(dir: &Path, extra: &str) -> std::path::PathBuf {
-    let cfg = report_config(dir, 100);
-    let text = std::fs::read_to_string(&cfg).unwrap();
-    std::fs::write(&cfg, format!("{extra}\n{text}")).unwrap();
-    cfg
+    report_config_with(dir, 100, extra)
 }
 
 /// Cron mode, no daemon: the 8th ran, the 9th and 10th never did, the 11th
@@ -226,10 +223,8 @@ fn lateness_is_printed_as_a_duration_and_kept_in_seconds_in_json() {
 #[test]
 fn history_shows_window_bounds_and_when_it_ran_and_takes_limit_and_config() {
     let dir = scratch();
-    let cfg = report_config(dir.path(), 100);
     // The config's own store: `store` in the file.
-    let text = std::fs::read_to_string(&cfg).unwrap();
-    std::fs::write(&cfg, format!("store = \"mine.db\"\n{text}")).unwrap();
+    let cfg = report_config_with(dir.path(), 100, "store = \"mine.db\"");
     for now in [
         "2026-11-09T00:05:00Z",
         "2026-11-10T00:05:00Z",

@@ -10,10 +10,7 @@ use crate::harness::*;
 
 /// The reference report with `extra` config lines at the top.
 fn job_with(dir: &Path, extra: &str) -> std::path::PathBuf {
-    let cfg = report_config(dir, 100);
-    let text = std::fs::read_to_string(&cfg).unwrap();
-    std::fs::write(&cfg, format!("{extra}\n{text}")).unwrap();
-    cfg
+    report_config_with(dir, 100, extra)
 }
 
 /// `plan --json` lines: (key, decision, detail).

@@ -10,10 +10,7 @@ use crate::harness::*;
 
 /// The reference report's config in `dir` with `top` lines before it.
 fn job_config(dir: &Path, top: &str) -> PathBuf {
-    let cfg = report_config(dir, 3000);
-    let text = std::fs::read_to_string(&cfg).unwrap();
-    std::fs::write(&cfg, format!("{top}\n{text}")).unwrap();
-    cfg
+    report_config_with(dir, 3000, top)
 }
 
 /// `jobhost run --for TEXT` at `now`.

@@ -6,7 +6,9 @@
 
 pub mod failpoints;
 pub mod guests;
+pub mod native;
 pub mod pg;
+pub mod process;
 pub mod sample;
 pub mod sink;
 pub mod stats;

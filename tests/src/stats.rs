@@ -43,6 +43,17 @@ pub fn per_s(d: Duration) -> f64 {
     1.0 / d.as_secs_f64().max(1e-12)
 }
 
+/// Prints one line: `name`, the median and the 25th-75th percentiles of
+/// `v`, in milliseconds.
+pub fn report(name: &str, v: &[Duration]) {
+    println!(
+        "  {name:<52} {:>9.2} ms  ({:.2}-{:.2})",
+        ms(median(v)),
+        ms(percentile(v, 25)),
+        ms(percentile(v, 75))
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

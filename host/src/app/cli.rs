@@ -796,15 +796,7 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                 rfc3339(st.expected_due)
             ),
             Health::Late => {
-                let grace = jiff::SignedDuration::try_from(schedule.grace)
-                    .unwrap_or(jiff::SignedDuration::MAX);
-                let expected_late = st.expected_state != Some(store::RunState::Done)
-                    && now.duration_since(st.expected_due) > grace;
-                let hole = st
-                    .holes
-                    .first
-                    .first()
-                    .filter(|h| !expected_late && now.duration_since(h.due) > grace);
+                let hole = st.holes.first.first().filter(|_| st.late_for_hole);
                 let (key, due, state) = match hole {
                     Some(h) => (h.window.key(), h.due, "not run (a hole)"),
                     None => (st.expected.key(), st.expected_due, expected_state),
@@ -813,7 +805,7 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                     "{}: late by {} (grace {}): {key} due {} is {state}; last done {last}",
                     schedule.job,
                     human_duration(st.late_by),
-                    human_duration(grace),
+                    human_duration(st.grace),
                     rfc3339(due)
                 )
             }

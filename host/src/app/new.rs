@@ -153,9 +153,13 @@ pub fn new(request: &NewRequest) -> Result<()> {
     let (build, test) = match request.lang {
         Lang::Rust => (
             format!(
-                "cargo build --release --target wasm32-wasip2 --manifest-path {shown}/Cargo.toml"
+                "cargo build --release --target wasm32-wasip2 --manifest-path {}",
+                shell_quoted(&format!("{shown}/Cargo.toml"))
             ),
-            format!("cargo test --manifest-path {shown}/Cargo.toml"),
+            format!(
+                "cargo test --manifest-path {}",
+                shell_quoted(&format!("{shown}/Cargo.toml"))
+            ),
         ),
         Lang::Python => (
             format!(

@@ -264,7 +264,18 @@ pub fn keeps_change_time(file: &fs::File) -> bool {
 /// Whether two readings of a file's metadata name the same bytes: same
 /// device, inode, size, and modification and change times.
 pub fn same_identity(a: &fs::Metadata, b: &fs::Metadata) -> bool {
-    identity_name(a) == identity_name(b)
+    let id = |m: &fs::Metadata| {
+        (
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+        )
+    };
+    id(a) == id(b)
 }
 
 /// The folder of remembered file digests, inside the cache folder.

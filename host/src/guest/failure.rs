@@ -62,11 +62,9 @@ pub fn classify(
     e: &wasmtime::Error,
     limits: &GuestLimits,
     memory_hit: bool,
-    stderr: Option<String>,
+    stderr: Option<Telling>,
 ) -> GuestFailure {
-    if let Some(exception) = stderr
-        .as_deref()
-        .and_then(|l| l.strip_prefix(PYTHON_EXCEPTION))
+    if let Some(Telling::PythonException(exception)) = &stderr
         && !memory_hit
         && !matches!(
             e.downcast_ref::<wasmtime::Trap>(),
@@ -83,7 +81,7 @@ pub fn classify(
         };
     }
     let hint = stderr
-        .map(|l| format!("; guest stderr: {}", cap_error(&l)))
+        .map(|l| format!("; guest stderr: {}", cap_error(&l.text())))
         .unwrap_or_default();
     if memory_hit {
         return GuestFailure {
@@ -162,27 +160,53 @@ pub fn report_too_large(limits: &GuestLimits, bytes: usize) -> GuestFailure {
 /// componentize-py prints), else a Rust panic's location and message, else
 /// the last line that is not a hint about backtraces.
 pub fn panic_message(stderr: &str) -> Option<String> {
+    telling(stderr).map(|t| t.text())
+}
+
+/// The most telling part of the guest's stderr, as [`panic_message`] words
+/// it, and whether it is componentize-py's report of an uncaught Python
+/// exception (which no text the guest prints can pass for).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Telling {
+    /// An uncaught Python exception: its type, message and last frame.
+    PythonException(String),
+    /// A panic's message or the last line.
+    Line(String),
+}
+
+impl Telling {
+    /// As [`panic_message`] says it.
+    pub fn text(&self) -> String {
+        match self {
+            Telling::PythonException(e) => format!("{PYTHON_EXCEPTION}{e}"),
+            Telling::Line(l) => l.clone(),
+        }
+    }
+}
+
+/// See [`Telling`].
+pub fn telling(stderr: &str) -> Option<Telling> {
     let lines: Vec<&str> = stderr
         .lines()
         .map(str::trim_end)
         .filter(|l| !l.trim().is_empty())
         .collect();
     if let Some(exception) = python_exception(&lines) {
-        return Some(exception);
+        return Some(Telling::PythonException(exception));
     }
     let lines: Vec<&str> = lines.iter().map(|l| l.trim()).collect();
     if let Some(i) = lines.iter().rposition(|l| l.contains("panicked at")) {
         let message = lines.get(i + 1).filter(|l| !l.starts_with("note:"));
-        return Some(match message {
+        return Some(Telling::Line(match message {
             Some(m) => format!("{} {m}", lines[i]),
             None => lines[i].to_string(),
-        });
+        }));
     }
     lines
         .iter()
         .rev()
         .find(|l| !l.starts_with("note:"))
-        .map(|l| l.to_string())
+        .map(|l| Telling::Line(l.to_string()))
 }
 
 /// The prefix [`panic_message`] gives an uncaught Python exception.
@@ -232,10 +256,7 @@ fn python_exception(lines: &[&str]) -> Option<String> {
         let file = file.rsplit('/').next().unwrap_or(file);
         format!(" (at {file}{tail})")
     });
-    Some(format!(
-        "{PYTHON_EXCEPTION}{text}{}",
-        at.unwrap_or_default()
-    ))
+    Some(format!("{text}{}", at.unwrap_or_default()))
 }
 
 /// `s` with every run of whitespace (line breaks included) made one space.
@@ -287,7 +308,7 @@ mod tests {
 
     #[test]
     fn a_trap_with_a_python_exception_reads_as_the_exception() {
-        let stderr = panic_message(
+        let stderr = telling(
             "Traceback (most recent call last):\n  File \"/0/app.py\", line 2, in run\nZeroDivisionError: division by zero\nthread '<unnamed>' (1) panicked at runtime/src/lib.rs:1293:29:\nPython function threw an unexpected exception\n",
         );
         let e = wasmtime::Error::from(wasmtime::Trap::UnreachableCodeReached);

@@ -36,8 +36,8 @@ use crate::guest::cache::{CacheOutcome, CompileCache};
 use crate::guest::capture::CappedOutput;
 use crate::guest::clocks::{PinnedWallClock, TickingClock, virtual_sleep};
 use crate::guest::failure::{
-    GuestFailure, classify, host_failure, journal_failure, one_line, panic_message,
-    report_too_large, timeout_failure,
+    GuestFailure, Telling, classify, host_failure, journal_failure, one_line, report_too_large,
+    telling, timeout_failure,
 };
 use crate::guest::guest_log::GuestLog;
 use crate::guest::journal::{self, Recorder};
@@ -105,21 +105,6 @@ pub struct ComponentFile {
 }
 
 impl ComponentFile {
-    /// Reads a component file and hashes it.
-    ///
-    /// # Errors
-    ///
-    /// `Error::Input` naming the file when it cannot be read.
-    pub fn read(path: &Path) -> Result<ComponentFile> {
-        let bytes = read_component(path)?;
-        let hex = hex::encode(Sha256::digest(&bytes));
-        Ok(ComponentFile {
-            path: path.to_path_buf(),
-            bytes: Some(bytes),
-            hex,
-        })
-    }
-
     /// The component file at `path`, its digest from `cache` when the cache
     /// has seen this very file (same device, inode, size, modification and
     /// change time) and else from reading and hashing it, which the cache
@@ -497,7 +482,7 @@ impl Sandbox {
         let called = self.call(&mut store, component, &set_up)?;
         let mut state = store.into_data();
         let (stats, stderr) = collect(&mut state, &set_up, called.guest_ms);
-        judge(state, called, stats, stderr.as_deref(), &set_up)
+        judge(state, called, stats, stderr, &set_up)
     }
 
     /// The store one run's guest lives in: its WASI context (pinned clocks,
@@ -657,7 +642,7 @@ fn journal_context(
 /// Prints what the guest wrote to its stdout and stderr (escaped and
 /// capped) and counts what it did; returns the counts and the guest's most
 /// telling line of stderr, for a failure's message.
-fn collect(state: &mut HostState, set_up: &SetUp, guest_ms: f64) -> (GuestStats, Option<String>) {
+fn collect(state: &mut HostState, set_up: &SetUp, guest_ms: f64) -> (GuestStats, Option<Telling>) {
     let budget = set_up.limits.output_bytes;
     let (out, out_dropped) = set_up.stdout.contents();
     let (err, err_dropped) = set_up.stderr.contents();
@@ -670,7 +655,7 @@ fn collect(state: &mut HostState, set_up: &SetUp, guest_ms: f64) -> (GuestStats,
         guest_ms,
         journal_bytes: 0,
     };
-    (stats, panic_message(&String::from_utf8_lossy(&err)))
+    (stats, telling(&String::from_utf8_lossy(&err)))
 }
 
 /// The run's outcome from what came back. A full journal, a replay's
@@ -680,7 +665,7 @@ fn judge(
     state: HostState,
     called: Called,
     stats: GuestStats,
-    stderr: Option<&str>,
+    stderr: Option<Telling>,
     set_up: &SetUp,
 ) -> std::result::Result<GuestSuccess, GuestFailure> {
     let limits = &set_up.limits;
@@ -717,7 +702,7 @@ fn judge(
         Ok(Err(e)) => return Err(e.into()),
         Err(e) => {
             let hit = set_up.memory_hit.load(Ordering::Relaxed);
-            return Err(classify(&e, limits, hit, stderr.map(str::to_string)));
+            return Err(classify(&e, limits, hit, stderr));
         }
     };
     let bytes = report.summary.len() + report.cursor.as_ref().map_or(0, String::len);

@@ -81,6 +81,11 @@ pub struct Status {
     /// decide on its own (cron mode: `jobhost run` only runs the newest);
     /// one whose grace has passed makes the job late.
     pub holes: Holes,
+    /// The job's grace: how long a window may be due before it is late.
+    pub grace: SignedDuration,
+    /// Whether the job is late for its oldest hole rather than for
+    /// `expected` (which is within its grace, or DONE).
+    pub late_for_hole: bool,
 }
 
 /// The status at `now` of the job whose windows `schedule` times, over
@@ -127,7 +132,7 @@ pub fn status(
         })
         .cloned()
         .collect();
-    let grace_d = SignedDuration::try_from(schedule.grace).unwrap_or(SignedDuration::MAX);
+    let grace = SignedDuration::try_from(schedule.grace).unwrap_or(SignedDuration::MAX);
     // Leases and retry times are on the store's clock; real time stands in
     // for it here.
     let real_now = Timestamp::now().max(now);
@@ -137,8 +142,8 @@ pub fn status(
         let ready = r.retry_at.unwrap_or(r.lease_until);
         unfinished
             && r.key != expected.key()
-            && real_now.duration_since(ready) > grace_d
-            && now.duration_since(r.window_end) > grace_d
+            && real_now.duration_since(ready) > grace
+            && now.duration_since(r.window_end) > grace
     });
     let expected_state = runs
         .iter()
@@ -155,7 +160,6 @@ pub fn status(
         .first()
         .map_or(SignedDuration::ZERO, |h| now.duration_since(h.due));
     let late_by = expected_late.max(hole_late);
-    let grace = SignedDuration::try_from(schedule.grace).unwrap_or(SignedDuration::MAX);
     let health = if !needs_a_person.is_empty() {
         Health::Failed
     } else if late_by > grace || stuck {
@@ -174,5 +178,7 @@ pub fn status(
         retrying,
         skipped,
         holes,
+        grace,
+        late_for_hole: expected_late <= grace && hole_late > grace,
     })
 }
