@@ -233,7 +233,7 @@ fn claim(store: &mut dyn Store, w: &Window) -> Lease {
             now,
             lease: Duration::from_secs(300),
             max_attempts: 3,
-            take_skipped: true,
+            purpose: jobhost::store::Purpose::Asked,
         })
         .unwrap()
     {

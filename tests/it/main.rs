@@ -17,6 +17,7 @@ mod history;
 mod holes;
 mod hostile;
 mod journal;
+mod operate;
 mod pg_source;
 mod pings;
 mod plan;

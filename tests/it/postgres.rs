@@ -125,8 +125,8 @@ fn several_hosts_racing_the_same_windows_on_postgres_run_each_window_once() {
     };
     assert_eq!(
         (versions, distinct),
-        (3, 3),
-        "each of the three migrations was applied once"
+        (4, 4),
+        "each of the four migrations was applied once"
     );
 }
 
@@ -695,8 +695,9 @@ fn a_store_in_a_schema_with_a_mixed_case_name_opens_and_keeps_its_runs() {
     assert_eq!(first.event(), "ran", "{}", first.stderr);
     assert_eq!(second.receipt()["reason"], "done", "{}", second.stdout);
     assert_eq!(
-        tables, 6,
-        "the tables (runs, outbox, cursors, schedule, digests, schema) went into the schema the URL names"
+        tables, 10,
+        "the tables (runs, outbox, cursors, schedule, digests, revisions, revision messages, \
+         audit, pauses, schema) went into the schema the URL names"
     );
 }
 
@@ -774,7 +775,12 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
     // Back to the tables of version 1, as the previous jobhost left them.
     db.client()
         .batch_execute(
-            "DROP TABLE jobhost_digests;
+            "DROP TABLE jobhost_revisions, jobhost_revision_messages, jobhost_audit,
+                 jobhost_pauses;
+             DROP INDEX jobhost_runs_prunable;
+             ALTER TABLE jobhost_runs DROP COLUMN revision, DROP COLUMN reason,
+                 DROP COLUMN pruned_at;
+             DROP TABLE jobhost_digests;
              DROP INDEX jobhost_runs_unfinished;
              ALTER TABLE jobhost_runs DROP COLUMN digest_prompt;
              ALTER TABLE jobhost_runs DROP COLUMN described;
@@ -838,5 +844,5 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, [1, 2, 3]);
+    assert_eq!(versions, [1, 2, 3, 4]);
 }

@@ -33,7 +33,7 @@ fn a_prepared_run_whose_owner_died_is_resumed_with_the_stored_bytes() {
             now: t0,
             lease: std::time::Duration::from_secs(60),
             max_attempts: 3,
-            take_skipped: true,
+            purpose: jobhost::store::Purpose::Asked,
         })
         .unwrap()
     else {

@@ -17,8 +17,8 @@ use jiff::{SignedDuration, Timestamp};
 use jobhost::Error;
 use jobhost::core::window::{JobName, Window, WindowKind, Zone};
 use jobhost::store::{
-    Attempted, Claim, ClaimRequest, Failure, Fence, Lease, PostgresStore, PostgresUrl, RunState,
-    Skip, SqliteStore, StagedMessage, Store, StoredReport,
+    Actor, Attempted, Claim, ClaimRequest, Failure, Fence, Lease, PostgresStore, PostgresUrl,
+    Purpose, RunState, Skip, SqliteStore, StagedMessage, Store, StoredReport,
 };
 use jobhost_tests::pg::Scratch;
 
@@ -97,7 +97,7 @@ impl Fixture {
             now: self.now,
             lease: self.lease(),
             max_attempts,
-            take_skipped: true,
+            purpose: Purpose::Asked,
         }
     }
 
@@ -663,7 +663,7 @@ fn a_skip_is_recorded_once_and_never_over_a_run_and_a_run_on_purpose_takes_it_ov
     );
     // The scheduler's own claims leave its decision standing.
     let scheduled = ClaimRequest {
-        take_skipped: false,
+        purpose: Purpose::Scheduled,
         ..f.req(&missed, "daemon-b", 3)
     };
     assert_eq!(
@@ -746,6 +746,316 @@ macro_rules! contract {
     };
 }
 
+/// A run of `w` to DONE with one delivered message; its lease.
+fn done_with_one_message(f: &Fixture, s: &mut dyn Store, w: &Window, cursor: &str) -> Lease {
+    let lease = f.run(s, w, "a", 3);
+    let prefix = lease.message_prefix();
+    let m = StagedMessage {
+        idempotency_key: format!("{prefix}#1"),
+        ..message(w, 1, cursor.as_bytes())
+    };
+    s.prepare(&lease, &report(Some(cursor)), &[m], b"journal", f.now)
+        .unwrap();
+    s.finish(&lease, Some(&delivered(1)), f.now).unwrap();
+    lease
+}
+
+fn rerun<'a>(f: &Fixture, w: &'a Window, of: Option<u32>) -> ClaimRequest<'a> {
+    ClaimRequest {
+        purpose: Purpose::Rerun {
+            reason: "fixed the rounding",
+            of_revision: of,
+            by: "ann@host",
+        },
+        ..f.req(w, "r", 3)
+    }
+}
+
+fn a_rerun_archives_the_done_revision_and_runs_the_next_with_new_keys(f: &mut Fixture) {
+    let mut s = f.open();
+    let (old, new) = (window("2026-11-07"), window("2026-11-08"));
+    let first = done_with_one_message(f, s.as_mut(), &old, "c7");
+    assert_eq!(first.revision, 1);
+    done_with_one_message(f, s.as_mut(), &new, "c8");
+    // A plain claim of a DONE window answers Done; a rerun of revision 1
+    // claims revision 2.
+    assert!(matches!(
+        f.claim(s.as_mut(), &old, "x", 3),
+        Claim::Done { .. }
+    ));
+    let Claim::Run { lease, takeover } = s.claim(&rerun(f, &old, Some(1))).unwrap() else {
+        panic!("a rerun of a DONE window runs")
+    };
+    assert!(!takeover);
+    assert_eq!((lease.revision, lease.attempt), (2, 1));
+    assert_eq!(lease.message_prefix(), "daily-report:2026-11-07~r2");
+    // A second rerun of revision 1 (somebody else's, racing) finds
+    // revision 2 under a live claim; once it is DONE, it answers Done.
+    assert!(matches!(
+        s.claim(&rerun(f, &old, Some(1))).unwrap(),
+        Claim::Busy { .. }
+    ));
+    let row = s.peek(&old.key()).unwrap().unwrap();
+    assert_eq!((row.revision, row.state), (2, RunState::Claimed));
+    assert_eq!(row.reason.as_deref(), Some("fixed the rounding"));
+    assert!(
+        row.report.is_none(),
+        "the new revision starts without a report"
+    );
+    // The rerun is given the cursor of the newest DONE window before it
+    // (none here), and its own cursor does not move the job's back.
+    assert_eq!(
+        s.cursor_before(&old.job, old.start).unwrap(),
+        None,
+        "nothing is DONE before 11-07"
+    );
+    assert_eq!(
+        s.cursor_before(&new.job, new.start).unwrap(),
+        None,
+        "11-07 is being rerun"
+    );
+    let m = StagedMessage {
+        idempotency_key: format!("{}#1", lease.message_prefix()),
+        ..message(&old, 1, b"again")
+    };
+    s.prepare(&lease, &report(Some("c7-r2")), &[m], b"journal 2", f.now)
+        .unwrap();
+    s.finish(&lease, Some(&delivered(1)), f.now).unwrap();
+    assert_eq!(
+        s.cursor(&old.job).unwrap().as_deref(),
+        Some("c8"),
+        "the newest window's cursor stays the job's"
+    );
+    assert!(matches!(
+        s.claim(&rerun(f, &old, Some(1))).unwrap(),
+        Claim::Done { .. }
+    ));
+    // The earlier revision is kept with its message, and replayable.
+    let revisions = s.revisions(&old.key()).unwrap();
+    assert_eq!(revisions.len(), 1);
+    let r1 = &revisions[0];
+    assert_eq!((r1.revision, r1.state), (1, RunState::Done));
+    assert_eq!(r1.messages.len(), 1);
+    assert_eq!(r1.messages[0].idempotency_key, "daily-report:2026-11-07#1");
+    assert_eq!(r1.messages[0].state, "DELIVERED");
+    let archived = s.archived(&old.key(), 1).unwrap().unwrap();
+    assert_eq!(archived.journal.as_deref(), Some(&b"journal"[..]));
+    assert_eq!(archived.messages[0].body, b"c7");
+    let now_keys: Vec<String> = s
+        .message_records(&old.key())
+        .unwrap()
+        .into_iter()
+        .map(|m| m.idempotency_key)
+        .collect();
+    assert_eq!(now_keys, ["daily-report:2026-11-07~r2#1"]);
+    let audit = s.audit(Some("daily-report")).unwrap();
+    assert_eq!(audit[0].action, "rerun");
+    assert_eq!(audit[0].reason, "fixed the rounding");
+    assert_eq!(audit[0].by, "ann@host");
+}
+
+fn a_retry_on_purpose_starts_a_new_attempt_series_and_keeps_the_old_error(f: &mut Fixture) {
+    let mut s = f.open();
+    let w = window("2026-11-08");
+    let lease = f.run(s.as_mut(), &w, "a", 3);
+    s.fail(
+        &lease,
+        "the source was down",
+        Failure::Permanent,
+        None,
+        f.now,
+    )
+    .unwrap();
+    assert!(matches!(
+        f.claim(s.as_mut(), &w, "b", 3),
+        Claim::GaveUp { .. }
+    ));
+    let retry = ClaimRequest {
+        purpose: Purpose::Retry {
+            reason: "source is back",
+            by: "ann@host",
+        },
+        ..f.req(&w, "b", 3)
+    };
+    let Claim::Run { lease, .. } = s.claim(&retry).unwrap() else {
+        panic!("a retry on purpose runs a FAILED window")
+    };
+    assert_eq!(
+        (lease.attempt, lease.revision, lease.fence),
+        (1, 1, Fence(2))
+    );
+    let audit = s.audit(None).unwrap();
+    assert_eq!(audit[0].action, "retry");
+    assert_eq!(audit[0].old_state.as_deref(), Some("FAILED"));
+    assert_eq!(audit[0].detail.as_deref(), Some("the source was down"));
+}
+
+fn forget_removes_only_what_did_not_finish_and_says_why_not_otherwise(f: &mut Fixture) {
+    let mut s = f.open();
+    let who = Actor {
+        by: "ann@host",
+        reason: "bad data",
+    };
+    let (done, failed, prepared, live) = (
+        window("2026-11-05"),
+        window("2026-11-06"),
+        window("2026-11-07"),
+        window("2026-11-08"),
+    );
+    done_with_one_message(f, s.as_mut(), &done, "c");
+    let l = f.run(s.as_mut(), &failed, "a", 3);
+    s.fail(&l, "boom", Failure::Permanent, None, f.now).unwrap();
+    let p = f.run(s.as_mut(), &prepared, "a", 3);
+    s.prepare(
+        &p,
+        &report(None),
+        &[message(&prepared, 1, b"owed")],
+        b"j",
+        f.now,
+    )
+    .unwrap();
+    s.set_decided_until(&done.job, live.start, f.now).unwrap();
+    let err = |r: jobhost::Result<jobhost::store::Forgotten>| r.unwrap_err().to_string();
+    assert!(err(s.forget(&done.key(), false, who, f.now)).contains("rerun"));
+    assert!(err(s.forget(&prepared.key(), false, who, f.now)).contains("live claim"));
+    let missing = window("2026-10-01");
+    assert!(err(s.forget(&missing.key(), false, who, f.now)).contains("no run"));
+    let forgotten = s.forget(&failed.key(), false, who, f.now).unwrap();
+    assert_eq!(forgotten.old_state, RunState::Failed);
+    assert_eq!(
+        forgotten.decided_until,
+        Some(failed.start),
+        "decided again from there"
+    );
+    assert_eq!(s.decided_until(&done.job).unwrap(), Some(failed.start));
+    assert!(s.peek(&failed.key()).unwrap().is_none());
+    f.expire();
+    assert!(err(s.forget(&prepared.key(), false, who, f.now)).contains("--force"));
+    let forced = s.forget(&prepared.key(), true, who, f.now).unwrap();
+    assert_eq!((forced.undelivered, forced.archived), (1, true));
+    // Its report was archived, so the next run of it is a new revision.
+    let again = f.run(s.as_mut(), &prepared, "b", 3);
+    assert_eq!(again.revision, 2);
+    let audit = s.audit(None).unwrap();
+    let forgets: Vec<_> = audit.iter().filter(|a| a.action == "forget").collect();
+    assert_eq!(forgets.len(), 2);
+    assert_eq!(forgets[0].old_state.as_deref(), Some("PREPARED"));
+    assert_eq!(forgets[1].detail.as_deref(), Some("last error: boom"));
+    assert_eq!(forgets[1].reason, "bad data");
+    // A live claim is refused.
+    let l = f.run(s.as_mut(), &live, "a", 3);
+    let _ = l;
+    assert!(err(s.forget(&live.key(), true, who, f.now)).contains("live claim"));
+}
+
+fn a_paused_job_claims_nothing_on_any_connection_until_resumed(f: &mut Fixture) {
+    let mut s = f.open();
+    let mut other = f.open();
+    let w = window("2026-11-08");
+    let who = Actor {
+        by: "ann@host",
+        reason: "destination migrating",
+    };
+    assert!(s.pause("daily-report", who, f.now).unwrap().is_none());
+    let Claim::Paused { note, by, .. } = f.claim(other.as_mut(), &w, "b", 3) else {
+        panic!("a paused job is not claimed")
+    };
+    assert_eq!(
+        (note.as_str(), by.as_str()),
+        ("destination migrating", "ann@host")
+    );
+    assert!(
+        other.peek(&w.key()).unwrap().is_none(),
+        "nothing was written"
+    );
+    assert_eq!(other.paused("daily-report").unwrap().unwrap().note, note);
+    assert!(other.paused("another-job").unwrap().is_none());
+    let ended = s.resume("daily-report", who, f.now).unwrap();
+    assert!(ended.is_some());
+    assert!(s.resume("daily-report", who, f.now).unwrap().is_none());
+    assert!(matches!(
+        f.claim(other.as_mut(), &w, "b", 3),
+        Claim::Run { .. }
+    ));
+    let actions: Vec<String> = s
+        .audit(None)
+        .unwrap()
+        .into_iter()
+        .map(|a| a.action)
+        .collect();
+    assert_eq!(actions, ["resume", "pause"]);
+}
+
+fn prune_drops_old_journals_and_delivered_bodies_and_nothing_unfinished(f: &mut Fixture) {
+    let mut s = f.open();
+    let who = Actor {
+        by: "ann@host",
+        reason: "prune",
+    };
+    let (old, recent, unfinished) = (
+        window("2026-11-01"),
+        window("2026-11-07"),
+        window("2026-11-02"),
+    );
+    done_with_one_message(f, s.as_mut(), &old, "old-body");
+    done_with_one_message(f, s.as_mut(), &recent, "recent");
+    let p = f.run(s.as_mut(), &unfinished, "a", 3);
+    s.prepare(
+        &p,
+        &report(None),
+        &[message(&unfinished, 1, b"owed")],
+        b"j",
+        f.now,
+    )
+    .unwrap();
+    // Rerun the old one, so an archived revision is pruned too.
+    let Claim::Run { lease, .. } = s.claim(&rerun(f, &old, None)).unwrap() else {
+        panic!("rerun")
+    };
+    let m = StagedMessage {
+        idempotency_key: format!("{}#1", lease.message_prefix()),
+        ..message(&old, 1, b"r2-body")
+    };
+    s.prepare(&lease, &report(None), &[m], b"journal-2", f.now)
+        .unwrap();
+    s.finish(&lease, Some(&delivered(1)), f.now).unwrap();
+    let before: Timestamp = "2026-11-05T00:00:00Z".parse().unwrap();
+    let pruned = s
+        .prune(Some("daily-report"), before, false, who, f.now)
+        .unwrap();
+    assert_eq!(pruned.runs, 2, "the old run and its archived revision");
+    assert_eq!(
+        pruned.journal_bytes,
+        (b"journal".len() + b"journal-2".len()) as u64
+    );
+    assert_eq!(
+        pruned.body_bytes,
+        (b"old-body".len() + b"r2-body".len()) as u64
+    );
+    let row = s.peek(&old.key()).unwrap().unwrap();
+    assert_eq!(row.state, RunState::Done, "the row stays");
+    assert!(row.report.is_some() && row.journal_bytes.is_none() && row.pruned_at.is_some());
+    assert_eq!(s.message_records(&old.key()).unwrap()[0].bytes, 0);
+    assert!(s.revisions(&old.key()).unwrap()[0].pruned_at.is_some());
+    // The unfinished run and the recent one are untouched.
+    assert_eq!(
+        s.pending_messages(&unfinished.key()).unwrap()[0]
+            .message
+            .body,
+        b"owed"
+    );
+    assert_eq!(
+        s.journal(&recent.key()).unwrap().as_deref(),
+        Some(&b"journal"[..])
+    );
+    // Pruning again frees nothing.
+    assert_eq!(
+        s.prune(Some("daily-report"), before, false, who, f.now)
+            .unwrap(),
+        jobhost::store::Pruned::default()
+    );
+}
+
 contract!(
     a_live_claim_is_busy_and_an_expired_one_is_taken_over_with_a_new_fence,
     a_stale_owner_can_write_nothing_after_a_takeover,
@@ -766,4 +1076,9 @@ contract!(
     a_skip_is_recorded_once_and_never_over_a_run_and_a_run_on_purpose_takes_it_over,
     decided_until_moves_only_forward_per_job,
     a_plan_reads_only_the_rows_from_a_point_and_the_unfinished_ones_of_any_age,
+    a_rerun_archives_the_done_revision_and_runs_the_next_with_new_keys,
+    a_retry_on_purpose_starts_a_new_attempt_series_and_keeps_the_old_error,
+    forget_removes_only_what_did_not_finish_and_says_why_not_otherwise,
+    a_paused_job_claims_nothing_on_any_connection_until_resumed,
+    prune_drops_old_journals_and_delivered_bodies_and_nothing_unfinished,
 );

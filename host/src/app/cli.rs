@@ -3,12 +3,14 @@
 //! lives here.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+use crate::app::args::{env, store_location};
 use crate::app::config::{JobConfig, RunFlags};
+use crate::app::detail::{digest_view, history_json, human_bytes};
 use crate::core::clock::rfc3339;
 use crate::core::error::Error;
 use crate::core::schedule::Schedule;
@@ -16,7 +18,7 @@ use crate::core::text::{json_line, printable};
 use crate::effects::digest::DigestStatus;
 use crate::run::receipt::{Event, Receipt};
 use crate::run::{Outcome, Runtime};
-use crate::store::{self, RunRecord, StoreLocation};
+use crate::store::{self, RunRecord};
 
 /// Run a report job exactly once per time window, as a sandboxed
 /// WebAssembly component.
@@ -41,7 +43,7 @@ enum Command {
     /// Show which due windows would run now, which missed ones would be
     /// skipped and why, and the next window to come due; runs nothing.
     Plan(PlanArgs),
-    /// Say whether each job keeps up: exit 0 healthy, 3 late, 4 failed.
+    /// Say whether each job keeps up: exit 0 healthy, 5 paused, 3 late, 4 failed.
     Status(StatusArgs),
     /// Run every job's due windows at the right moments, until stopped;
     /// one JSON line per run or skipped window on stdout.
@@ -55,6 +57,22 @@ enum Command {
     /// Write a new report project (sources using the SDK, the WIT, a job
     /// config on the sample data, a build recipe and a test).
     New(NewArgs),
+    /// Run every window of a range in order, as the daemon would: missing
+    /// ones by default, also failed ones or every one with --only.
+    Backfill(crate::app::operate::BackfillArgs),
+    /// Run a DONE window again on purpose, as a new revision whose messages
+    /// carry new idempotency keys.
+    Rerun(crate::app::operate::RerunArgs),
+    /// Remove a FAILED, ABANDONED or SKIPPED window's decision so that it
+    /// runs again as if new; kept as an audit line.
+    Forget(crate::app::operate::ForgetArgs),
+    /// Stop claiming a job's windows, on every host sharing the store.
+    Pause(crate::app::operate::PauseArgs),
+    /// Let a paused job run again.
+    Resume(crate::app::operate::ResumeArgs),
+    /// Drop the journals and delivered message bodies of old DONE runs,
+    /// keeping their rows.
+    Prune(crate::app::operate::PruneArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -203,6 +221,10 @@ struct ReplayArgs {
     /// Replay with this component instead of the recorded one.
     #[arg(long, value_name = "PATH")]
     component: Option<PathBuf>,
+    /// Replay this revision of the window (`history KEY` lists them)
+    /// [default: the newest].
+    #[arg(long, value_name = "N", conflicts_with = "file", value_parser = clap::value_parser!(u32).range(1..))]
+    revision: Option<u32>,
     /// Compiled-code cache folder, where the recorded component is looked up.
     #[arg(long, value_name = "DIR", env = "JOBHOST_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
@@ -247,6 +269,14 @@ struct RunArgs {
 
 #[derive(Debug, clap::Args)]
 struct HistoryArgs {
+    /// One window in detail: every revision and attempt, each message, the
+    /// digest, the journal and the component.
+    #[arg(value_name = "KEY")]
+    key: Option<String>,
+    /// Also the audit lines: what people did on purpose (forget, rerun,
+    /// retry, pause, resume, prune), who and why.
+    #[arg(long)]
+    all: bool,
     /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else the store of --config, else ~/.local/state/jobhost/jobhost.db].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
@@ -337,6 +367,12 @@ pub fn main_with(runtime: &Runtime) -> i32 {
     };
     match cli.command {
         Command::Run(args) => run(args, runtime),
+        Command::Backfill(args) => crate::app::operate::backfill(args, runtime),
+        Command::Rerun(args) => crate::app::operate::rerun(args, runtime),
+        Command::Forget(args) => crate::app::operate::forget(args),
+        Command::Pause(args) => crate::app::operate::pause(args),
+        Command::Resume(args) => crate::app::operate::resume(args),
+        Command::Prune(args) => crate::app::operate::prune(args),
         Command::History(args) => match history(args) {
             Ok(()) => 0,
             Err(e) => {
@@ -446,9 +482,13 @@ fn run(args: RunArgs, runtime: &Runtime) -> i32 {
 fn history(args: HistoryArgs) -> anyhow::Result<()> {
     let location = store_location(args.store, args.config.as_deref())?;
     let mut store = store::open_read_only(&location)?;
-    let mut runs = store
-        .history(args.job.as_deref())
-        .with_context(|| format!("cannot list store `{location}`"))?;
+    let mut runs = if args.key.is_some() {
+        Vec::new()
+    } else {
+        store
+            .history(args.job.as_deref())
+            .with_context(|| format!("cannot list store `{location}`"))?
+    };
     if let Some(n) = args.limit {
         // Newest window first: the newest N.
         runs.truncate(usize::try_from(n).unwrap_or(usize::MAX));
@@ -473,6 +513,10 @@ fn history(args: HistoryArgs) -> anyhow::Result<()> {
         })
         .map(crate::effects::digest::cache::DigestCache::new);
     let mut out = std::io::stdout().lock();
+    if let Some(key) = &args.key {
+        let key = crate::run::operate::typed_key(key)?;
+        return crate::app::detail::show(store.as_mut(), &key, cache.as_ref(), args.json, &mut out);
+    }
     if args.json {
         for r in &runs {
             let mut line = history_json(r);
@@ -484,39 +528,11 @@ fn history(args: HistoryArgs) -> anyhow::Result<()> {
     } else {
         write_table(&mut out, &runs, cache.as_ref())?;
     }
+    if args.all {
+        let lines = store.audit(args.job.as_deref())?;
+        crate::app::detail::audit(&lines, args.json, &mut out)?;
+    }
     Ok(())
-}
-
-/// A run's digest as `history` shows it: the text when the cache still
-/// holds it, or that it is missing (`jobhost digest KEY` makes it again),
-/// or why the last attempt failed.
-fn digest_view(
-    r: &RunRecord,
-    cache: Option<&crate::effects::digest::cache::DigestCache>,
-) -> Option<serde_json::Value> {
-    use crate::effects::digest::cache::Lookup;
-    let d = r.digest.as_ref()?;
-    let mut v = serde_json::json!({
-        "model": d.model,
-        "sent_at": d.sent_at.map(rfc3339),
-    });
-    if let Some(e) = &d.error {
-        v["error"] = e.as_str().into();
-    }
-    let found = match (&d.cache_key, cache) {
-        (Some(k), Some(c)) => c.get(k, jiff::Timestamp::now(), std::time::Duration::MAX),
-        _ => Lookup::Missing,
-    };
-    match found {
-        Lookup::Fresh(entry) | Lookup::Expired(entry) => {
-            v["status"] = "cached".into();
-            v["text"] = entry.text.into();
-            v["created_at"] = rfc3339(entry.created_at).into();
-        }
-        _ if d.cache_key.is_none() => v["status"] = "failed".into(),
-        _ => v["status"] = "missing".into(),
-    }
-    Some(v)
 }
 
 /// Makes a DONE run's digest (`jobhost digest KEY`): 0 when there is one,
@@ -577,25 +593,6 @@ fn digest_inner(args: DigestArgs, runtime: &Runtime) -> Result<(serde_json::Valu
         "digest": info,
     });
     Ok((line, code))
-}
-
-/// `--store` (or `$JOBHOST_STORE`), else the store of the job config
-/// `config` names, else the per-user default; `${VAR}` in a URL is filled
-/// in from the environment, as in a job config.
-fn store_location(flag: Option<PathBuf>, config: Option<&Path>) -> Result<StoreLocation, Error> {
-    // With `--store`, the config is not read at all.
-    let config = if flag.is_some() { None } else { config };
-    JobConfig::load(&RunFlags {
-        store: flag,
-        config: config.map(Path::to_path_buf),
-        ..RunFlags::default()
-    })?
-    .store(&env)
-}
-
-/// Where `${VAR}` values come from: the process environment.
-fn env(name: &str) -> Option<std::ffi::OsString> {
-    std::env::var_os(name)
 }
 
 /// Runs the daemon until `--until`, or a signal.
@@ -783,6 +780,9 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                     "listed": listed,
                     "truncated": st.holes.truncated,
                 },
+                "paused": st.paused.as_ref().map(|p| serde_json::json!({
+                    "note": p.note, "by": p.by, "since": rfc3339(p.since),
+                })),
             });
             let _ = writeln!(out, "{}", json_line(&line.to_string()));
             continue;
@@ -795,6 +795,21 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                 st.expected.key(),
                 rfc3339(st.expected_due)
             ),
+            Health::Paused => {
+                let (since, by, note) = st
+                    .paused
+                    .as_ref()
+                    .map(|p| (rfc3339(p.since), p.by.clone(), p.note.clone()))
+                    .unwrap_or_default();
+                format!(
+                    "{}: paused since {since} by {by}: {note}; {} due {} is {expected_state}; \
+                     last done {last}; `jobhost resume {}` lets it run",
+                    schedule.job,
+                    st.expected.key(),
+                    rfc3339(st.expected_due),
+                    schedule.job
+                )
+            }
             Health::Late => {
                 let hole = st.holes.first.first().filter(|_| st.late_for_hole);
                 let (key, due, state) = match hole {
@@ -1024,10 +1039,11 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
             let mut store =
                 store::open_read_only(&store_location(args.store, args.config.as_deref())?)?;
             let key = key.unwrap_or_default();
-            let recording = Recording::from_store(
-                store.as_mut(),
-                &crate::core::window::WindowKey::from_stored(key.clone()),
-            )?;
+            let window_key = crate::core::window::WindowKey::from_stored(key.clone());
+            let recording = match args.revision {
+                Some(n) => Recording::from_revision(store.as_mut(), &window_key, n)?,
+                None => Recording::from_store(store.as_mut(), &window_key)?,
+            };
             (key, recording)
         }
     };
@@ -1086,34 +1102,6 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
     }
 }
 
-fn history_json(r: &RunRecord) -> serde_json::Value {
-    serde_json::json!({
-        "key": r.key.as_str(),
-        "job": r.job,
-        "window": {"start": rfc3339(r.window_start), "end": rfc3339(r.window_end), "tz": r.timezone},
-        "state": r.state.as_str(),
-        "attempt": r.attempt,
-        "fence": r.fence.0,
-        "owner": r.owner,
-        "lease_until": rfc3339(r.lease_until),
-        "retry_at": r.retry_at.map(rfc3339),
-        "component": r.component,
-        "report": r.report.as_ref().map(|rep| serde_json::json!({"summary": rep.summary, "cursor": rep.cursor, "describe": rep.prompt})),
-        "journal_bytes": r.journal_bytes,
-        "messages": r.messages,
-        "delivered": r.delivered,
-        // A skipped window's row keeps the scheduler's reason where a run
-        // keeps its last error.
-        "error": if r.state == store::RunState::Skipped { None } else { r.error.as_deref() },
-        "reason": if r.state == store::RunState::Skipped { r.error.as_deref() } else { None },
-        "created_at": rfc3339(r.created_at),
-        "updated_at": rfc3339(r.updated_at),
-        // When it ran: its row's last change (finished, failed, claimed);
-        // a skipped window did not run.
-        "ran_at": if r.state == store::RunState::Skipped { None } else { Some(rfc3339(r.updated_at)) },
-    })
-}
-
 /// A run's digest in a table cell: its status and the start of its text.
 fn digest_cell(
     r: &RunRecord,
@@ -1135,15 +1123,6 @@ fn digest_cell(
             format!("{status}: {short}{more}")
         }
         None => status,
-    }
-}
-
-/// `1536` -> `1.5 KiB`.
-fn human_bytes(n: u64) -> String {
-    match n {
-        0..1024 => format!("{n} B"),
-        1024..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),
-        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
     }
 }
 

@@ -3,7 +3,10 @@
 //! line (`cli`: clap and printing only). Nothing below `app` imports it
 //! (see ARCHITECTURE.md).
 
+pub mod args;
 pub mod cli;
 pub mod compile;
 pub mod config;
+pub mod detail;
 pub mod new;
+pub mod operate;

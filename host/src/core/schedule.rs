@@ -111,6 +111,71 @@ impl Schedule {
     /// window closes when it has not closed at `now`.
     pub fn named(&self, what: &str, text: &str, now: Timestamp) -> Result<Window> {
         let text = text.trim();
+        let w = self.labelled_or_containing(what, text, now)?;
+        if w.end > now {
+            return Err(Error::input(format!(
+                "{what} `{text}`: window `{}` has not closed: it closes at {} \
+                 (now is {}); run it then, or name a window that has closed",
+                w.key(),
+                crate::core::clock::rfc3339(w.end),
+                crate::core::clock::rfc3339(now)
+            )));
+        }
+        Ok(w)
+    }
+
+    /// An instant a person gives as one end of a range (`backfill --from`,
+    /// `--to`): a window label stands for its window's start, an RFC 3339
+    /// instant for itself.
+    ///
+    /// # Errors
+    ///
+    /// As [`Schedule::named`], but for a window that has not closed.
+    pub fn bound(&self, what: &str, text: &str, now: Timestamp) -> Result<Timestamp> {
+        let text = text.trim();
+        match Window::labelled(&self.job, self.kind, &self.zone, text) {
+            Some(w) => Ok(w.start),
+            None => match crate::core::clock::parse_instant(what, text) {
+                Ok(t) => Ok(t),
+                // Not an instant either: the error names both forms.
+                Err(_) => self
+                    .labelled_or_containing(what, text, now)
+                    .map(|w| w.start),
+            },
+        }
+    }
+
+    /// Every window that overlaps `[from, to)`, oldest first, refusing more
+    /// than `limit` of them.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` for more than `limit` windows (naming the range) or
+    /// windows the calendar cannot hold.
+    pub fn between(&self, from: Timestamp, to: Timestamp, limit: usize) -> Result<Vec<Window>> {
+        let mut out = Vec::new();
+        if from >= to {
+            return Ok(out);
+        }
+        let mut w = self.containing(from)?;
+        while w.start < to {
+            if out.len() == limit {
+                return Err(Error::input(format!(
+                    "the range from {from} to {to} holds more than {limit} {} windows; \
+                     give a narrower --from and --to",
+                    self.kind
+                )));
+            }
+            let next = w.next()?;
+            out.push(w);
+            w = next;
+        }
+        Ok(out)
+    }
+
+    /// The window a label names, or the one containing an instant, closed
+    /// or not.
+    fn labelled_or_containing(&self, what: &str, text: &str, now: Timestamp) -> Result<Window> {
         let w = match Window::labelled(&self.job, self.kind, &self.zone, text) {
             Some(w) => w,
             None => match crate::core::clock::parse_instant(what, text) {
@@ -132,15 +197,6 @@ impl Schedule {
         if w.start.as_second() < 0 {
             return Err(Error::input(format!(
                 "invalid {what} `{text}`: windows before 1970-01-01T00:00:00Z are not supported"
-            )));
-        }
-        if w.end > now {
-            return Err(Error::input(format!(
-                "{what} `{text}`: window `{}` has not closed: it closes at {} \
-                 (now is {}); run it then, or name a window that has closed",
-                w.key(),
-                crate::core::clock::rfc3339(w.end),
-                crate::core::clock::rfc3339(now)
             )));
         }
         Ok(w)

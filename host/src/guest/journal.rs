@@ -28,8 +28,9 @@ use crate::guest::source::{Batch, ColumnInfo, SourceError};
 
 /// The journal format this host writes; it reads this one and every
 /// earlier one. 2: `outbox.send` entries keep long text as its head and
-/// length ([`Entry::Send`]).
-pub const FORMAT: u32 = 2;
+/// length ([`Entry::Send`]). 3: the context names the run's revision
+/// ([`Context::revision`]; earlier journals are of revision 1).
+pub const FORMAT: u32 = 3;
 
 /// The largest record either side accepts (a batch of a million wide rows
 /// is far below it); a larger length is damage, not data.
@@ -94,6 +95,52 @@ pub struct Context {
     /// Guest limits: memory bytes, time in milliseconds, output bytes,
     /// report bytes.
     pub limits: (u64, u64, u64, u64),
+    /// The window's revision, from 1 (a rerun's messages carry it in their
+    /// idempotency keys).
+    pub revision: u32,
+}
+
+/// [`Context`] as formats 1 and 2 wrote it, before revisions.
+#[derive(Deserialize)]
+struct ContextV2 {
+    key: String,
+    job: String,
+    label: String,
+    start: (i64, u32),
+    end: (i64, u32),
+    timezone: String,
+    window_kind: String,
+    now: (i64, u32),
+    cursor: Option<String>,
+    attempt: u32,
+    destinations: Vec<String>,
+    params: Vec<(String, String)>,
+    seed: [u8; 32],
+    outbox_limits: (u32, u64, u64),
+    limits: (u64, u64, u64, u64),
+}
+
+impl From<ContextV2> for Context {
+    fn from(c: ContextV2) -> Context {
+        Context {
+            key: c.key,
+            job: c.job,
+            label: c.label,
+            start: c.start,
+            end: c.end,
+            timezone: c.timezone,
+            window_kind: c.window_kind,
+            now: c.now,
+            cursor: c.cursor,
+            attempt: c.attempt,
+            destinations: c.destinations,
+            params: c.params,
+            seed: c.seed,
+            outbox_limits: c.outbox_limits,
+            limits: c.limits,
+            revision: 1,
+        }
+    }
 }
 
 /// One answer the host gave, in the order given.
@@ -388,7 +435,14 @@ impl Journal {
         let plain = inflate(stream, MAX_PLAIN)
             .map_err(|e| format!("the journal is damaged or truncated: {e}"))?;
         let mut records = Records { rest: &plain };
-        let context: Context = records.next().ok_or("the journal holds no context")??;
+        let context: Context = if format < 3 {
+            records
+                .next::<ContextV2>()
+                .ok_or("the journal holds no context")??
+                .into()
+        } else {
+            records.next().ok_or("the journal holds no context")??
+        };
         let entries = records.collect::<Result<Vec<Entry>, String>>()?;
         for e in &entries {
             if let Entry::Batch {
@@ -460,7 +514,16 @@ mod tests {
             seed: [7; 32],
             outbox_limits: (100, 1 << 22, 1 << 24),
             limits: (256 << 20, 30_000, 65_536, 1 << 20),
+            revision: 1,
         }
+    }
+
+    /// The context as formats 1 and 2 wrote it: without its last field,
+    /// the revision (a one-byte varint for revision 1).
+    fn context_before_revisions() -> Vec<u8> {
+        let mut record = postcard::to_stdvec(&context()).unwrap();
+        assert_eq!(record.pop(), Some(1), "the revision is the last field");
+        record
     }
 
     fn batch() -> Batch {
@@ -573,7 +636,7 @@ mod tests {
         }
         let mut plain = Vec::new();
         for record in [
-            postcard::to_stdvec(&context()).unwrap(),
+            context_before_revisions(),
             postcard::to_stdvec(&V1::Send {
                 destination: "digest",
                 content_type: "application/json",
@@ -588,6 +651,7 @@ mod tests {
         let mut stored = 1u32.to_le_bytes().to_vec();
         stored.extend(zstd::stream::encode_all(&plain[..], 1).unwrap());
         let j = Journal::decode(&stored).unwrap();
+        assert_eq!(j.context, context(), "an older context reads as revision 1");
         assert_eq!(
             j.entries,
             [Entry::SendV1 {
@@ -597,6 +661,17 @@ mod tests {
                 answer: Ok(1)
             }]
         );
+    }
+
+    #[test]
+    fn a_journal_keeps_the_revision_of_its_run() {
+        let rerun = Context {
+            revision: 3,
+            ..context()
+        };
+        let r = Recorder::new(&rerun, ROOMY);
+        let j = Journal::decode(&r.finish().unwrap()).unwrap();
+        assert_eq!(j.context.revision, 3);
     }
 
     #[test]

@@ -42,6 +42,9 @@ pub struct OutboxLimits {
 #[derive(Debug)]
 pub struct Staging {
     key: WindowKey,
+    /// The prefix of idempotency keys: the window key, or `<key>~r<N>` for
+    /// revision N > 1.
+    prefix: String,
     destinations: Vec<String>,
     max_messages: u32,
     max_bytes: u64,
@@ -57,6 +60,7 @@ impl Staging {
     /// `limits`.
     pub fn new(key: WindowKey, destinations: Vec<String>, limits: OutboxLimits) -> Self {
         Staging {
+            prefix: key.to_string(),
             key,
             destinations,
             max_messages: limits.max_messages,
@@ -67,6 +71,13 @@ impl Staging {
             failpoints: None,
             closed: false,
         }
+    }
+
+    /// Gives the messages of revision `revision` of the window their keys
+    /// (`<key>~r<N>#<seq>` past the first revision).
+    pub fn for_revision(mut self, revision: u32) -> Self {
+        self.prefix = crate::store::message_prefix(&self.key, revision);
+        self
     }
 
     /// Refuses every later message (as an unknown destination): once `run`
@@ -150,7 +161,7 @@ impl Staging {
         self.messages.push(StagedMessage {
             seq,
             destination,
-            idempotency_key: format!("{}#{seq}", self.key),
+            idempotency_key: format!("{}#{seq}", self.prefix),
             content_type,
             body,
         });

@@ -248,6 +248,8 @@ pub struct RunInput {
     pub cursor: Option<String>,
     /// The attempt number, from 1.
     pub attempt: u32,
+    /// The window's revision, from 1.
+    pub revision: u32,
     /// Free-form parameters, sorted by name.
     pub params: Vec<(String, String)>,
     /// Source access for the window.
@@ -523,7 +525,7 @@ impl Sandbox {
             params: input.params,
         };
         let journal = Recorder::new(
-            &journal_context(&ctx, seed, input.outbox.limits(), &limits),
+            &journal_context(&ctx, input.revision, seed, input.outbox.limits(), &limits),
             limits.journal_bytes,
         );
         let memory_hit = Arc::new(AtomicBool::new(false));
@@ -604,6 +606,7 @@ impl Sandbox {
 /// What a run's journal starts with: everything the guest was given.
 fn journal_context(
     ctx: &RunContext,
+    revision: u32,
     seed: [u8; 32],
     outbox_limits: (u32, u64, u64),
     limits: &GuestLimits,
@@ -636,6 +639,7 @@ fn journal_context(
             limits.output_bytes as u64,
             limits.report_bytes as u64,
         ),
+        revision,
     }
 }
 

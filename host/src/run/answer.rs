@@ -24,6 +24,17 @@ pub(crate) fn answer(claim: Claim, key: &WindowKey, receipt: &mut Receipt) -> Op
         Claim::Resume { lease } => return Some(Granted::Resume(lease)),
         Claim::Done { attempt, fence } => done(receipt, key, attempt, fence.0),
         Claim::Skipped { reason } => skipped_by_scheduler(receipt, key, reason.as_deref(), 0, 0),
+        Claim::Paused { note, by, since } => {
+            let job = receipt.job.clone().unwrap_or_default();
+            receipt.skip(
+                SkipReason::Paused,
+                format!(
+                    "job `{job}` is paused (since {} by {by}: {note}); nothing of it runs until \
+                     `jobhost resume {job}`",
+                    rfc3339(since)
+                ),
+            );
+        }
         Claim::Busy {
             owner,
             lease_until,

@@ -194,9 +194,21 @@ impl Digests {
     }
 }
 
+/// What the daemon remembers between wake-ups besides the store: which
+/// paused jobs it has said are paused, and when it last pruned each job.
+#[derive(Default)]
+struct Memory {
+    paused_said: HashSet<String>,
+    pruned_at: std::collections::HashMap<String, Timestamp>,
+}
+
+/// How often `[retention]` is applied.
+const PRUNE_EVERY: Duration = Duration::from_secs(86_400);
+
 fn run_loop(jobs: &[Job], opts: &Options<'_>, out: &Output, digests: &Digests) -> Result<()> {
     let mut since = opts.since;
     let owner = job::owner_id();
+    let mut memory = Memory::default();
     loop {
         if stopping(opts) {
             return Ok(());
@@ -204,7 +216,8 @@ fn run_loop(jobs: &[Job], opts: &Options<'_>, out: &Output, digests: &Digests) -
         let now = opts.clock.now();
         let mut wake: Option<Timestamp> = None;
         for job in jobs {
-            let next = match wake_job(job, opts, &owner, now, since, out, digests) {
+            prune_if_due(job, opts, now, out, &mut memory);
+            let next = match wake_job(job, opts, &owner, now, since, out, digests, &mut memory) {
                 Ok(next) => next,
                 Err(e) => {
                     // One job's store failing stops none of the others.
@@ -237,9 +250,65 @@ fn stopping(opts: &Options<'_>) -> bool {
     opts.stop.load(Ordering::SeqCst)
 }
 
+/// Applies the job's `[retention]` once a day (the first wake-up, then
+/// every [`PRUNE_EVERY`]); a failure is said and tried again the next day.
+fn prune_if_due(job: &Job, opts: &Options<'_>, now: Timestamp, out: &Output, memory: &mut Memory) {
+    let Some(retention) = job.retention else {
+        return;
+    };
+    let name = job.name().as_str();
+    if memory.pruned_at.get(name).is_some_and(|t| {
+        now.duration_since(*t) < SignedDuration::try_from(PRUNE_EVERY).unwrap_or_default()
+    }) {
+        return;
+    }
+    memory.pruned_at.insert(name.to_string(), now);
+    let result = crate::run::operate::prune_before(now, retention.older_than).and_then(|before| {
+        let mut store = store::open(&job.store)?;
+        let by = crate::run::operate::actor_id();
+        let reason = format!(
+            "[retention] older_than_days = {}",
+            retention.older_than.as_secs() / 86_400
+        );
+        let pruned = store.prune(
+            Some(name),
+            before,
+            retention.keep_journals,
+            crate::store::Actor {
+                by: &by,
+                reason: &reason,
+            },
+            opts.clock.lease_now(),
+        )?;
+        Ok((before, pruned))
+    });
+    match result {
+        Ok((before, p)) => {
+            let line = serde_json::json!({
+                "event": "pruned",
+                "job": name,
+                "now": rfc3339(now),
+                "before": rfc3339(before),
+                "runs": p.runs,
+                "journal_bytes": p.journal_bytes,
+                "body_bytes": p.body_bytes,
+            });
+            emit(out, &line.to_string());
+        }
+        Err(e) => crate::core::text::say(
+            "error",
+            &format!("job `{name}`: cannot apply [retention]: {e}; trying again tomorrow"),
+        ),
+    }
+}
+
 /// One wake-up of one job: records the skipped windows, runs the
 /// unfinished and the due ones, moves the store's `decided_until`, and
-/// returns when the job next needs the daemon.
+/// returns when the job next needs the daemon. A paused job is only
+/// looked at again a minute later: nothing of it is claimed, skipped or
+/// decided, so that on resume its catch-up policy decides the windows
+/// that fell due meanwhile.
+#[allow(clippy::too_many_arguments)]
 fn wake_job(
     job: &Job,
     opts: &Options<'_>,
@@ -248,6 +317,7 @@ fn wake_job(
     since: Option<Timestamp>,
     out: &Output,
     digests: &Digests,
+    memory: &mut Memory,
 ) -> Result<Timestamp> {
     let wake = Wake {
         job,
@@ -257,12 +327,31 @@ fn wake_job(
         out,
         digests,
     };
-    let (store, plan, mut todo) = wake.look(since)?;
+    let (mut store, plan, mut todo) = wake.look(since)?;
     let mut next = plan
         .entries
         .iter()
         .find(|e| e.what == What::Next)
         .map_or(Timestamp::MAX, |e| e.due);
+    let name = job.name().as_str();
+    if let Some(p) = store.paused(name)? {
+        if memory.paused_said.insert(name.to_string()) {
+            let line = serde_json::json!({
+                "event": "skipped",
+                "reason": SkipReason::Paused,
+                "job": name,
+                "now": rfc3339(now),
+                "detail": format!(
+                    "job `{name}` is paused (since {} by {}: {}); nothing of it runs until \
+                     `jobhost resume {name}`",
+                    rfc3339(p.since), p.by, p.note
+                ),
+            });
+            emit(out, &line.to_string());
+        }
+        return Ok(next.min(crate::core::clock::after(now, RETRY_SOON)));
+    }
+    memory.paused_said.remove(name);
     wake.record_skips(store, &plan)?;
     todo.extend(plan.entries.iter().filter_map(|e| match e.what {
         What::Run => Some(Work::Run(e.window.clone())),

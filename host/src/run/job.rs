@@ -52,6 +52,19 @@ pub struct Job {
     pub pings: Pings,
     /// The language model that writes a digest of each DONE run, if any.
     pub digest: Option<DigestSettings>,
+    /// What the daemon prunes once a day (`[retention]`), if anything.
+    pub retention: Option<Retention>,
+}
+
+/// `[retention]`: the journals and delivered message bodies of DONE runs
+/// whose window ended longer ago than `older_than` are dropped by the
+/// daemon once a day (the rows stay).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// The age past which a DONE run is pruned.
+    pub older_than: Duration,
+    /// Keep journals, drop only delivered bodies.
+    pub keep_journals: bool,
 }
 
 impl Job {

@@ -10,6 +10,7 @@ pub mod daemon;
 mod finish;
 pub mod job;
 mod open;
+pub mod operate;
 pub mod phases;
 pub mod plan;
 pub mod receipt;
@@ -27,7 +28,7 @@ use crate::effects::digest::Wanted;
 pub use finish::make_deferred_digest;
 pub use job::Job;
 pub use open::store_created;
-pub use phases::{run, run_for, run_window};
+pub use phases::{Asked, run, run_asked, run_for, run_window};
 use receipt::Receipt;
 
 /// A finished invocation: the receipt to print and the exit code.

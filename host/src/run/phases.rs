@@ -30,7 +30,8 @@ use crate::run::open::open_store;
 use crate::run::receipt::{Event, MessageInfo, Receipt, ReportInfo, Warning, WarningKind};
 use crate::run::{Outcome, Runtime};
 use crate::store::{
-    ClaimRequest, Failure, Lease, PendingMessage, RunRecord, RunState, Store, window_mismatch,
+    ClaimRequest, Failure, Lease, PendingMessage, Purpose, RunRecord, RunState, Store,
+    window_mismatch,
 };
 
 /// Runs the job's newest due window once, in `runtime`.
@@ -43,7 +44,66 @@ pub fn run(job: &Job, runtime: &Runtime) -> Outcome {
 /// ones it catches up on; a person's `jobhost run` names none, and runs
 /// even a window a scheduler skipped.
 pub fn run_window(job: &Job, window: Option<&Window>, runtime: &Runtime) -> Outcome {
-    run_picked(job, window, window.is_some(), runtime)
+    let asked = if window.is_some() {
+        Asked::Scheduled
+    } else {
+        Asked::Person
+    };
+    run_picked(job, window, &asked, runtime)
+}
+
+/// Why a window is run: who named it and what they asked for, which
+/// decides what its claim may take over (see [`Purpose`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Asked {
+    /// The scheduler's own run: a window it skipped stays skipped.
+    Scheduled,
+    /// A person's `run`, `run --for` or `backfill --only missing`: a
+    /// window a scheduler skipped is run.
+    Person,
+    /// `backfill --only failed`: also a FAILED or ABANDONED window, as a
+    /// new series of attempts.
+    Retry {
+        /// Why, for the audit line.
+        reason: String,
+        /// Who asked.
+        by: String,
+    },
+    /// `rerun` and `backfill --only all`: also a DONE window, as its next
+    /// revision.
+    Rerun {
+        /// Why, stored with the revision.
+        reason: String,
+        /// Only this revision is rerun (`None`: whichever is there).
+        of_revision: Option<u32>,
+        /// Who asked.
+        by: String,
+    },
+}
+
+impl Asked {
+    fn purpose(&self) -> Purpose<'_> {
+        match self {
+            Asked::Scheduled => Purpose::Scheduled,
+            Asked::Person => Purpose::Asked,
+            Asked::Retry { reason, by } => Purpose::Retry { reason, by },
+            Asked::Rerun {
+                reason,
+                of_revision,
+                by,
+            } => Purpose::Rerun {
+                reason,
+                of_revision: *of_revision,
+                by,
+            },
+        }
+    }
+}
+
+/// Runs `window` once for the reason `asked`, in `runtime` (`backfill`
+/// and `rerun`): the same phases, claim, fence and outbox rules as `run`.
+pub fn run_asked(job: &Job, window: &Window, asked: &Asked, runtime: &Runtime) -> Outcome {
+    run_picked(job, Some(window), asked, runtime)
 }
 
 /// Runs the window a person names with `jobhost run --for TEXT` (a label or
@@ -55,7 +115,7 @@ pub fn run_window(job: &Job, window: Option<&Window>, runtime: &Runtime) -> Outc
 pub fn run_for(job: &Job, text: &str, runtime: &Runtime) -> Outcome {
     let now = runtime.clock().now();
     match job.schedule.named("--for", text, now) {
-        Ok(window) => run_picked(job, Some(&window), false, runtime),
+        Ok(window) => run_picked(job, Some(&window), &Asked::Person, runtime),
         Err(e) => {
             let mut outcome = Outcome::refused(&e);
             outcome.receipt.now = Some(rfc3339(now));
@@ -64,20 +124,12 @@ pub fn run_for(job: &Job, text: &str, runtime: &Runtime) -> Outcome {
     }
 }
 
-/// Runs `window` (by default the newest due one); `scheduled` when a
-/// scheduler named it, which leaves a window it skipped alone.
-fn run_picked(job: &Job, window: Option<&Window>, scheduled: bool, runtime: &Runtime) -> Outcome {
+/// Runs `window` (by default the newest due one) for the reason `asked`.
+fn run_picked(job: &Job, window: Option<&Window>, asked: &Asked, runtime: &Runtime) -> Outcome {
     let clock = runtime.clock();
     let mut receipt = Receipt::new(Event::Failed);
-    let result = Run::start(
-        job,
-        window,
-        scheduled,
-        clock.as_ref(),
-        runtime,
-        &mut receipt,
-    )
-    .and_then(|run| run.phases(&mut receipt));
+    let result = Run::start(job, window, asked, clock.as_ref(), runtime, &mut receipt)
+        .and_then(|run| run.phases(&mut receipt));
     let (exit_code, wanted) = match result {
         Ok(wanted) => (receipt.exit_code(), wanted),
         Err(e) => {
@@ -105,8 +157,8 @@ struct Run<'a> {
     now: Timestamp,
     window: Window,
     key: WindowKey,
-    /// Named by a scheduler, which leaves a window it skipped alone.
-    scheduled: bool,
+    /// Why the window is run.
+    asked: &'a Asked,
 }
 
 /// What [`Run::peek`] found.
@@ -143,7 +195,7 @@ impl<'a> Run<'a> {
     fn start(
         job: &'a Job,
         window: Option<&Window>,
-        scheduled: bool,
+        asked: &'a Asked,
         clock: &'a dyn Clock,
         runtime: &'a Runtime,
         receipt: &mut Receipt,
@@ -162,7 +214,7 @@ impl<'a> Run<'a> {
             now,
             key: window.key(),
             window,
-            scheduled,
+            asked,
         })
     }
 
@@ -213,11 +265,11 @@ impl<'a> Run<'a> {
                 receipt.component = Some(run.component.clone());
             }
             match run.state {
-                RunState::Done => {
+                RunState::Done if !matches!(self.asked, Asked::Rerun { .. }) => {
                     answer::done(receipt, &self.key, run.attempt, run.fence.0);
                     return Ok(Peeked::Answered);
                 }
-                RunState::Skipped if self.scheduled => {
+                RunState::Skipped if *self.asked == Asked::Scheduled => {
                     let why = run.error.as_deref();
                     answer::skipped_by_scheduler(receipt, &self.key, why, run.attempt, run.fence.0);
                     return Ok(Peeked::Answered);
@@ -287,11 +339,12 @@ impl<'a> Run<'a> {
             now: self.clock.lease_now(),
             lease: self.job.lease,
             max_attempts: self.job.attempts.max_attempts,
-            take_skipped: !self.scheduled,
+            purpose: self.asked.purpose(),
         })?;
         let granted = answer::answer(claim, &self.key, receipt);
         if let Some(Granted::Run(lease) | Granted::Resume(lease)) = &granted {
             receipt.note_claim(lease.attempt, lease.fence.0);
+            receipt.note_revision(lease.revision, self.asked.purpose().reason());
             finish::ping(self.job, Signal::Start, receipt, self.clock);
         }
         Ok(granted)
@@ -337,7 +390,14 @@ impl<'a> Run<'a> {
             Some(c) => c,
             None => self.load_late(store, lease, &prepared.sandbox, prepared.file)?,
         };
-        let cursor = store.cursor(self.job.name())?;
+        // A new revision of a window is given what the window's first run
+        // would have been: the cursor of the newest DONE window before it
+        // (the job's own cursor moves only with its newest window).
+        let cursor = if lease.revision > 1 {
+            store.cursor_before(self.job.name(), self.window.start)?
+        } else {
+            store.cursor(self.job.name())?
+        };
         let input = self.input(lease, cursor, prepared.source);
         match prepared.sandbox.run(&component, input) {
             Ok(success) => self.commit(store, lease, success, receipt).map(Some),
@@ -379,12 +439,14 @@ impl<'a> Run<'a> {
         let guest = &self.job.guest;
         let destinations = self.job.destination_names();
         let outbox = Staging::new(self.key.clone(), destinations.clone(), guest.outbox)
+            .for_revision(lease.revision)
             .with_failpoints(self.runtime.failpoints.clone());
         RunInput {
             window: self.window.clone(),
             now: self.now,
             cursor,
             attempt: lease.attempt,
+            revision: lease.revision,
             params: guest.params.clone(),
             source,
             outbox,

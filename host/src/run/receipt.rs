@@ -89,6 +89,11 @@ pub enum SkipReason {
     RetryLater,
     /// The window's attempts ran out before; it waits for a person.
     GaveUp,
+    /// The job is paused (`jobhost pause`); `jobhost resume` lets it run.
+    Paused,
+    /// `backfill` left the window as it is: its state is not one that
+    /// `--only` asked for.
+    NotAsked,
 }
 
 /// What a warning is about.
@@ -177,6 +182,14 @@ pub struct Receipt {
     /// Fence of the claim.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fence: Option<i64>,
+    /// The window's revision, when past the first (a rerun, or a run of a
+    /// window forgotten after its report was committed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u32>,
+    /// Why the person who asked for this run asked (`rerun`, `backfill
+    /// --only failed|all`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub because: Option<String>,
     /// The report.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub report: Option<ReportInfo>,
@@ -222,6 +235,8 @@ impl Receipt {
             detail: None,
             attempt: None,
             fence: None,
+            revision: None,
+            because: None,
             report: None,
             messages: None,
             destinations: None,
@@ -283,6 +298,13 @@ impl Receipt {
     pub fn note_claim(&mut self, attempt: u32, fence: i64) {
         self.attempt = Some(attempt);
         self.fence = Some(fence);
+    }
+
+    /// Notes the claim's revision (shown past the first) and the reason a
+    /// person gave for the run.
+    pub fn note_revision(&mut self, revision: u32, because: Option<&str>) {
+        self.revision = (revision > 1).then_some(revision);
+        self.because = because.map(str::to_string);
     }
 
     /// Whether the run this receipt tells of is DONE.

@@ -55,9 +55,7 @@ impl Recording {
             )));
         };
         let Some(stored) = store.journal(key)? else {
-            return Err(Error::input(format!(
-                "run `{key}` has no journal: it ran before this jobhost recorded journals"
-            )));
+            return Err(no_journal(key, run.pruned_at));
         };
         let journal = Journal::decode(&stored)
             .map_err(|e| Error::input(format!("cannot replay `{key}`: {e}")))?;
@@ -67,6 +65,60 @@ impl Recording {
             component: run.component,
             report,
             messages: store.messages(key)?,
+        })
+    }
+
+    /// The recording of revision `revision` of run `key`: the current one
+    /// or an earlier one the store archived when it was rerun.
+    ///
+    /// # Errors
+    ///
+    /// As [`Recording::from_store`], and `Error::Input` for a revision the
+    /// store does not hold (naming the ones it does).
+    pub fn from_revision(
+        store: &mut dyn Ledger,
+        key: &WindowKey,
+        revision: u32,
+    ) -> Result<Recording> {
+        if store.peek(key)?.is_some_and(|r| r.revision == revision) {
+            return Recording::from_store(store, key);
+        }
+        let revisions = store.revisions(key)?;
+        let Some(archived) = revisions.iter().find(|r| r.revision == revision) else {
+            let mut held: Vec<String> = revisions.iter().map(|r| r.revision.to_string()).collect();
+            if let Some(r) = store.peek(key)? {
+                held.push(r.revision.to_string());
+            }
+            return Err(Error::input(format!(
+                "run `{key}` has no revision {revision}; it has {}",
+                if held.is_empty() {
+                    "none".to_string()
+                } else {
+                    format!("revision(s) {}", held.join(", "))
+                }
+            )));
+        };
+        let Some(report) = archived.report.clone() else {
+            return Err(Error::input(format!(
+                "revision {revision} of `{key}` has no committed report to replay (it was {})",
+                archived.state
+            )));
+        };
+        let Some(crate::store::Archived {
+            journal: Some(stored),
+            messages,
+        }) = store.archived(key, revision)?
+        else {
+            return Err(no_journal(key, archived.pruned_at));
+        };
+        let journal = Journal::decode(&stored)
+            .map_err(|e| Error::input(format!("cannot replay `{key}`: {e}")))?;
+        Ok(Recording {
+            journal,
+            stored_journal: stored,
+            component: archived.component.clone(),
+            report,
+            messages,
         })
     }
 
@@ -271,6 +323,7 @@ pub fn replay(
         now,
         cursor: c.cursor.clone(),
         attempt: c.attempt,
+        revision: c.revision,
         params: c.params.clone(),
         source: SourceAccess::replaying(recording.source()),
         outbox: Staging::new(
@@ -281,7 +334,8 @@ pub fn replay(
                 max_message_bytes: max_bytes,
                 max_staged_bytes: max_total,
             },
-        ),
+        )
+        .for_revision(c.revision),
         destinations: c.destinations.clone(),
         log: GuestLog::new(&format!("{} (replay)", c.job), 64 << 10),
         limits,
@@ -297,6 +351,20 @@ pub fn replay(
             reason: failure.message,
         },
     })
+}
+
+/// Why a run with a report has no journal to replay.
+fn no_journal(key: &WindowKey, pruned_at: Option<Timestamp>) -> Error {
+    match pruned_at {
+        Some(t) => Error::input(format!(
+            "run `{key}` cannot be replayed: its journal was pruned at {} (`jobhost prune`, or \
+             the job's [retention]); `jobhost export` keeps a run replayable before it is pruned",
+            crate::core::clock::rfc3339(t)
+        )),
+        None => Error::input(format!(
+            "run `{key}` has no journal: it ran before this jobhost recorded journals"
+        )),
+    }
 }
 
 fn instant((s, ns): (i64, u32)) -> Result<Timestamp> {

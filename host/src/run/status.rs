@@ -11,7 +11,8 @@
 //! row, which no daemon will decide: cron runs only the newest) makes the
 //! job late once its grace has passed, like the newest due window. Retries
 //! pending, holes and windows skipped since the last DONE one are listed
-//! too, for a person.
+//! too, for a person. A paused job is `paused` rather than late (unless
+//! a window of it needs a person: `failed` still wins).
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -19,13 +20,16 @@ use crate::core::error::Result;
 use crate::core::schedule::Schedule;
 use crate::core::window::Window;
 use crate::run::plan::{Holes, holes};
-use crate::store::{Ledger, RunRecord, RunState};
+use crate::store::{Ledger, Pause, RunRecord, RunState};
 
 /// How a job stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Health {
     /// Keeping up.
     Healthy,
+    /// Paused by a person (`jobhost pause`): nothing runs, and it is not
+    /// called late while paused.
+    Paused,
     /// The newest due window is overdue by more than the grace.
     Late,
     /// A window failed for good or was abandoned: a person must look.
@@ -37,16 +41,19 @@ impl Health {
     pub fn as_str(self) -> &'static str {
         match self {
             Health::Healthy => "healthy",
+            Health::Paused => "paused",
             Health::Late => "late",
             Health::Failed => "failed",
         }
     }
 
     /// The exit code `jobhost status` gives when this is the worst job:
-    /// 0 healthy, 3 late, 4 failed (1 and 2 stay for errors and bad input).
+    /// 0 healthy, 5 paused, 3 late, 4 failed (1 and 2 stay for errors and
+    /// bad input), worst last.
     pub fn exit_code(self) -> i32 {
         match self {
             Health::Healthy => 0,
+            Health::Paused => 5,
             Health::Late => 3,
             Health::Failed => 4,
         }
@@ -86,6 +93,8 @@ pub struct Status {
     /// Whether the job is late for its oldest hole rather than for
     /// `expected` (which is within its grace, or DONE).
     pub late_for_hole: bool,
+    /// The job's pause, when a person paused it.
+    pub paused: Option<Pause>,
 }
 
 /// The status at `now` of the job whose windows `schedule` times, over
@@ -101,12 +110,13 @@ pub fn status(
 ) -> Result<Status> {
     let expected = schedule.last_due(now)?;
     let expected_due = schedule.due_at(&expected);
-    let (runs, decided_until) = match store {
+    let (runs, decided_until, paused) = match store {
         Some(s) => (
             s.history(Some(schedule.job.as_str()))?,
             s.decided_until(&schedule.job)?,
+            s.paused(schedule.job.as_str())?,
         ),
-        None => (Vec::new(), None),
+        None => (Vec::new(), None, None),
     };
     let holes = holes(schedule, now, &runs, decided_until, None)?;
     let last_done = runs.iter().find(|r| r.state == RunState::Done).cloned();
@@ -162,6 +172,8 @@ pub fn status(
     let late_by = expected_late.max(hole_late);
     let health = if !needs_a_person.is_empty() {
         Health::Failed
+    } else if paused.is_some() {
+        Health::Paused
     } else if late_by > grace || stuck {
         Health::Late
     } else {
@@ -180,5 +192,6 @@ pub fn status(
         holes,
         grace,
         late_for_hole: expected_late <= grace && hole_late > grace,
+        paused,
     })
 }

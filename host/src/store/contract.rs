@@ -10,8 +10,9 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use super::{
-    Attempted, Claim, ClaimRequest, DigestNote, Failure, Lease, PendingMessage, RunRecord, Skip,
-    StagedMessage, StoredReport,
+    Actor, Archived, Attempted, AuditLine, Claim, ClaimRequest, DigestNote, Failure, Forgotten,
+    Lease, MessageRecord, Pause, PendingMessage, Pruned, Revision, RunRecord, Skip, StagedMessage,
+    StoredReport,
 };
 use crate::core::error::Result;
 use crate::core::window::{JobName, WindowKey};
@@ -242,6 +243,102 @@ pub trait Ledger {
     ///
     /// `Error::Store`; `Error::Input` when the store has no such run.
     fn digest_sent(&mut self, key: &WindowKey, now: Timestamp) -> Result<()>;
+
+    /// The cursor of `job`'s newest DONE window that ends by `start`: what
+    /// a rerun of the window starting then is given.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn cursor_before(&mut self, job: &JobName, start: Timestamp) -> Result<Option<String>>;
+
+    /// Every message of the run's current revision with what became of it.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn message_records(&mut self, key: &WindowKey) -> Result<Vec<MessageRecord>>;
+
+    /// The window's earlier revisions, oldest first, with their messages.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn revisions(&mut self, key: &WindowKey) -> Result<Vec<Revision>>;
+
+    /// An earlier revision's journal and staged messages, for a replay.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn archived(&mut self, key: &WindowKey, revision: u32) -> Result<Option<Archived>>;
+
+    /// The job's pause, if it is paused.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn paused(&mut self, job: &str) -> Result<Option<Pause>>;
+
+    /// Pauses `job` with `actor`'s note (replacing an earlier note), with
+    /// an audit line; returns the pause it replaced.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn pause(&mut self, job: &str, actor: Actor<'_>, now: Timestamp) -> Result<Option<Pause>>;
+
+    /// Ends `job`'s pause, with an audit line; returns the pause it ended
+    /// (`None`: the job was not paused, and nothing is written).
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn resume(&mut self, job: &str, actor: Actor<'_>, now: Timestamp) -> Result<Option<Pause>>;
+
+    /// Removes a FAILED, ABANDONED or SKIPPED window's row (and, with
+    /// `force`, a PREPARED one whose lease ran out) so that it runs again
+    /// as if new, in one transaction with an audit line; moves the job's
+    /// `decided_until` back to the window's start. A run with a committed
+    /// report is archived as a revision first, so the next run of the
+    /// window is a new revision with new idempotency keys.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` for no such window, a DONE one (that needs a rerun),
+    /// a live claim, or PREPARED without `force`; `Error::Store`.
+    fn forget(
+        &mut self,
+        key: &WindowKey,
+        force: bool,
+        actor: Actor<'_>,
+        now: Timestamp,
+    ) -> Result<Forgotten>;
+
+    /// The audit lines, newest first, optionally of one job.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn audit(&mut self, job: Option<&str>) -> Result<Vec<AuditLine>>;
+
+    /// Drops the journals (unless `keep_journals`) and delivered message
+    /// bodies of DONE runs, and of archived revisions, whose window ended
+    /// before `before`, keeping every row and its receipt fields; never
+    /// touches anything unfinished. One audit line when anything was
+    /// pruned.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn prune(
+        &mut self,
+        job: Option<&str>,
+        before: Timestamp,
+        keep_journals: bool,
+        actor: Actor<'_>,
+        now: Timestamp,
+    ) -> Result<Pruned>;
 }
 
 /// A claim store backend: the protocol and the ledger.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::{Claim, ClaimRequest, Failure, Fence, Lease, RunState};
+use super::{Claim, ClaimRequest, Failure, Fence, Lease, Purpose, RunState};
 use crate::core::error::{Error, Result};
 use crate::core::window::WindowKey;
 
@@ -52,6 +52,11 @@ pub struct Existing {
     pub retry_pending: Option<Timestamp>,
     /// The window the row was claimed for: start, end, zone.
     pub bounds: (Timestamp, Timestamp, String),
+    /// The row's revision.
+    pub revision: u32,
+    /// Whether a report is committed (PREPARED, or a later state reached
+    /// from it).
+    pub has_report: bool,
 }
 
 /// What a claim must do with an existing row.
@@ -64,6 +69,18 @@ pub enum Decision {
     /// Take the row over with fence + 1 and attempt + 1: `resume` delivers
     /// the committed messages, otherwise the guest runs again.
     TakeOver {
+        /// The report is committed: deliver it, never re-render.
+        resume: bool,
+    },
+    /// A DONE window run again on purpose: archive the row and its
+    /// messages as a revision, then claim the next revision afresh
+    /// (fence + 1, attempt 1).
+    Rerun,
+    /// A FAILED or ABANDONED window a person asked to retry: a new series
+    /// of attempts (fence + 1, attempt 1), keeping the revision; `resume`
+    /// when its report is committed (its undelivered messages are sent
+    /// again, with their keys), else the guest runs again.
+    Restart {
         /// The report is committed: deliver it, never re-render.
         resume: bool,
     },
@@ -93,10 +110,17 @@ pub fn decide(existing: &Existing, req: &ClaimRequest<'_>) -> Result<Decision> {
         })
     };
     Ok(match existing.state {
-        RunState::Done => Decision::Answer(Claim::Done {
-            attempt: attempts,
-            fence,
-        }),
+        RunState::Done => match req.purpose {
+            Purpose::Rerun { of_revision, .. }
+                if of_revision.is_none_or(|r| r == existing.revision) =>
+            {
+                Decision::Rerun
+            }
+            _ => Decision::Answer(Claim::Done {
+                attempt: attempts,
+                fence,
+            }),
+        },
         RunState::Claimed | RunState::Prepared if existing.lease_live => {
             Decision::Answer(Claim::Busy {
                 owner: existing.owner.clone(),
@@ -105,8 +129,13 @@ pub fn decide(existing: &Existing, req: &ClaimRequest<'_>) -> Result<Decision> {
                 lease_until: existing.lease_until,
             })
         }
+        RunState::Failed | RunState::Abandoned if req.purpose.restarts_failed() => {
+            Decision::Restart {
+                resume: existing.has_report,
+            }
+        }
         RunState::Abandoned => gave_up(),
-        RunState::Skipped if !req.take_skipped => Decision::Answer(Claim::Skipped {
+        RunState::Skipped if !req.purpose.takes_skipped() => Decision::Answer(Claim::Skipped {
             reason: existing.error.clone(),
         }),
         RunState::Failed if !existing.retryable => gave_up(),
@@ -136,14 +165,12 @@ pub fn decide(existing: &Existing, req: &ClaimRequest<'_>) -> Result<Decision> {
 
 /// The answer to a claim once `decision` has been written.
 pub fn decided(decision: Decision, req: &ClaimRequest<'_>, existing: &Existing) -> Claim {
-    let lease = |resume| {
-        Lease {
-            key: req.window.key(),
-            fence: Fence(existing.fence + 1),
-            owner: req.owner.to_string(),
-            attempt: existing.attempt + 1,
-        }
-        .into_claim(resume)
+    let lease = |attempt, revision| Lease {
+        key: req.window.key(),
+        fence: Fence(existing.fence + 1),
+        owner: req.owner.to_string(),
+        attempt,
+        revision,
     };
     match decision {
         Decision::Answer(claim) => claim,
@@ -153,7 +180,14 @@ pub fn decided(decision: Decision, req: &ClaimRequest<'_>, existing: &Existing) 
             error: Some(why),
             abandoned_now: true,
         },
-        Decision::TakeOver { resume } => lease(resume),
+        Decision::TakeOver { resume } => {
+            lease(existing.attempt + 1, existing.revision).into_claim(resume)
+        }
+        Decision::Restart { resume } => lease(1, existing.revision).into_claim(resume),
+        Decision::Rerun => Claim::Run {
+            lease: lease(1, existing.revision + 1),
+            takeover: false,
+        },
     }
 }
 
@@ -167,6 +201,46 @@ impl Lease {
                 takeover: true,
             }
         }
+    }
+}
+
+/// Whether `forget` may remove a window in `state` (`live`: its lease is
+/// still ahead on the store's clock), the same on every backend.
+///
+/// # Errors
+///
+/// `Error::Input` saying why not and what to do instead.
+pub fn may_forget(key: &WindowKey, state: RunState, live: bool, force: bool) -> Result<()> {
+    let refuse = |why: String| Err(Error::input(why));
+    match state {
+        RunState::Failed | RunState::Abandoned | RunState::Skipped => Ok(()),
+        RunState::Done => refuse(format!(
+            "window `{key}` is DONE: forget is for windows that did not finish; \
+             `jobhost rerun {key} --reason TEXT` runs it again as a new revision"
+        )),
+        RunState::Claimed | RunState::Prepared if live => refuse(format!(
+            "window `{key}` is {state} under a live claim: a run is under way; wait for it \
+             to end (`jobhost history {key}` shows its owner and lease)"
+        )),
+        RunState::Claimed => refuse(format!(
+            "window `{key}` is CLAIMED by a process that died; the next `jobhost run` of it \
+             takes it over, so there is nothing to forget"
+        )),
+        RunState::Prepared if !force => refuse(format!(
+            "window `{key}` is PREPARED: its committed report still owes messages to their \
+             destinations; the next run delivers them, or `--force` forgets them undelivered"
+        )),
+        RunState::Prepared => Ok(()),
+    }
+}
+
+/// What an audit line of `forget` says besides the old state.
+pub fn forget_detail(state: RunState, error: Option<&str>, undelivered: u32) -> Option<String> {
+    match (state, error) {
+        (RunState::Prepared, _) => Some(format!("{undelivered} message(s) forgotten undelivered")),
+        (RunState::Skipped, Some(why)) => Some(format!("skipped: {why}")),
+        (_, Some(e)) => Some(format!("last error: {e}")),
+        (_, None) => None,
     }
 }
 
@@ -272,6 +346,8 @@ mod tests {
             retryable: false,
             retry_pending: None,
             bounds: (w.start, w.end, "Asia/Tokyo".into()),
+            revision: 1,
+            has_report: true,
         };
         let req = ClaimRequest {
             window: &w,
@@ -280,7 +356,7 @@ mod tests {
             now,
             lease: Duration::from_secs(60),
             max_attempts: 3,
-            take_skipped: true,
+            purpose: crate::store::Purpose::Asked,
         };
         let err = decide(&existing, &req).unwrap_err();
         assert!(err.to_string().contains("give the job a new name"), "{err}");

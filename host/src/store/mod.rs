@@ -40,15 +40,16 @@ use crate::core::failpoint::Failpoints;
 
 pub use contract::{ClaimStore, Ledger, Store};
 pub use decide::{
-    Decision, Existing, Transition, decide, decided, fenced, lease_lost, no_such_run, undelivered,
-    window_mismatch,
+    Decision, Existing, Transition, decide, decided, fenced, forget_detail, lease_lost, may_forget,
+    no_such_run, undelivered, window_mismatch,
 };
 pub use location::{PostgresUrl, StoreLocation};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use types::{
-    Attempted, Attempts, Claim, ClaimRequest, DigestNote, DigestRecord, Failure, Fence, Held,
-    Lease, PendingMessage, RunRecord, RunState, Skip, StagedMessage, StoredReport,
+    Actor, Archived, Attempted, Attempts, AuditLine, Claim, ClaimRequest, DigestNote, DigestRecord,
+    Failure, Fence, Forgotten, Held, Lease, MessageRecord, Pause, PendingMessage, Pruned, Purpose,
+    Revision, RunRecord, RunState, Skip, StagedMessage, StoredReport, message_prefix,
 };
 
 /// How long a claim on PostgreSQL waits for another session's hold on the

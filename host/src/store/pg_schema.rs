@@ -87,6 +87,68 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX jobhost_runs_unfinished ON jobhost_runs (job, window_start)
         WHERE state IN ('CLAIMED', 'PREPARED') OR (state = 'FAILED' AND retry_at IS NOT NULL);",
+    // v4: what a person does on purpose, as SQLite's v5: revisions of a
+    // window, audit lines, paused jobs, and pruning.
+    "ALTER TABLE jobhost_runs ADD COLUMN revision bigint NOT NULL DEFAULT 1;
+    ALTER TABLE jobhost_runs ADD COLUMN reason text;        -- why this revision was made
+    ALTER TABLE jobhost_runs ADD COLUMN pruned_at timestamptz;
+    CREATE TABLE jobhost_revisions (
+        key              text NOT NULL,
+        revision         bigint NOT NULL,
+        job              text NOT NULL,
+        window_end       timestamptz NOT NULL,
+        state            text NOT NULL,
+        fence            bigint NOT NULL,
+        attempt          bigint NOT NULL,
+        owner            text NOT NULL,
+        component        text NOT NULL,
+        report           text,
+        report_cursor    text,
+        journal          bytea,
+        error            text,
+        reason           text,
+        digest_prompt    text,
+        described        boolean NOT NULL DEFAULT false,
+        created_at       timestamptz NOT NULL,
+        updated_at       timestamptz NOT NULL,
+        pruned_at        timestamptz,
+        PRIMARY KEY (key, revision)
+    );
+    CREATE TABLE jobhost_revision_messages (
+        key              text NOT NULL,
+        revision         bigint NOT NULL,
+        seq              bigint NOT NULL,
+        destination      text NOT NULL,
+        idempotency_key  text NOT NULL,
+        content_type     text NOT NULL,
+        body             bytea NOT NULL,
+        state            text NOT NULL,
+        attempts         bigint NOT NULL,
+        in_flight        boolean NOT NULL,
+        last_status      text,
+        updated_at       timestamptz NOT NULL,
+        PRIMARY KEY (key, revision, seq)
+    );
+    CREATE TABLE jobhost_audit (
+        id               bigserial PRIMARY KEY,
+        at               timestamptz NOT NULL,
+        job              text NOT NULL,
+        key              text,
+        action           text NOT NULL,         -- forget, rerun, retry, pause, resume, prune
+        old_state        text,
+        reason           text NOT NULL,
+        detail           text,
+        actor            text NOT NULL          -- user@host
+    );
+    CREATE INDEX jobhost_audit_by_job ON jobhost_audit (job, at);
+    CREATE TABLE jobhost_pauses (
+        job              text PRIMARY KEY,
+        note             text NOT NULL,
+        actor            text NOT NULL,
+        since            timestamptz NOT NULL
+    );
+    CREATE INDEX jobhost_runs_prunable ON jobhost_runs (window_end)
+        WHERE state = 'DONE' AND pruned_at IS NULL;",
 ];
 
 /// The transaction-scoped advisory lock that serialises migrations ("jobhost"

@@ -29,9 +29,10 @@ use super::pg_schema::{check_version, latest, migrate, schema_version};
 use super::pg_support::{Limits, Param, Tx, boolean, bytea, float8, int8, lock_timed_out, text};
 
 use super::{
-    Attempted, Claim, ClaimRequest, ClaimStore, Decision, DigestNote, DigestRecord, Existing,
-    Failure, Fence, Lease, Ledger, PendingMessage, PostgresUrl, RunRecord, RunState, Skip,
-    StagedMessage, StoredReport, decide, decided, fenced, lease_lost, undelivered,
+    Actor, Archived, Attempted, AuditLine, Claim, ClaimRequest, ClaimStore, Decision, DigestNote,
+    DigestRecord, Existing, Failure, Fence, Forgotten, Lease, Ledger, MessageRecord, Pause,
+    PendingMessage, PostgresUrl, Pruned, Revision, RunRecord, RunState, Skip, StagedMessage,
+    StoredReport, decide, decided, fenced, lease_lost, undelivered,
 };
 use crate::core::error::{Error, Result};
 use crate::core::failpoint::{Boundary, Failpoints};
@@ -50,6 +51,9 @@ pub struct PostgresStore {
     url: PostgresUrl,
     /// Whether opening it created jobhost's tables.
     created: bool,
+    /// The schema version: the latest, or the one before when opened read
+    /// only (see [`PostgresStore::open_read_only`]).
+    version: i64,
     /// Test hooks inside the commit of a report.
     failpoints: Option<Arc<dyn Failpoints>>,
 }
@@ -114,10 +118,19 @@ impl PostgresStore {
         match schema_version(&mut store.client, url)? {
             None => Ok(None),
             Some(v) if v == latest() => Ok(Some(store)),
+            // The previous version is read as it is, what it lacks read as
+            // empty: a monitor keeps working between a deploy and the first
+            // run that migrates.
+            Some(v) if v == latest() - 1 => {
+                store.version = v;
+                Ok(Some(store))
+            }
             Some(v) => {
                 check_version(url, v)?;
                 Err(Error::input(format!(
-                    "store `{url}` has schema version {v}; run `jobhost run` with it once to upgrade it"
+                    "store `{url}` has schema version {v}, older than this jobhost reads without \
+                     upgrading it ({}); run `jobhost run` with it once to upgrade it",
+                    latest() - 1
                 )))
             }
         }
@@ -128,6 +141,7 @@ impl PostgresStore {
             client: super::pg_connect::connect(url)?,
             url: url.clone(),
             created: false,
+            version: latest(),
             failpoints: None,
         })
     }
@@ -148,11 +162,26 @@ impl PostgresStore {
     /// window first.
     fn runs_where(&mut self, condition: &str, params: &[Param<'_>]) -> Result<Vec<RunRecord>> {
         let sql = format!(
-            "SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE {condition}
-             ORDER BY r.window_start DESC, r.key COLLATE \"C\""
+            "SELECT {} FROM {RUN_TABLES} WHERE {condition}
+             ORDER BY r.window_start DESC, r.key COLLATE \"C\"",
+            self.run_columns()
         );
         let rows = self.read("read history", |tx| tx.query_typed(&sql, params))?;
         rows.iter().map(run_record).collect()
+    }
+
+    /// The columns [`run_record`] reads, for this store's schema.
+    fn run_columns(&self) -> &'static str {
+        if self.current() {
+            RUN_COLUMNS
+        } else {
+            RUN_COLUMNS_PREVIOUS
+        }
+    }
+
+    /// Whether the store has the tables of the latest schema.
+    fn current(&self) -> bool {
+        self.version == latest()
     }
 
     fn begin(&mut self, what: &str) -> Result<Tx<'_>> {
@@ -211,7 +240,9 @@ fn unix_seconds(ts: Timestamp) -> f64 {
     ts.as_second() as f64 + f64::from(ts.subsec_microsecond()) / 1e6
 }
 
-const RUN_COLUMNS: &str = concat!(
+macro_rules! run_columns {
+    ($($rest:tt)*) => {
+        concat!(
     "r.key, r.job, ",
     us!("r.window_start"),
     ", ",
@@ -231,8 +262,18 @@ const RUN_COLUMNS: &str = concat!(
     us!("d.sent_at"),
     ", ",
     us!("d.updated_at"),
-    ", r.described"
-);
+    ", r.described, ",
+    $($rest)*
+        )
+    };
+}
+
+/// What [`run_record`] reads, over [`RUN_TABLES`].
+const RUN_COLUMNS: &str = run_columns!(concat!("r.revision, r.reason, ", us!("r.pruned_at")));
+
+/// [`RUN_COLUMNS`] of a store of the previous schema, which has no
+/// revisions and was never pruned.
+const RUN_COLUMNS_PREVIOUS: &str = run_columns!("1::int8, NULL::text, NULL::int8");
 
 /// The tables [`RUN_COLUMNS`] reads.
 const RUN_TABLES: &str = "jobhost_runs r LEFT JOIN jobhost_digests d ON d.key = r.key";
@@ -275,6 +316,9 @@ fn run_record(r: &Row) -> Result<RunRecord> {
         } else {
             None
         },
+        revision: count(r.get(28), "revision")?,
+        reason: r.get(29),
+        pruned_at: r.get::<_, Option<i64>>(30).map(instant).transpose()?,
     })
 }
 
@@ -337,7 +381,8 @@ fn read_existing(
                 us!("window_start"),
                 ", ",
                 us!("window_end"),
-                ", timezone FROM jobhost_runs WHERE key = $1 FOR UPDATE"
+                ", timezone, revision, report IS NOT NULL FROM jobhost_runs \
+                 WHERE key = $1 FOR UPDATE"
             ),
             &[text(&key.as_str())],
         )
@@ -365,7 +410,185 @@ fn read_existing(
             _ => None,
         },
         bounds: (instant(r.get(10))?, instant(r.get(11))?, r.get(12)),
+        revision: count(r.get(13), "revision")?,
+        has_report: r.get(14),
     }))
+}
+
+/// Starts a new series of attempts at a FAILED or ABANDONED window (see
+/// [`Decision::Restart`]), keeping its old error in an audit line.
+fn restart(
+    tx: &mut Tx<'_>,
+    key: &WindowKey,
+    req: &ClaimRequest<'_>,
+    existing: &Existing,
+) -> Result<()> {
+    audit(
+        tx,
+        &AuditRow {
+            job: req.window.job.as_str(),
+            key: Some(key.as_str()),
+            action: "retry",
+            old_state: Some(existing.state.as_str()),
+            reason: req.purpose.reason().unwrap_or(""),
+            detail: existing.error.as_deref(),
+            actor: req.purpose.by().unwrap_or(req.owner),
+        },
+    )?;
+    tx.execute_typed(
+        "UPDATE jobhost_runs SET state = CASE WHEN report IS NULL THEN 'CLAIMED' ELSE 'PREPARED' END,
+            fence = $3, owner = $4, lease_expires_at = now() + make_interval(secs => $5),
+            attempt = 1, component = CASE WHEN report IS NULL THEN $6 ELSE component END,
+            error = NULL, retryable = false, retry_at = NULL, updated_at = now()
+         WHERE key = $1 AND fence = $2",
+        &[
+            text(&key.as_str()),
+            int8(&existing.fence),
+            int8(&(existing.fence + 1)),
+            text(&req.owner),
+            float8(&seconds(req.lease)),
+            text(&req.component),
+        ],
+    )
+    .map_err(|e| tx.err("restart the window", &e))?;
+    // Its undelivered messages are sent again, with their keys.
+    tx.execute_typed(
+        "UPDATE jobhost_outbox SET state = 'PENDING', in_flight = false, updated_at = now()
+         WHERE key = $1 AND state <> 'DELIVERED'",
+        &[text(&key.as_str())],
+    )
+    .map_err(|e| tx.err("restart the window's messages", &e))?;
+    Ok(())
+}
+
+/// Archives a DONE window's row and messages as a revision and claims its
+/// next revision afresh (see [`Decision::Rerun`]).
+fn rerun(
+    tx: &mut Tx<'_>,
+    key: &WindowKey,
+    req: &ClaimRequest<'_>,
+    existing: &Existing,
+) -> Result<()> {
+    let reason = req.purpose.reason().unwrap_or("");
+    archive(tx, key)?;
+    audit(
+        tx,
+        &AuditRow {
+            job: req.window.job.as_str(),
+            key: Some(key.as_str()),
+            action: "rerun",
+            old_state: Some(existing.state.as_str()),
+            reason,
+            detail: Some(&format!(
+                "revision {} archived; revision {} claimed",
+                existing.revision,
+                existing.revision + 1
+            )),
+            actor: req.purpose.by().unwrap_or(req.owner),
+        },
+    )?;
+    tx.execute_typed(
+        "UPDATE jobhost_runs SET state = 'CLAIMED', revision = revision + 1, reason = $3,
+            fence = $4, owner = $5, lease_expires_at = now() + make_interval(secs => $6),
+            attempt = 1, component = $7, report = NULL, report_cursor = NULL, journal = NULL,
+            error = NULL, retryable = false, retry_at = NULL, digest_prompt = NULL,
+            described = false, pruned_at = NULL, created_at = now(), updated_at = now()
+         WHERE key = $1 AND fence = $2",
+        &[
+            text(&key.as_str()),
+            int8(&existing.fence),
+            text(&reason),
+            int8(&(existing.fence + 1)),
+            text(&req.owner),
+            float8(&seconds(req.lease)),
+            text(&req.component),
+        ],
+    )
+    .map_err(|e| tx.err("claim the next revision", &e))?;
+    Ok(())
+}
+
+/// Copies the window's row and messages into the revision tables and
+/// removes its messages and digest note, inside a write transaction.
+fn archive(tx: &mut Tx<'_>, key: &WindowKey) -> Result<()> {
+    let k = key.as_str();
+    for sql in [
+        "INSERT INTO jobhost_revisions (key, revision, job, window_end, state, fence, attempt,
+            owner, component, report, report_cursor, journal, error, reason, digest_prompt,
+            described, created_at, updated_at, pruned_at)
+         SELECT key, revision, job, window_end, state, fence, attempt, owner, component, report,
+            report_cursor, journal, error, reason, digest_prompt, described, created_at,
+            updated_at, pruned_at
+         FROM jobhost_runs WHERE key = $1",
+        "INSERT INTO jobhost_revision_messages (key, revision, seq, destination,
+            idempotency_key, content_type, body, state, attempts, in_flight, last_status,
+            updated_at)
+         SELECT o.key, r.revision, o.seq, o.destination, o.idempotency_key, o.content_type,
+            o.body, o.state, o.attempts, o.in_flight, o.last_status, o.updated_at
+         FROM jobhost_outbox o JOIN jobhost_runs r ON r.key = o.key WHERE o.key = $1",
+        "DELETE FROM jobhost_outbox WHERE key = $1",
+        "DELETE FROM jobhost_digests WHERE key = $1",
+    ] {
+        tx.execute_typed(sql, &[text(&k)])
+            .map_err(|e| tx.err("archive the revision", &e))?;
+    }
+    Ok(())
+}
+
+/// One audit line to write (at the database's `now()`).
+struct AuditRow<'a> {
+    job: &'a str,
+    key: Option<&'a str>,
+    action: &'a str,
+    old_state: Option<&'a str>,
+    reason: &'a str,
+    detail: Option<&'a str>,
+    actor: &'a str,
+}
+
+fn audit(tx: &mut Tx<'_>, row: &AuditRow<'_>) -> Result<()> {
+    tx.execute_typed(
+        "INSERT INTO jobhost_audit (at, job, key, action, old_state, reason, detail, actor)
+         VALUES (now(), $1, $2, $3, $4, $5, $6, $7)",
+        &[
+            text(&row.job),
+            text(&row.key),
+            text(&row.action),
+            text(&row.old_state),
+            text(&row.reason),
+            text(&row.detail),
+            text(&row.actor),
+        ],
+    )
+    .map_err(|e| tx.err("write the audit line", &e))?;
+    Ok(())
+}
+
+/// The columns [`message_record`] reads.
+const MESSAGE_COLUMNS: &str = "seq, destination, idempotency_key, content_type, \
+     octet_length(body)::int8, state, attempts, last_status, in_flight";
+
+fn message_record(r: &Row) -> Result<MessageRecord> {
+    Ok(MessageRecord {
+        seq: count(r.get(0), "message number")?,
+        destination: r.get(1),
+        idempotency_key: r.get(2),
+        content_type: r.get(3),
+        bytes: r.get::<_, i64>(4).unsigned_abs(),
+        state: r.get(5),
+        attempts: count(r.get(6), "attempt count")?,
+        last_status: r.get(7),
+        in_flight: r.get(8),
+    })
+}
+
+fn pause_row(r: &Row) -> Result<Pause> {
+    Ok(Pause {
+        job: r.get(0),
+        note: r.get(1),
+        by: r.get(2),
+        since: instant(r.get(3))?,
+    })
 }
 
 fn staged(r: &Row) -> Result<StagedMessage> {
@@ -394,13 +617,39 @@ impl ClaimStore for PostgresStore {
             held: super::Held::Row,
             waited: super::CLAIM_WAIT,
         };
+        // A paused job claims nothing, on every host sharing the store.
+        let paused = tx.query_typed_opt(
+            concat!(
+                "SELECT note, actor, ",
+                us!("since"),
+                " FROM jobhost_pauses WHERE job = $1"
+            ),
+            &[text(&req.window.job.as_str())],
+        );
+        match paused {
+            Err(e) if lock_timed_out(&e) => return Ok(locked()),
+            Err(e) => return Err(tx.err("read the job's pause", &e)),
+            Ok(Some(r)) => {
+                return Ok(Claim::Paused {
+                    note: r.get(0),
+                    by: r.get(1),
+                    since: instant(r.get(2))?,
+                });
+            }
+            Ok(None) => {}
+        }
         // The common case, a window nobody has claimed, is one statement.
-        let inserted = tx.execute_typed(
+        // A window forgotten after its report was committed goes on from
+        // its archived revisions, so its keys are new.
+        let inserted = tx.query_typed(
             "INSERT INTO jobhost_runs (key, job, window_start, window_end, timezone, state,
-                fence, owner, lease_expires_at, attempt, component, created_at, updated_at)
+                fence, owner, lease_expires_at, attempt, component, created_at, updated_at,
+                revision)
              VALUES ($1, $2, to_timestamp($3), to_timestamp($4), $5, 'CLAIMED', 1, $6,
-                now() + make_interval(secs => $7), 1, $8, now(), now())
-             ON CONFLICT (key) DO NOTHING",
+                now() + make_interval(secs => $7), 1, $8, now(), now(),
+                1 + coalesce((SELECT max(revision) FROM jobhost_revisions WHERE key = $1), 0))
+             ON CONFLICT (key) DO NOTHING
+             RETURNING revision",
             &[
                 text(&key.as_str()),
                 text(&req.window.job.as_str()),
@@ -415,7 +664,8 @@ impl ClaimStore for PostgresStore {
         match inserted {
             Err(e) if lock_timed_out(&e) => return Ok(locked()),
             Err(e) => return Err(tx.err("insert the claim", &e)),
-            Ok(1) => {
+            Ok(rows) if rows.len() == 1 => {
+                let revision = count(rows[0].get(0), "revision")?;
                 tx.commit_named("commit the claim")?;
                 return Ok(Claim::Run {
                     lease: Lease {
@@ -423,6 +673,7 @@ impl ClaimStore for PostgresStore {
                         fence: Fence(1),
                         owner: req.owner.to_string(),
                         attempt: 1,
+                        revision,
                     },
                     takeover: false,
                 });
@@ -465,6 +716,8 @@ impl ClaimStore for PostgresStore {
                 )
                 .map_err(|e| tx.err("take over the claim", &e))?;
             }
+            Decision::Restart { .. } => restart(&mut tx, &key, req, &existing)?,
+            Decision::Rerun => rerun(&mut tx, &key, req, &existing)?,
         }
         tx.commit_named("commit the claim")?;
         Ok(decided(decision, req, &existing))
@@ -754,7 +1007,10 @@ impl ClaimStore for PostgresStore {
 
 impl Ledger for PostgresStore {
     fn peek(&mut self, key: &WindowKey) -> Result<Option<RunRecord>> {
-        let sql = format!("SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE r.key = $1");
+        let sql = format!(
+            "SELECT {} FROM {RUN_TABLES} WHERE r.key = $1",
+            self.run_columns()
+        );
         let row = self.read("read a run", |tx| {
             tx.query_typed_opt(&sql, &[text(&key.as_str())])
         })?;
@@ -922,5 +1178,386 @@ impl Ledger for PostgresStore {
             return Err(super::no_such_run(key));
         }
         Ok(())
+    }
+
+    fn cursor_before(&mut self, job: &JobName, start: Timestamp) -> Result<Option<String>> {
+        let row = self.read("read the cursor", |tx| {
+            tx.query_typed_opt(
+                "SELECT report_cursor FROM jobhost_runs
+                 WHERE job = $1 AND state = 'DONE' AND window_end <= to_timestamp($2)
+                 ORDER BY window_end DESC LIMIT 1",
+                &[text(&job.as_str()), float8(&unix_seconds(start))],
+            )
+        })?;
+        Ok(row.and_then(|r| r.get(0)))
+    }
+
+    fn message_records(&mut self, key: &WindowKey) -> Result<Vec<MessageRecord>> {
+        let sql =
+            format!("SELECT {MESSAGE_COLUMNS} FROM jobhost_outbox WHERE key = $1 ORDER BY seq");
+        let rows = self.read("read messages", |tx| {
+            tx.query_typed(&sql, &[text(&key.as_str())])
+        })?;
+        rows.iter().map(message_record).collect()
+    }
+
+    fn revisions(&mut self, key: &WindowKey) -> Result<Vec<Revision>> {
+        if !self.current() {
+            return Ok(Vec::new());
+        }
+        let msql = format!(
+            "SELECT {MESSAGE_COLUMNS}, revision FROM jobhost_revision_messages
+             WHERE key = $1 ORDER BY revision, seq"
+        );
+        let (rows, messages) = self.read("read revisions", |tx| {
+            let rows = tx.query_typed(
+                concat!(
+                    "SELECT revision, state, fence, attempt, owner, component, report, ",
+                    "report_cursor, digest_prompt, described, error, reason, ",
+                    "octet_length(journal)::int8, ",
+                    us!("created_at"),
+                    ", ",
+                    us!("updated_at"),
+                    ", ",
+                    us!("pruned_at"),
+                    " FROM jobhost_revisions WHERE key = $1 ORDER BY revision"
+                ),
+                &[text(&key.as_str())],
+            )?;
+            let messages = tx.query_typed(&msql, &[text(&key.as_str())])?;
+            Ok((rows, messages))
+        })?;
+        let mut revisions = rows
+            .iter()
+            .map(|r| {
+                let report: Option<String> = r.get(6);
+                Ok(Revision {
+                    revision: count(r.get(0), "revision")?,
+                    state: state(r.get(1))?,
+                    fence: Fence(r.get(2)),
+                    attempt: count(r.get(3), "attempt")?,
+                    owner: r.get(4),
+                    component: r.get(5),
+                    report: report.map(|summary| StoredReport {
+                        summary,
+                        cursor: r.get(7),
+                        prompt: r.get(8),
+                        described: r.get(9),
+                    }),
+                    error: r.get(10),
+                    reason: r.get(11),
+                    journal_bytes: r.get::<_, Option<i64>>(12).map(i64::unsigned_abs),
+                    created_at: instant(r.get(13))?,
+                    updated_at: instant(r.get(14))?,
+                    pruned_at: r.get::<_, Option<i64>>(15).map(instant).transpose()?,
+                    messages: Vec::new(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for m in &messages {
+            let revision = count(m.get(9), "revision")?;
+            if let Some(r) = revisions.iter_mut().find(|r| r.revision == revision) {
+                r.messages.push(message_record(m)?);
+            }
+        }
+        Ok(revisions)
+    }
+
+    fn archived(&mut self, key: &WindowKey, revision: u32) -> Result<Option<Archived>> {
+        if !self.current() {
+            return Ok(None);
+        }
+        let rev = i64::from(revision);
+        let (journal, messages) = self.read("read a revision", |tx| {
+            let journal = tx.query_typed_opt(
+                "SELECT journal FROM jobhost_revisions WHERE key = $1 AND revision = $2",
+                &[text(&key.as_str()), int8(&rev)],
+            )?;
+            let messages = tx.query_typed(
+                "SELECT seq, destination, idempotency_key, content_type, body
+                 FROM jobhost_revision_messages WHERE key = $1 AND revision = $2 ORDER BY seq",
+                &[text(&key.as_str()), int8(&rev)],
+            )?;
+            Ok((journal, messages))
+        })?;
+        let Some(journal) = journal else {
+            return Ok(None);
+        };
+        Ok(Some(Archived {
+            journal: journal.get(0),
+            messages: messages.iter().map(staged).collect::<Result<Vec<_>>>()?,
+        }))
+    }
+
+    fn paused(&mut self, job: &str) -> Result<Option<Pause>> {
+        if !self.current() {
+            return Ok(None);
+        }
+        let row = self.read("read the job's pause", |tx| {
+            tx.query_typed_opt(
+                concat!(
+                    "SELECT job, note, actor, ",
+                    us!("since"),
+                    " FROM jobhost_pauses WHERE job = $1"
+                ),
+                &[text(&job)],
+            )
+        })?;
+        row.as_ref().map(pause_row).transpose()
+    }
+
+    fn pause(&mut self, job: &str, actor: Actor<'_>, _now: Timestamp) -> Result<Option<Pause>> {
+        let before = self.paused(job)?;
+        let mut tx = self.begin("pause the job")?;
+        tx.execute_typed(
+            "INSERT INTO jobhost_pauses (job, note, actor, since) VALUES ($1, $2, $3, now())
+             ON CONFLICT (job) DO UPDATE SET note = excluded.note, actor = excluded.actor",
+            &[text(&job), text(&actor.reason), text(&actor.by)],
+        )
+        .map_err(|e| tx.err("pause the job", &e))?;
+        audit(
+            &mut tx,
+            &AuditRow {
+                job,
+                key: None,
+                action: "pause",
+                old_state: None,
+                reason: actor.reason,
+                detail: None,
+                actor: actor.by,
+            },
+        )?;
+        tx.commit_named("pause the job")?;
+        Ok(before)
+    }
+
+    fn resume(&mut self, job: &str, actor: Actor<'_>, _now: Timestamp) -> Result<Option<Pause>> {
+        let mut tx = self.begin("resume the job")?;
+        let row = tx
+            .query_typed_opt(
+                concat!(
+                    "DELETE FROM jobhost_pauses WHERE job = $1 RETURNING job, note, actor, ",
+                    us!("since")
+                ),
+                &[text(&job)],
+            )
+            .map_err(|e| tx.err("resume the job", &e))?;
+        let ended = row.as_ref().map(pause_row).transpose()?;
+        if let Some(p) = &ended {
+            audit(
+                &mut tx,
+                &AuditRow {
+                    job,
+                    key: None,
+                    action: "resume",
+                    old_state: None,
+                    reason: actor.reason,
+                    detail: Some(&format!("paused since {} by {}: {}", p.since, p.by, p.note)),
+                    actor: actor.by,
+                },
+            )?;
+        }
+        tx.commit_named("resume the job")?;
+        Ok(ended)
+    }
+
+    fn forget(
+        &mut self,
+        key: &WindowKey,
+        force: bool,
+        actor: Actor<'_>,
+        _now: Timestamp,
+    ) -> Result<Forgotten> {
+        let what = "forget the window";
+        let mut tx = self.begin(what)?;
+        let k = key.as_str();
+        let row = tx
+            .query_typed_opt(
+                concat!(
+                    "SELECT state, job, ",
+                    us!("window_start"),
+                    ", lease_expires_at > now(), error, report IS NOT NULL, ",
+                    "(SELECT count(*) FROM jobhost_outbox o WHERE o.key = r.key ",
+                    "AND o.state <> 'DELIVERED') ",
+                    "FROM jobhost_runs r WHERE key = $1 FOR UPDATE"
+                ),
+                &[text(&k)],
+            )
+            .map_err(|e| tx.err(what, &e))?;
+        let Some(r) = row else {
+            return Err(super::no_such_run(key));
+        };
+        let old = state(r.get(0))?;
+        let job: String = r.get(1);
+        let start = instant(r.get(2))?;
+        let (live, error, has_report): (bool, Option<String>, bool) =
+            (r.get(3), r.get(4), r.get(5));
+        let undelivered = count(r.get(6), "message count")?;
+        super::may_forget(key, old, live, force)?;
+        if has_report {
+            archive(&mut tx, key)?;
+        }
+        let detail = super::forget_detail(old, error.as_deref(), undelivered);
+        audit(
+            &mut tx,
+            &AuditRow {
+                job: &job,
+                key: Some(k),
+                action: "forget",
+                old_state: Some(old.as_str()),
+                reason: actor.reason,
+                detail: detail.as_deref(),
+                actor: actor.by,
+            },
+        )?;
+        for sql in [
+            "DELETE FROM jobhost_outbox WHERE key = $1",
+            "DELETE FROM jobhost_digests WHERE key = $1",
+            "DELETE FROM jobhost_runs WHERE key = $1",
+        ] {
+            tx.execute_typed(sql, &[text(&k)])
+                .map_err(|e| tx.err(what, &e))?;
+        }
+        let moved = tx
+            .execute_typed(
+                "UPDATE jobhost_schedule SET decided_until = to_timestamp($2), updated_at = now()
+                 WHERE job = $1 AND decided_until > to_timestamp($2)",
+                &[text(&job), float8(&unix_seconds(start))],
+            )
+            .map_err(|e| tx.err(what, &e))?;
+        tx.commit_named(what)?;
+        Ok(Forgotten {
+            old_state: old,
+            undelivered: if old == RunState::Prepared {
+                undelivered
+            } else {
+                0
+            },
+            decided_until: (moved > 0).then_some(start),
+            archived: has_report,
+        })
+    }
+
+    fn audit(&mut self, job: Option<&str>) -> Result<Vec<AuditLine>> {
+        if !self.current() {
+            return Ok(Vec::new());
+        }
+        let rows = self.read("read the audit lines", |tx| {
+            tx.query_typed(
+                concat!(
+                    "SELECT ",
+                    us!("at"),
+                    ", job, key, action, old_state, reason, detail, actor FROM jobhost_audit ",
+                    "WHERE $1::text IS NULL OR job = $1 ORDER BY at DESC, id DESC"
+                ),
+                &[text(&job)],
+            )
+        })?;
+        rows.iter()
+            .map(|r| {
+                Ok(AuditLine {
+                    at: instant(r.get(0))?,
+                    job: r.get(1),
+                    key: r.get(2),
+                    action: r.get(3),
+                    old_state: r.get(4),
+                    reason: r.get(5),
+                    detail: r.get(6),
+                    by: r.get(7),
+                })
+            })
+            .collect()
+    }
+
+    fn prune(
+        &mut self,
+        job: Option<&str>,
+        before: Timestamp,
+        keep_journals: bool,
+        actor: Actor<'_>,
+        _now: Timestamp,
+    ) -> Result<Pruned> {
+        let what = "prune";
+        let mut tx = self.begin(what)?;
+        let b = unix_seconds(before);
+        // Rows of DONE runs (never anything unfinished), then archived
+        // revisions, whose window ended before `before`; sizes are read
+        // before the bytes are dropped, in the same transaction.
+        let runs = tx
+            .query_typed_one(
+                "WITH picked AS (
+                    SELECT key, octet_length(journal) AS journal_bytes FROM jobhost_runs
+                    WHERE state = 'DONE' AND pruned_at IS NULL
+                      AND window_end <= to_timestamp($1) AND ($2::text IS NULL OR job = $2)
+                    FOR UPDATE),
+                 bodies AS (
+                    UPDATE jobhost_outbox o SET body = ''::bytea
+                    FROM picked p WHERE o.key = p.key AND o.state = 'DELIVERED'
+                    RETURNING octet_length(
+                        (SELECT body FROM jobhost_outbox x WHERE x.key = o.key AND x.seq = o.seq))
+                        AS freed),
+                 rows AS (
+                    UPDATE jobhost_runs r SET pruned_at = now(),
+                        journal = CASE WHEN $3 THEN r.journal ELSE NULL END
+                    FROM picked p WHERE r.key = p.key
+                    RETURNING p.journal_bytes)
+                 SELECT (SELECT count(*) FROM rows),
+                    (SELECT coalesce(sum(journal_bytes), 0)::int8 FROM rows WHERE NOT $3),
+                    (SELECT coalesce(sum(freed), 0)::int8 FROM bodies)",
+                &[float8(&b), text(&job), boolean(&keep_journals)],
+            )
+            .map_err(|e| tx.err(what, &e))?;
+        let revisions = tx
+            .query_typed_one(
+                "WITH picked AS (
+                    SELECT key, revision, octet_length(journal) AS journal_bytes
+                    FROM jobhost_revisions
+                    WHERE pruned_at IS NULL AND window_end <= to_timestamp($1)
+                      AND ($2::text IS NULL OR job = $2)
+                    FOR UPDATE),
+                 bodies AS (
+                    UPDATE jobhost_revision_messages m SET body = ''::bytea
+                    FROM picked p
+                    WHERE m.key = p.key AND m.revision = p.revision AND m.state = 'DELIVERED'
+                    RETURNING (SELECT octet_length(x.body) FROM jobhost_revision_messages x
+                               WHERE x.key = m.key AND x.revision = m.revision
+                                 AND x.seq = m.seq) AS freed),
+                 rows AS (
+                    UPDATE jobhost_revisions v SET pruned_at = now(),
+                        journal = CASE WHEN $3 THEN v.journal ELSE NULL END
+                    FROM picked p WHERE v.key = p.key AND v.revision = p.revision
+                    RETURNING p.journal_bytes)
+                 SELECT (SELECT count(*) FROM rows),
+                    (SELECT coalesce(sum(journal_bytes), 0)::int8 FROM rows WHERE NOT $3),
+                    (SELECT coalesce(sum(freed), 0)::int8 FROM bodies)",
+                &[float8(&b), text(&job), boolean(&keep_journals)],
+            )
+            .map_err(|e| tx.err(what, &e))?;
+        let mut pruned = Pruned::default();
+        for r in [&runs, &revisions] {
+            pruned.runs += r.get::<_, i64>(0).unsigned_abs();
+            pruned.journal_bytes += r.get::<_, i64>(1).unsigned_abs();
+            pruned.body_bytes += r.get::<_, i64>(2).unsigned_abs();
+        }
+        if pruned.runs > 0 {
+            let detail = format!(
+                "{} run(s) ending by {before}: {} journal byte(s), {} message byte(s)",
+                pruned.runs, pruned.journal_bytes, pruned.body_bytes
+            );
+            audit(
+                &mut tx,
+                &AuditRow {
+                    job: job.unwrap_or("*"),
+                    key: None,
+                    action: "prune",
+                    old_state: None,
+                    reason: actor.reason,
+                    detail: Some(&detail),
+                    actor: actor.by,
+                },
+            )?;
+        }
+        tx.commit_named(what)?;
+        Ok(pruned)
     }
 }

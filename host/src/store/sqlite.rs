@@ -16,9 +16,10 @@ use jiff::{SignedDuration, Timestamp};
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 use super::{
-    Attempted, Claim, ClaimRequest, ClaimStore, Decision, DigestNote, DigestRecord, Existing,
-    Failure, Fence, Lease, Ledger, PendingMessage, RunRecord, RunState, Skip, StagedMessage,
-    StoredReport, decide, decided,
+    Actor, Archived, Attempted, AuditLine, Claim, ClaimRequest, ClaimStore, Decision, DigestNote,
+    DigestRecord, Existing, Failure, Fence, Forgotten, Lease, Ledger, MessageRecord, Pause,
+    PendingMessage, Pruned, Revision, RunRecord, RunState, Skip, StagedMessage, StoredReport,
+    decide, decided,
 };
 use crate::core::error::{Error, Result};
 use crate::core::failpoint::{Boundary, Failpoints};
@@ -132,7 +133,76 @@ const MIGRATIONS: &[&str] = &[
     -- these it costs the same however long the history.
     CREATE INDEX runs_unfinished ON runs (job, window_start) WHERE state IN ('CLAIMED', 'PREPARED')
         OR (state = 'FAILED' AND retry_at IS NOT NULL);",
+    // v5: what a person does on purpose. A window's revisions (a rerun
+    // archives the DONE row and its messages, then runs the next), the
+    // audit lines of forget, rerun, retry, pause and prune, paused jobs,
+    // and when a run's journal and delivered bodies were pruned.
+    "ALTER TABLE runs ADD COLUMN revision INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE runs ADD COLUMN reason TEXT;      -- why this revision was made (a rerun)
+    ALTER TABLE runs ADD COLUMN pruned_at INTEGER; -- unix seconds, UTC
+    CREATE TABLE revisions (
+        key              TEXT NOT NULL,
+        revision         INTEGER NOT NULL,
+        job              TEXT NOT NULL,
+        window_end       INTEGER NOT NULL,  -- unix seconds, UTC, exclusive
+        state            TEXT NOT NULL,
+        fence            INTEGER NOT NULL,
+        attempt          INTEGER NOT NULL,
+        owner            TEXT NOT NULL,
+        component        TEXT NOT NULL,
+        report           TEXT,
+        report_cursor    TEXT,
+        journal          BLOB,
+        error            TEXT,
+        reason           TEXT,
+        digest_prompt    TEXT,
+        described        INTEGER NOT NULL DEFAULT 0,
+        created_at       INTEGER NOT NULL,
+        updated_at       INTEGER NOT NULL,
+        pruned_at        INTEGER,
+        PRIMARY KEY (key, revision)
+    ) STRICT;
+    CREATE TABLE revision_messages (
+        key              TEXT NOT NULL,
+        revision         INTEGER NOT NULL,
+        seq              INTEGER NOT NULL,
+        destination      TEXT NOT NULL,
+        idempotency_key  TEXT NOT NULL,
+        content_type     TEXT NOT NULL,
+        body             BLOB NOT NULL,
+        state            TEXT NOT NULL,
+        attempts         INTEGER NOT NULL,
+        in_flight        INTEGER NOT NULL,
+        last_status      TEXT,
+        updated_at       INTEGER NOT NULL,
+        PRIMARY KEY (key, revision, seq)
+    ) STRICT;
+    CREATE TABLE audit (
+        id               INTEGER PRIMARY KEY,
+        at               INTEGER NOT NULL,  -- unix seconds, UTC
+        job              TEXT NOT NULL,
+        key              TEXT,
+        action           TEXT NOT NULL,     -- forget, rerun, retry, pause, resume, prune
+        old_state        TEXT,
+        reason           TEXT NOT NULL,
+        detail           TEXT,
+        actor            TEXT NOT NULL      -- user@host
+    ) STRICT;
+    CREATE INDEX audit_by_job ON audit (job, at);
+    CREATE TABLE pauses (
+        job              TEXT PRIMARY KEY,
+        note             TEXT NOT NULL,
+        actor            TEXT NOT NULL,
+        since            INTEGER NOT NULL   -- unix seconds, UTC
+    ) STRICT;
+    -- What prune looks for, without reading the whole history.
+    CREATE INDEX runs_prunable ON runs (window_end) WHERE state = 'DONE' AND pruned_at IS NULL;",
 ];
+
+/// The schema version before the latest: read-only commands still read a
+/// store of it (a monitor keeps working between a deploy and the first run
+/// that migrates), treating what it lacks as empty.
+const PREVIOUS: i64 = MIGRATIONS.len() as i64 - 1;
 
 /// How long a writer waits for another process's write lock.
 const BUSY_TIMEOUT: Duration = super::WRITE_WAIT;
@@ -143,6 +213,9 @@ pub struct SqliteStore {
     path: PathBuf,
     /// Whether opening it created the file.
     created: bool,
+    /// The schema version: the latest, or [`PREVIOUS`] when opened read
+    /// only.
+    version: i64,
     /// Test hooks inside the commit of a report.
     failpoints: Option<Arc<dyn Failpoints>>,
 }
@@ -211,6 +284,7 @@ impl SqliteStore {
             conn,
             path: path.to_path_buf(),
             created: false,
+            version: MIGRATIONS.len() as i64,
             failpoints: None,
         };
         // Before anything writes: never convert somebody else's database.
@@ -285,6 +359,15 @@ impl SqliteStore {
         let version = self.user_version()?;
         if version == latest {
             return Ok(false);
+        }
+        if version == 0 {
+            // Only an empty database takes this: `prune` can then give freed
+            // pages back a few at a time (`incremental_vacuum`) instead of a
+            // VACUUM that locks a live store while it rewrites the file.
+            // Older stores keep their freed pages for reuse.
+            self.conn
+                .execute_batch("PRAGMA auto_vacuum = INCREMENTAL")
+                .map_err(|e| open_error(&self.path, e))?;
         }
         // A migration may rebuild a table that others reference; SQLite
         // ignores this pragma inside a transaction, so it is set around it,
@@ -385,20 +468,23 @@ impl SqliteStore {
         .map_err(|e| open_error(path, e))?;
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| open_error(path, e))?;
-        let store = SqliteStore {
+        let mut store = SqliteStore {
             conn,
             path: path.to_path_buf(),
             created: false,
+            version: MIGRATIONS.len() as i64,
             failpoints: None,
         };
         store.refuse_foreign_database()?;
         let version = store.user_version()?;
-        if version != MIGRATIONS.len() as i64 {
+        if version < PREVIOUS {
             return Err(Error::input(format!(
-                "store `{}` has schema version {version}; run `jobhost run` with it once to upgrade it",
+                "store `{}` has schema version {version}, older than this jobhost reads without \
+                 upgrading it ({PREVIOUS}); run `jobhost run` with it once to upgrade it",
                 path.display()
             )));
         }
+        store.version = version;
         Ok(store)
     }
 
@@ -413,6 +499,21 @@ impl SqliteStore {
         Ok(changed)
     }
 
+    /// The columns [`run_record`] reads, for this store's schema.
+    fn run_columns(&self) -> &'static str {
+        if self.version == PREVIOUS {
+            RUN_COLUMNS_PREVIOUS
+        } else {
+            RUN_COLUMNS
+        }
+    }
+
+    /// Whether the store has the tables of the latest schema (a store of
+    /// the previous one, opened read only, has not).
+    fn current(&self) -> bool {
+        self.version > PREVIOUS
+    }
+
     /// The runs matching `condition` (over `runs r`), newest window first.
     fn runs_where(
         &mut self,
@@ -420,8 +521,9 @@ impl SqliteStore {
         args: impl rusqlite::Params,
     ) -> Result<Vec<RunRecord>> {
         let sql = format!(
-            "SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE {condition}
-             ORDER BY r.window_start DESC, r.key"
+            "SELECT {} FROM {RUN_TABLES} WHERE {condition}
+             ORDER BY r.window_start DESC, r.key",
+            self.run_columns()
         );
         let mut stmt = self
             .conn
@@ -607,13 +709,27 @@ fn stored_state(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<RunState> {
     })
 }
 
-const RUN_COLUMNS: &str = "r.key, r.job, r.window_start, r.window_end, r.timezone, r.state, \
-     r.fence, r.attempt, r.owner, r.lease_expires_at, r.component, r.report, r.report_cursor, \
-     r.error, r.created_at, r.updated_at, r.retry_at, length(r.journal), \
-     (SELECT count(*) FROM outbox o WHERE o.key = r.key), \
-     (SELECT count(*) FROM outbox o WHERE o.key = r.key AND o.state = 'DELIVERED'), \
-     r.digest_prompt, d.key IS NOT NULL, d.cache_key, d.model, d.error, d.sent_at, d.updated_at, \
-     r.described";
+macro_rules! run_columns {
+    ($rest:literal) => {
+        concat!(
+            "r.key, r.job, r.window_start, r.window_end, r.timezone, r.state, \
+             r.fence, r.attempt, r.owner, r.lease_expires_at, r.component, r.report, \
+             r.report_cursor, r.error, r.created_at, r.updated_at, r.retry_at, length(r.journal), \
+             (SELECT count(*) FROM outbox o WHERE o.key = r.key), \
+             (SELECT count(*) FROM outbox o WHERE o.key = r.key AND o.state = 'DELIVERED'), \
+             r.digest_prompt, d.key IS NOT NULL, d.cache_key, d.model, d.error, d.sent_at, \
+             d.updated_at, r.described, ",
+            $rest
+        )
+    };
+}
+
+/// What [`run_record`] reads, over [`RUN_TABLES`].
+const RUN_COLUMNS: &str = run_columns!("r.revision, r.reason, r.pruned_at");
+
+/// [`RUN_COLUMNS`] of a store of the previous schema, which has no
+/// revisions and was never pruned.
+const RUN_COLUMNS_PREVIOUS: &str = run_columns!("1, NULL, NULL");
 
 /// The tables [`RUN_COLUMNS`] reads.
 const RUN_TABLES: &str = "runs r LEFT JOIN digests d ON d.key = r.key";
@@ -665,6 +781,12 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
         } else {
             None
         },
+        revision: r.get(28)?,
+        reason: r.get(29)?,
+        pruned_at: match r.get::<_, Option<i64>>(30)? {
+            Some(_) => Some(stored_instant(r, 30)?),
+            None => None,
+        },
     })
 }
 
@@ -700,10 +822,22 @@ impl ClaimStore for SqliteStore {
             }
             Err(e) => return Err(failed(&self.path, "lock the store", e)),
         };
+        // A paused job claims nothing, on every host sharing the store.
+        let paused = tx
+            .query_row(
+                "SELECT note, actor, since FROM pauses WHERE job = ?1",
+                [req.window.job.as_str()],
+                |r| Ok((r.get(0)?, r.get(1)?, stored_instant(r, 2)?)),
+            )
+            .optional()
+            .map_err(|e| failed(&self.path, "read the job's pause", e))?;
+        if let Some((note, by, since)) = paused {
+            return Ok(Claim::Paused { note, by, since });
+        }
         let existing = tx
             .query_row(
                 "SELECT state, fence, attempt, owner, lease_expires_at, error, retryable,
-                    window_start, window_end, timezone, retry_at
+                    window_start, window_end, timezone, retry_at, revision, report IS NOT NULL
                  FROM runs WHERE key = ?1",
                 [key.as_str()],
                 |r| {
@@ -723,6 +857,8 @@ impl ClaimStore for SqliteStore {
                             _ => None,
                         },
                         bounds: (stored_instant(r, 7)?, stored_instant(r, 8)?, r.get(9)?),
+                        revision: r.get(11)?,
+                        has_report: r.get(12)?,
                     })
                 },
             )
@@ -730,29 +866,37 @@ impl ClaimStore for SqliteStore {
             .map_err(|e| failed(&self.path, "read the claim", e))?;
         let claim = match existing {
             None => {
-                tx.execute(
-                    "INSERT INTO runs (key, job, window_start, window_end, timezone, state, fence,
-                        owner, lease_expires_at, attempt, component, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, 'CLAIMED', 1, ?6, ?7, 1, ?8, ?9, ?9)",
-                    params![
-                        key.as_str(),
-                        req.window.job.as_str(),
-                        secs(req.window.start),
-                        secs(req.window.end),
-                        req.window.zone.name(),
-                        req.owner,
-                        until,
-                        req.component,
-                        now
-                    ],
-                )
-                .map_err(|e| failed(&self.path, "insert the claim", e))?;
+                // A window forgotten after its report was committed goes on
+                // from its archived revisions, so its keys are new.
+                let revision: u32 = tx
+                    .query_row(
+                        "INSERT INTO runs (key, job, window_start, window_end, timezone, state,
+                            fence, owner, lease_expires_at, attempt, component, created_at,
+                            updated_at, revision)
+                         VALUES (?1, ?2, ?3, ?4, ?5, 'CLAIMED', 1, ?6, ?7, 1, ?8, ?9, ?9,
+                            1 + coalesce((SELECT max(revision) FROM revisions WHERE key = ?1), 0))
+                         RETURNING revision",
+                        params![
+                            key.as_str(),
+                            req.window.job.as_str(),
+                            secs(req.window.start),
+                            secs(req.window.end),
+                            req.window.zone.name(),
+                            req.owner,
+                            until,
+                            req.component,
+                            now
+                        ],
+                        |r| r.get(0),
+                    )
+                    .map_err(|e| failed(&self.path, "insert the claim", e))?;
                 Claim::Run {
                     lease: Lease {
                         key: key.clone(),
                         fence: Fence(1),
                         owner: req.owner.to_string(),
                         attempt: 1,
+                        revision,
                     },
                     takeover: false,
                 }
@@ -779,6 +923,10 @@ impl ClaimStore for SqliteStore {
                             existing.attempt + 1,
                         )?;
                     }
+                    Decision::Restart { .. } => {
+                        restart(&tx, &self.path, &key, req, &existing)?;
+                    }
+                    Decision::Rerun => rerun(&tx, &self.path, &key, req, &existing)?,
                 }
                 decided(decision, req, &existing)
             }
@@ -1083,7 +1231,10 @@ impl ClaimStore for SqliteStore {
 
 impl Ledger for SqliteStore {
     fn peek(&mut self, key: &WindowKey) -> Result<Option<RunRecord>> {
-        let sql = format!("SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE r.key = ?1");
+        let sql = format!(
+            "SELECT {} FROM {RUN_TABLES} WHERE r.key = ?1",
+            self.run_columns()
+        );
         self.conn
             .query_row(&sql, [key.as_str()], run_record)
             .optional()
@@ -1125,8 +1276,9 @@ impl Ledger for SqliteStore {
 
     fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>> {
         let sql = format!(
-            "SELECT {RUN_COLUMNS} FROM {RUN_TABLES} WHERE ?1 IS NULL OR r.job = ?1
-             ORDER BY r.window_start DESC, r.key"
+            "SELECT {} FROM {RUN_TABLES} WHERE ?1 IS NULL OR r.job = ?1
+             ORDER BY r.window_start DESC, r.key",
+            self.run_columns()
         );
         let mut stmt = self
             .conn
@@ -1265,6 +1417,461 @@ impl Ledger for SqliteStore {
             _ => Ok(()),
         }
     }
+
+    fn cursor_before(&mut self, job: &JobName, start: Timestamp) -> Result<Option<String>> {
+        self.conn
+            .query_row(
+                "SELECT report_cursor FROM runs
+                 WHERE job = ?1 AND state = 'DONE' AND window_end <= ?2
+                 ORDER BY window_end DESC LIMIT 1",
+                params![job.as_str(), secs(start)],
+                |r| r.get(0),
+            )
+            .optional()
+            .map(Option::flatten)
+            .map_err(|e| failed(&self.path, "read the cursor", e))
+    }
+
+    fn message_records(&mut self, key: &WindowKey) -> Result<Vec<MessageRecord>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT seq, destination, idempotency_key, content_type, length(body), state,
+                    attempts, last_status, in_flight
+                 FROM outbox WHERE key = ?1 ORDER BY seq",
+            )
+            .map_err(|e| failed(&self.path, "read messages", e))?;
+        stmt.query_map([key.as_str()], message_record)
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(|e| failed(&self.path, "read messages", e))
+    }
+
+    fn revisions(&mut self, key: &WindowKey) -> Result<Vec<Revision>> {
+        if !self.current() {
+            return Ok(Vec::new());
+        }
+        let at = |e| failed(&self.path, "read revisions", e);
+        let mut revisions = {
+            let mut stmt = self
+                .conn
+                .prepare(
+                    "SELECT revision, state, fence, attempt, owner, component, report,
+                        report_cursor, digest_prompt, described, error, reason, length(journal),
+                        created_at, updated_at, pruned_at
+                     FROM revisions WHERE key = ?1 ORDER BY revision",
+                )
+                .map_err(at)?;
+            stmt.query_map([key.as_str()], |r| {
+                let report: Option<String> = r.get(6)?;
+                Ok(Revision {
+                    revision: r.get(0)?,
+                    state: stored_state(r, 1)?,
+                    fence: Fence(r.get(2)?),
+                    attempt: r.get(3)?,
+                    owner: r.get(4)?,
+                    component: r.get(5)?,
+                    report: match report {
+                        Some(summary) => Some(StoredReport {
+                            summary,
+                            cursor: r.get(7)?,
+                            prompt: r.get(8)?,
+                            described: r.get(9)?,
+                        }),
+                        None => None,
+                    },
+                    error: r.get(10)?,
+                    reason: r.get(11)?,
+                    journal_bytes: r.get::<_, Option<i64>>(12)?.map(|n| n.unsigned_abs()),
+                    created_at: stored_instant(r, 13)?,
+                    updated_at: stored_instant(r, 14)?,
+                    pruned_at: match r.get::<_, Option<i64>>(15)? {
+                        Some(_) => Some(stored_instant(r, 15)?),
+                        None => None,
+                    },
+                    messages: Vec::new(),
+                })
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(at)?
+        };
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT seq, destination, idempotency_key, content_type, length(body), state,
+                    attempts, last_status, in_flight, revision
+                 FROM revision_messages WHERE key = ?1 ORDER BY revision, seq",
+            )
+            .map_err(at)?;
+        let messages = stmt
+            .query_map([key.as_str()], |r| {
+                Ok((r.get::<_, u32>(9)?, message_record(r)?))
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(at)?;
+        for (revision, m) in messages {
+            if let Some(r) = revisions.iter_mut().find(|r| r.revision == revision) {
+                r.messages.push(m);
+            }
+        }
+        Ok(revisions)
+    }
+
+    fn archived(&mut self, key: &WindowKey, revision: u32) -> Result<Option<Archived>> {
+        if !self.current() {
+            return Ok(None);
+        }
+        let at = |e| failed(&self.path, "read a revision", e);
+        let journal: Option<Option<Vec<u8>>> = self
+            .conn
+            .query_row(
+                "SELECT journal FROM revisions WHERE key = ?1 AND revision = ?2",
+                params![key.as_str(), revision],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(at)?;
+        let Some(journal) = journal else {
+            return Ok(None);
+        };
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT seq, destination, idempotency_key, content_type, body
+                 FROM revision_messages WHERE key = ?1 AND revision = ?2 ORDER BY seq",
+            )
+            .map_err(at)?;
+        let messages = stmt
+            .query_map(params![key.as_str(), revision], |r| {
+                Ok(StagedMessage {
+                    seq: r.get(0)?,
+                    destination: r.get(1)?,
+                    idempotency_key: r.get(2)?,
+                    content_type: r.get(3)?,
+                    body: r.get(4)?,
+                })
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(at)?;
+        Ok(Some(Archived { journal, messages }))
+    }
+
+    fn paused(&mut self, job: &str) -> Result<Option<Pause>> {
+        if !self.current() {
+            return Ok(None);
+        }
+        self.conn
+            .query_row(
+                "SELECT job, note, actor, since FROM pauses WHERE job = ?1",
+                [job],
+                |r| {
+                    Ok(Pause {
+                        job: r.get(0)?,
+                        note: r.get(1)?,
+                        by: r.get(2)?,
+                        since: stored_instant(r, 3)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| failed(&self.path, "read the job's pause", e))
+    }
+
+    fn pause(&mut self, job: &str, actor: Actor<'_>, now: Timestamp) -> Result<Option<Pause>> {
+        let before = self.paused(job)?;
+        let tx = immediate(&mut self.conn, &self.path)?;
+        tx.execute(
+            "INSERT INTO pauses (job, note, actor, since) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (job) DO UPDATE SET note = excluded.note, actor = excluded.actor",
+            params![job, actor.reason, actor.by, secs(now)],
+        )
+        .map_err(|e| failed(&self.path, "pause the job", e))?;
+        audit(
+            &tx,
+            &self.path,
+            &AuditRow {
+                at: secs(now),
+                job,
+                key: None,
+                action: "pause",
+                old_state: None,
+                reason: actor.reason,
+                detail: None,
+                actor: actor.by,
+            },
+        )?;
+        tx.commit()
+            .map_err(|e| failed(&self.path, "pause the job", e))?;
+        Ok(before)
+    }
+
+    fn resume(&mut self, job: &str, actor: Actor<'_>, now: Timestamp) -> Result<Option<Pause>> {
+        let tx = immediate(&mut self.conn, &self.path)?;
+        let ended = tx
+            .query_row(
+                "DELETE FROM pauses WHERE job = ?1 RETURNING job, note, actor, since",
+                [job],
+                |r| {
+                    Ok(Pause {
+                        job: r.get(0)?,
+                        note: r.get(1)?,
+                        by: r.get(2)?,
+                        since: stored_instant(r, 3)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| failed(&self.path, "resume the job", e))?;
+        if let Some(p) = &ended {
+            audit(
+                &tx,
+                &self.path,
+                &AuditRow {
+                    at: secs(now),
+                    job,
+                    key: None,
+                    action: "resume",
+                    old_state: None,
+                    reason: actor.reason,
+                    detail: Some(&format!("paused since {} by {}: {}", p.since, p.by, p.note)),
+                    actor: actor.by,
+                },
+            )?;
+        }
+        tx.commit()
+            .map_err(|e| failed(&self.path, "resume the job", e))?;
+        Ok(ended)
+    }
+
+    fn forget(
+        &mut self,
+        key: &WindowKey,
+        force: bool,
+        actor: Actor<'_>,
+        now: Timestamp,
+    ) -> Result<Forgotten> {
+        let tx = immediate(&mut self.conn, &self.path)?;
+        let at = |e| failed(&self.path, "forget the window", e);
+        let row = tx
+            .query_row(
+                "SELECT state, job, window_start, lease_expires_at > ?2, error,
+                    report IS NOT NULL,
+                    (SELECT count(*) FROM outbox o WHERE o.key = runs.key
+                        AND o.state <> 'DELIVERED')
+                 FROM runs WHERE key = ?1",
+                params![key.as_str(), secs(now)],
+                |r| {
+                    Ok((
+                        stored_state(r, 0)?,
+                        r.get::<_, String>(1)?,
+                        stored_instant(r, 2)?,
+                        r.get::<_, bool>(3)?,
+                        r.get::<_, Option<String>>(4)?,
+                        r.get::<_, bool>(5)?,
+                        r.get::<_, u32>(6)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(at)?;
+        let Some((state, job, start, live, error, has_report, undelivered)) = row else {
+            return Err(super::no_such_run(key));
+        };
+        super::may_forget(key, state, live, force)?;
+        if has_report {
+            archive(&tx, &self.path, key)?;
+        }
+        let detail = super::forget_detail(state, error.as_deref(), undelivered);
+        audit(
+            &tx,
+            &self.path,
+            &AuditRow {
+                at: secs(now),
+                job: &job,
+                key: Some(key.as_str()),
+                action: "forget",
+                old_state: Some(state.as_str()),
+                reason: actor.reason,
+                detail: detail.as_deref(),
+                actor: actor.by,
+            },
+        )?;
+        tx.execute("DELETE FROM outbox WHERE key = ?1", [key.as_str()])
+            .map_err(at)?;
+        tx.execute("DELETE FROM digests WHERE key = ?1", [key.as_str()])
+            .map_err(at)?;
+        tx.execute("DELETE FROM runs WHERE key = ?1", [key.as_str()])
+            .map_err(at)?;
+        let moved = tx
+            .execute(
+                "UPDATE schedule SET decided_until = ?2, updated_at = ?3
+                 WHERE job = ?1 AND decided_until > ?2",
+                params![job, secs(start), secs(now)],
+            )
+            .map_err(at)?;
+        tx.commit().map_err(at)?;
+        Ok(Forgotten {
+            old_state: state,
+            undelivered: if state == RunState::Prepared {
+                undelivered
+            } else {
+                0
+            },
+            decided_until: (moved > 0).then_some(start),
+            archived: has_report,
+        })
+    }
+
+    fn audit(&mut self, job: Option<&str>) -> Result<Vec<AuditLine>> {
+        if !self.current() {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT at, job, key, action, old_state, reason, detail, actor FROM audit
+                 WHERE ?1 IS NULL OR job = ?1 ORDER BY at DESC, id DESC",
+            )
+            .map_err(|e| failed(&self.path, "read the audit lines", e))?;
+        stmt.query_map([job], |r| {
+            Ok(AuditLine {
+                at: stored_instant(r, 0)?,
+                job: r.get(1)?,
+                key: r.get(2)?,
+                action: r.get(3)?,
+                old_state: r.get(4)?,
+                reason: r.get(5)?,
+                detail: r.get(6)?,
+                by: r.get(7)?,
+            })
+        })
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(|e| failed(&self.path, "read the audit lines", e))
+    }
+
+    fn prune(
+        &mut self,
+        job: Option<&str>,
+        before: Timestamp,
+        keep_journals: bool,
+        actor: Actor<'_>,
+        now: Timestamp,
+    ) -> Result<Pruned> {
+        let at = |e| failed(&self.path, "prune", e);
+        let tx = immediate(&mut self.conn, &self.path)?;
+        let mut pruned = Pruned::default();
+        // Rows of DONE runs (never anything unfinished) and of archived
+        // revisions, whose window ended before `before`.
+        tx.execute_batch(
+            "CREATE TEMP TABLE IF NOT EXISTS prune_keys (key TEXT PRIMARY KEY);
+             DELETE FROM prune_keys;",
+        )
+        .map_err(at)?;
+        tx.execute(
+            "INSERT INTO prune_keys (key) SELECT key FROM runs
+             WHERE state = 'DONE' AND pruned_at IS NULL AND window_end <= ?1
+               AND (?2 IS NULL OR job = ?2)",
+            params![secs(before), job],
+        )
+        .map_err(at)?;
+        let (runs, journal_bytes, body_bytes): (i64, Option<i64>, Option<i64>) = tx
+            .query_row(
+                "SELECT (SELECT count(*) FROM prune_keys),
+                    (SELECT sum(length(journal)) FROM runs WHERE key IN prune_keys AND ?1 = 0),
+                    (SELECT sum(length(body)) FROM outbox
+                     WHERE key IN prune_keys AND state = 'DELIVERED')",
+                [keep_journals],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .map_err(at)?;
+        pruned.runs += runs.unsigned_abs();
+        pruned.journal_bytes += journal_bytes.unwrap_or(0).unsigned_abs();
+        pruned.body_bytes += body_bytes.unwrap_or(0).unsigned_abs();
+        tx.execute(
+            "UPDATE runs SET pruned_at = ?1,
+                journal = CASE WHEN ?2 THEN journal ELSE NULL END
+             WHERE key IN prune_keys",
+            params![secs(now), keep_journals],
+        )
+        .map_err(at)?;
+        tx.execute(
+            "UPDATE outbox SET body = x'' WHERE key IN prune_keys AND state = 'DELIVERED'",
+            [],
+        )
+        .map_err(at)?;
+        // Archived revisions: finished by definition.
+        let (runs, journal_bytes, body_bytes): (i64, Option<i64>, Option<i64>) = tx
+            .query_row(
+                "SELECT count(*), sum(CASE WHEN ?3 THEN 0 ELSE length(journal) END),
+                    (SELECT sum(length(m.body)) FROM revision_messages m JOIN revisions v
+                       ON v.key = m.key AND v.revision = m.revision
+                     WHERE v.pruned_at IS NULL AND v.window_end <= ?1
+                       AND (?2 IS NULL OR v.job = ?2) AND m.state = 'DELIVERED')
+                 FROM revisions
+                 WHERE pruned_at IS NULL AND window_end <= ?1 AND (?2 IS NULL OR job = ?2)",
+                params![secs(before), job, keep_journals],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .map_err(at)?;
+        pruned.runs += runs.unsigned_abs();
+        pruned.journal_bytes += journal_bytes.unwrap_or(0).unsigned_abs();
+        pruned.body_bytes += body_bytes.unwrap_or(0).unsigned_abs();
+        tx.execute(
+            "UPDATE revision_messages SET body = x''
+             WHERE state = 'DELIVERED' AND (key, revision) IN (
+                SELECT key, revision FROM revisions
+                WHERE pruned_at IS NULL AND window_end <= ?1 AND (?2 IS NULL OR job = ?2))",
+            params![secs(before), job],
+        )
+        .map_err(at)?;
+        tx.execute(
+            "UPDATE revisions SET pruned_at = ?3,
+                journal = CASE WHEN ?4 THEN journal ELSE NULL END
+             WHERE pruned_at IS NULL AND window_end <= ?1 AND (?2 IS NULL OR job = ?2)",
+            params![secs(before), job, secs(now), keep_journals],
+        )
+        .map_err(at)?;
+        if pruned.runs > 0 {
+            let detail = format!(
+                "{} run(s) ending by {before}: {} journal byte(s), {} message byte(s)",
+                pruned.runs, pruned.journal_bytes, pruned.body_bytes
+            );
+            audit(
+                &tx,
+                &self.path,
+                &AuditRow {
+                    at: secs(now),
+                    job: job.unwrap_or("*"),
+                    key: None,
+                    action: "prune",
+                    old_state: None,
+                    reason: actor.reason,
+                    detail: Some(&detail),
+                    actor: actor.by,
+                },
+            )?;
+        }
+        tx.execute_batch("DELETE FROM prune_keys").map_err(at)?;
+        tx.commit().map_err(at)?;
+        // Freed pages go back to the filesystem a few at a time, each step
+        // a short write, in a store created with incremental auto-vacuum
+        // (older stores keep them for reuse).
+        let incremental: i64 = self
+            .conn
+            .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
+            .map_err(at)?;
+        if incremental == 2 {
+            let free: i64 = self
+                .conn
+                .query_row("PRAGMA freelist_count", [], |r| r.get(0))
+                .map_err(at)?;
+            for _ in 0..=free / 256 {
+                self.conn
+                    .execute_batch("PRAGMA incremental_vacuum(256)")
+                    .map_err(at)?;
+            }
+        }
+        Ok(pruned)
+    }
 }
 
 /// Inside a write transaction: confirms the run is still ours and
@@ -1342,6 +1949,185 @@ fn take_over(
     )
     .map_err(|e| failed(path, "take over the claim", e))?;
     Ok(())
+}
+
+/// Starts a new series of attempts at a FAILED or ABANDONED window (see
+/// [`Decision::Restart`]), keeping its old error in an audit line.
+fn restart(
+    tx: &rusqlite::Transaction<'_>,
+    path: &Path,
+    key: &WindowKey,
+    req: &ClaimRequest<'_>,
+    existing: &Existing,
+) -> Result<()> {
+    let now = secs(req.now);
+    audit(
+        tx,
+        path,
+        &AuditRow {
+            at: now,
+            job: req.window.job.as_str(),
+            key: Some(key.as_str()),
+            action: "retry",
+            old_state: Some(existing.state.as_str()),
+            reason: req.purpose.reason().unwrap_or(""),
+            detail: existing.error.as_deref(),
+            actor: req.purpose.by().unwrap_or(req.owner),
+        },
+    )?;
+    tx.execute(
+        "UPDATE runs SET state = CASE WHEN report IS NULL THEN 'CLAIMED' ELSE 'PREPARED' END,
+            fence = ?3, owner = ?4, lease_expires_at = ?5, attempt = 1,
+            component = CASE WHEN report IS NULL THEN ?6 ELSE component END,
+            error = NULL, retryable = 0, retry_at = NULL, updated_at = ?7
+         WHERE key = ?1 AND fence = ?2",
+        params![
+            key.as_str(),
+            existing.fence,
+            existing.fence + 1,
+            req.owner,
+            secs_after(req.now, req.lease),
+            req.component,
+            now
+        ],
+    )
+    .map_err(|e| failed(path, "restart the window", e))?;
+    // Its undelivered messages are sent again, with their keys.
+    tx.execute(
+        "UPDATE outbox SET state = 'PENDING', in_flight = 0, updated_at = ?2
+         WHERE key = ?1 AND state <> 'DELIVERED'",
+        params![key.as_str(), now],
+    )
+    .map_err(|e| failed(path, "restart the window's messages", e))?;
+    Ok(())
+}
+
+/// Archives a DONE window's row and messages as a revision and claims its
+/// next revision afresh (see [`Decision::Rerun`]).
+fn rerun(
+    tx: &rusqlite::Transaction<'_>,
+    path: &Path,
+    key: &WindowKey,
+    req: &ClaimRequest<'_>,
+    existing: &Existing,
+) -> Result<()> {
+    let now = secs(req.now);
+    let reason = req.purpose.reason().unwrap_or("");
+    archive(tx, path, key)?;
+    audit(
+        tx,
+        path,
+        &AuditRow {
+            at: now,
+            job: req.window.job.as_str(),
+            key: Some(key.as_str()),
+            action: "rerun",
+            old_state: Some(existing.state.as_str()),
+            reason,
+            detail: Some(&format!(
+                "revision {} archived; revision {} claimed",
+                existing.revision,
+                existing.revision + 1
+            )),
+            actor: req.purpose.by().unwrap_or(req.owner),
+        },
+    )?;
+    tx.execute(
+        "UPDATE runs SET state = 'CLAIMED', revision = revision + 1, reason = ?3,
+            fence = ?4, owner = ?5, lease_expires_at = ?6, attempt = 1, component = ?7,
+            report = NULL, report_cursor = NULL, journal = NULL, error = NULL, retryable = 0,
+            retry_at = NULL, digest_prompt = NULL, described = 0, pruned_at = NULL,
+            created_at = ?8, updated_at = ?8
+         WHERE key = ?1 AND fence = ?2",
+        params![
+            key.as_str(),
+            existing.fence,
+            reason,
+            existing.fence + 1,
+            req.owner,
+            secs_after(req.now, req.lease),
+            req.component,
+            now
+        ],
+    )
+    .map_err(|e| failed(path, "claim the next revision", e))?;
+    Ok(())
+}
+
+/// Copies the window's row and messages into the revision tables and
+/// removes its messages and digest note, inside a write transaction.
+fn archive(tx: &rusqlite::Transaction<'_>, path: &Path, key: &WindowKey) -> Result<()> {
+    let at = |e| failed(path, "archive the revision", e);
+    tx.execute(
+        "INSERT INTO revisions (key, revision, job, window_end, state, fence, attempt, owner,
+            component, report, report_cursor, journal, error, reason, digest_prompt, described,
+            created_at, updated_at, pruned_at)
+         SELECT key, revision, job, window_end, state, fence, attempt, owner, component, report,
+            report_cursor, journal, error, reason, digest_prompt, described, created_at,
+            updated_at, pruned_at
+         FROM runs WHERE key = ?1",
+        [key.as_str()],
+    )
+    .map_err(at)?;
+    tx.execute(
+        "INSERT INTO revision_messages (key, revision, seq, destination, idempotency_key,
+            content_type, body, state, attempts, in_flight, last_status, updated_at)
+         SELECT o.key, r.revision, o.seq, o.destination, o.idempotency_key, o.content_type,
+            o.body, o.state, o.attempts, o.in_flight, o.last_status, o.updated_at
+         FROM outbox o JOIN runs r ON r.key = o.key WHERE o.key = ?1",
+        [key.as_str()],
+    )
+    .map_err(at)?;
+    tx.execute("DELETE FROM outbox WHERE key = ?1", [key.as_str()])
+        .map_err(at)?;
+    tx.execute("DELETE FROM digests WHERE key = ?1", [key.as_str()])
+        .map_err(at)?;
+    Ok(())
+}
+
+/// One audit line to write.
+struct AuditRow<'a> {
+    at: i64,
+    job: &'a str,
+    key: Option<&'a str>,
+    action: &'a str,
+    old_state: Option<&'a str>,
+    reason: &'a str,
+    detail: Option<&'a str>,
+    actor: &'a str,
+}
+
+fn audit(tx: &rusqlite::Transaction<'_>, path: &Path, row: &AuditRow<'_>) -> Result<()> {
+    tx.execute(
+        "INSERT INTO audit (at, job, key, action, old_state, reason, detail, actor)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            row.at,
+            row.job,
+            row.key,
+            row.action,
+            row.old_state,
+            row.reason,
+            row.detail,
+            row.actor
+        ],
+    )
+    .map_err(|e| failed(path, "write the audit line", e))?;
+    Ok(())
+}
+
+fn message_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<MessageRecord> {
+    Ok(MessageRecord {
+        seq: r.get(0)?,
+        destination: r.get(1)?,
+        idempotency_key: r.get(2)?,
+        content_type: r.get(3)?,
+        bytes: r.get::<_, i64>(4)?.unsigned_abs(),
+        state: r.get(5)?,
+        attempts: r.get(6)?,
+        last_status: r.get(7)?,
+        in_flight: r.get(8)?,
+    })
 }
 
 #[cfg(test)]

@@ -83,6 +83,85 @@ pub struct Lease {
     pub owner: String,
     /// Which attempt at the window this is, from 1.
     pub attempt: u32,
+    /// Which revision of the window this run is, from 1: a rerun (or a
+    /// window forgotten after its report was committed) makes the next.
+    pub revision: u32,
+}
+
+impl Lease {
+    /// The prefix of this run's idempotency keys: the window key for the
+    /// first revision, `<key>~r<N>` for revision N > 1, so that downstream
+    /// sees a rerun's messages as new, not as retries of the earlier ones.
+    pub fn message_prefix(&self) -> String {
+        message_prefix(&self.key, self.revision)
+    }
+}
+
+/// See [`Lease::message_prefix`].
+pub fn message_prefix(key: &WindowKey, revision: u32) -> String {
+    if revision <= 1 {
+        key.to_string()
+    } else {
+        format!("{key}~r{revision}")
+    }
+}
+
+/// Why a claim is made, which decides what it may take over besides a new
+/// window, a dead owner's claim and a retry that is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose<'a> {
+    /// The scheduler's own run: a window it skipped stays skipped.
+    Scheduled,
+    /// A run a person asked for (`run`, `run --for`, `backfill --only
+    /// missing`): a window a scheduler skipped is run.
+    Asked,
+    /// `backfill --only failed`: also a FAILED or ABANDONED window, as a
+    /// new series of attempts (the old error kept in the audit lines).
+    Retry {
+        /// Why, for the audit line.
+        reason: &'a str,
+        /// Who asked (user and host).
+        by: &'a str,
+    },
+    /// `rerun` and `backfill --only all`: also a DONE window, as its next
+    /// revision (the DONE one archived with its messages).
+    Rerun {
+        /// Why, stored with the revision and in the audit line.
+        reason: &'a str,
+        /// Only this revision is rerun: a claim that finds a newer one
+        /// (somebody reran it meanwhile) answers `Done`.
+        of_revision: Option<u32>,
+        /// Who asked (user and host).
+        by: &'a str,
+    },
+}
+
+impl<'a> Purpose<'a> {
+    /// Whether a SKIPPED window is run.
+    pub fn takes_skipped(self) -> bool {
+        !matches!(self, Purpose::Scheduled)
+    }
+
+    /// Whether FAILED and ABANDONED windows start a new attempt series.
+    pub fn restarts_failed(self) -> bool {
+        matches!(self, Purpose::Retry { .. } | Purpose::Rerun { .. })
+    }
+
+    /// The reason stored in audit lines, if a person gave one.
+    pub fn reason(self) -> Option<&'a str> {
+        match self {
+            Purpose::Retry { reason, .. } | Purpose::Rerun { reason, .. } => Some(reason),
+            Purpose::Scheduled | Purpose::Asked => None,
+        }
+    }
+
+    /// Who asked, for audit lines.
+    pub fn by(self) -> Option<&'a str> {
+        match self {
+            Purpose::Retry { by, .. } | Purpose::Rerun { by, .. } => Some(by),
+            Purpose::Scheduled | Purpose::Asked => None,
+        }
+    }
 }
 
 /// What a claim attempt asks for.
@@ -101,10 +180,8 @@ pub struct ClaimRequest<'a> {
     pub lease: Duration,
     /// Attempts after which a failed window is no longer retried.
     pub max_attempts: u32,
-    /// Whether a window the scheduler skipped is run (a run asked for on
-    /// purpose) or answered [`Claim::Skipped`] (the scheduler's own runs:
-    /// a skip is that window's decision, and stands).
-    pub take_skipped: bool,
+    /// Why the claim is made: what it may take over.
+    pub purpose: Purpose<'a>,
 }
 
 /// The answer to a claim attempt.
@@ -168,6 +245,16 @@ pub enum Claim {
     Skipped {
         /// Why it was skipped.
         reason: Option<String>,
+    },
+    /// The job is paused (`jobhost pause`): nothing of it is claimed
+    /// until it is resumed.
+    Paused {
+        /// The note given with the pause.
+        note: String,
+        /// Who paused it, and when.
+        by: String,
+        /// When.
+        since: Timestamp,
     },
     /// Failed permanently, or out of attempts.
     GaveUp {
@@ -344,6 +431,148 @@ pub struct RunRecord {
     pub updated_at: Timestamp,
     /// What became of the run's digest, once one was asked for.
     pub digest: Option<DigestRecord>,
+    /// The revision, from 1 (see [`Lease::revision`]).
+    pub revision: u32,
+    /// Why this revision was made, for a rerun.
+    pub reason: Option<String>,
+    /// When `jobhost prune` dropped the run's journal and delivered
+    /// message bodies.
+    pub pruned_at: Option<Timestamp>,
+}
+
+/// A job paused by a person, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pause {
+    /// The job.
+    pub job: String,
+    /// The note given.
+    pub note: String,
+    /// Who paused it (user and host).
+    pub by: String,
+    /// When.
+    pub since: Timestamp,
+}
+
+/// One thing a person did to the store on purpose (forget, rerun, retry,
+/// pause, resume, prune), as kept for `history --all`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditLine {
+    /// When.
+    pub at: Timestamp,
+    /// The job.
+    pub job: String,
+    /// The window key, when the action was on one window.
+    pub key: Option<String>,
+    /// `forget`, `rerun`, `retry`, `pause`, `resume`, `prune`.
+    pub action: String,
+    /// The window's state before, when it had one.
+    pub old_state: Option<String>,
+    /// The reason or note the person gave.
+    pub reason: String,
+    /// What else is worth knowing (the old error, what was not delivered).
+    pub detail: Option<String>,
+    /// Who (user and host).
+    pub by: String,
+}
+
+/// A person's action, as [`AuditLine`] records it.
+#[derive(Debug, Clone, Copy)]
+pub struct Actor<'a> {
+    /// Who (user and host).
+    pub by: &'a str,
+    /// Why.
+    pub reason: &'a str,
+}
+
+/// One message of a run, with what became of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageRecord {
+    /// Position in the run, from 1.
+    pub seq: u32,
+    /// The destination name.
+    pub destination: String,
+    /// Its idempotency key.
+    pub idempotency_key: String,
+    /// Its content type.
+    pub content_type: String,
+    /// Its size in bytes (0 once pruned).
+    pub bytes: u64,
+    /// `PENDING`, `DELIVERED`, `FAILED`, `ABANDONED`.
+    pub state: String,
+    /// Sends recorded.
+    pub attempts: u32,
+    /// The last send's status (`http 201`, an error).
+    pub last_status: Option<String>,
+    /// A send began and its outcome was never recorded.
+    pub in_flight: bool,
+}
+
+/// An earlier revision of a window, archived when the next was made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Revision {
+    /// The revision, from 1.
+    pub revision: u32,
+    /// Its final state.
+    pub state: RunState,
+    /// Its last fence.
+    pub fence: Fence,
+    /// Attempts it took.
+    pub attempt: u32,
+    /// Its last owner.
+    pub owner: String,
+    /// `sha256:<hex>` of its component.
+    pub component: String,
+    /// Its committed report, if any.
+    pub report: Option<StoredReport>,
+    /// Its last error.
+    pub error: Option<String>,
+    /// Why it was made (for a rerun).
+    pub reason: Option<String>,
+    /// Size of its stored journal.
+    pub journal_bytes: Option<u64>,
+    /// When it was claimed first.
+    pub created_at: Timestamp,
+    /// When it last changed.
+    pub updated_at: Timestamp,
+    /// When it was pruned.
+    pub pruned_at: Option<Timestamp>,
+    /// Its messages.
+    pub messages: Vec<MessageRecord>,
+}
+
+/// What an earlier revision left to replay: its journal (unless pruned)
+/// and its staged messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Archived {
+    /// The stored journal, `None` once pruned.
+    pub journal: Option<Vec<u8>>,
+    /// The messages it staged, in order.
+    pub messages: Vec<StagedMessage>,
+}
+
+/// What `forget` removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forgotten {
+    /// The state the window was in.
+    pub old_state: RunState,
+    /// Messages of a forced PREPARED run that will now never be delivered.
+    pub undelivered: u32,
+    /// Where the job's `decided_until` moved back to, if it did.
+    pub decided_until: Option<Timestamp>,
+    /// Whether the run's report was archived as a revision (the next run
+    /// of the window is then a new revision, with new idempotency keys).
+    pub archived: bool,
+}
+
+/// What `prune` freed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Runs (and archived revisions) it pruned.
+    pub runs: u64,
+    /// Bytes of journals dropped.
+    pub journal_bytes: u64,
+    /// Bytes of delivered message bodies dropped.
+    pub body_bytes: u64,
 }
 
 /// What the store knows of a run's digest: never the digest itself (that

@@ -108,7 +108,24 @@ pub struct ConfigFile {
     pub ping: Option<ping::PingFile>,
     /// A language model that writes a digest of each DONE run.
     pub digest: Option<digest::DigestFile>,
+    /// How long the daemon keeps DONE runs' journals and delivered bodies.
+    pub retention: Option<RetentionFile>,
 }
+
+/// `[retention]`: what the daemon prunes once a day.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionFile {
+    /// Prune DONE runs whose window ended more than this many days ago.
+    pub older_than_days: u32,
+    /// Keep the journals (replay stays possible), drop only delivered
+    /// message bodies.
+    #[serde(default)]
+    pub keep_journals: bool,
+}
+
+/// The longest retention a config may ask for: 100 years.
+const MAX_RETENTION_DAYS: u32 = 36_525;
 
 /// What `jobhost run` was given on the command line.
 #[derive(Debug, Default, Clone)]
@@ -371,7 +388,29 @@ impl JobConfig {
             lease,
             pings,
             digest,
+            retention: self.retention()?,
         })
+    }
+
+    /// What the daemon prunes once a day, if anything.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` for an age of 0 or past [`MAX_RETENTION_DAYS`].
+    pub fn retention(&self) -> Result<Option<crate::run::job::Retention>> {
+        let Some(r) = &self.file.retention else {
+            return Ok(None);
+        };
+        if r.older_than_days == 0 || r.older_than_days > MAX_RETENTION_DAYS {
+            return Err(Error::input(format!(
+                "invalid `retention.older_than_days = {}`: use 1 to {MAX_RETENTION_DAYS}",
+                r.older_than_days
+            )));
+        }
+        Ok(Some(crate::run::job::Retention {
+            older_than: Duration::from_secs(u64::from(r.older_than_days) * 86_400),
+            keep_journals: r.keep_journals,
+        }))
     }
 
     /// How many attempts a window gets, and the waits between them.

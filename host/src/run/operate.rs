@@ -1,0 +1,312 @@
+//! What a person does to a job's windows on purpose: `backfill` a range,
+//! `rerun` a DONE window as its next revision, `forget` a window that did
+//! not finish, `pause` and `resume` a job, `prune` old journals and bodies.
+//! None is a side door: every run goes through [`run_asked`] (the same
+//! claim, fence, outbox and journal as `run`), and every change to the
+//! store is one of its transactions with an audit line.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::core::error::{Error, Result};
+use crate::core::window::{Window, WindowKey};
+use crate::run::phases::{Asked, run_asked};
+use crate::run::{Job, Outcome, Runtime};
+use crate::store::{RunRecord, RunState, Store};
+
+/// The most windows one backfill takes on (a year of hour windows is
+/// 8,784); a wider range is refused, naming it.
+pub const MAX_BACKFILL: usize = 100_000;
+
+/// Which windows a backfill runs besides those with no row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Only {
+    /// Windows with no row, SKIPPED ones, and unfinished runs (a dead
+    /// owner's claim, a committed report still to deliver).
+    Missing,
+    /// Also FAILED and ABANDONED windows, each as a new series of attempts.
+    Failed,
+    /// Also DONE windows, each rerun as its next revision.
+    All,
+}
+
+impl Only {
+    /// Parses `missing`, `failed` or `all`.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the three.
+    pub fn parse(text: &str) -> Result<Only> {
+        match text {
+            "missing" => Ok(Only::Missing),
+            "failed" => Ok(Only::Failed),
+            "all" => Ok(Only::All),
+            other => Err(Error::input(format!(
+                "invalid --only `{}`: give `missing`, `failed` or `all`",
+                crate::core::text::printable(other)
+            ))),
+        }
+    }
+}
+
+/// What a backfill does with one window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Act {
+    /// Run it as `jobhost run --for` would.
+    Run,
+    /// Start a new series of attempts (FAILED, ABANDONED).
+    Retry,
+    /// Rerun it as its next revision (DONE).
+    Rerun,
+    /// Leave it: its state is not one `--only` asked for.
+    Leave,
+    /// Leave it: it has not closed yet.
+    Open,
+}
+
+impl Act {
+    /// `run`, `retry`, `rerun`, `leave`, `open`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Act::Run => "run",
+            Act::Retry => "retry",
+            Act::Rerun => "rerun",
+            Act::Leave => "leave",
+            Act::Open => "open",
+        }
+    }
+}
+
+/// One window of a backfill's plan.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    /// The window.
+    pub window: Window,
+    /// Its state in the store (`None`: no row).
+    pub state: Option<RunState>,
+    /// Its revision, when it has a row.
+    pub revision: Option<u32>,
+    /// What the backfill does with it.
+    pub act: Act,
+}
+
+/// The plan of `backfill --from from --to to --only only` at `now`: every
+/// window overlapping `[from, to)`, oldest first, with its state and what
+/// the backfill does with it.
+///
+/// # Errors
+///
+/// `Error::Input` for a range of more than [`MAX_BACKFILL`] windows;
+/// `Error::Store`.
+pub fn backfill_plan(
+    job: &Job,
+    store: &mut dyn Store,
+    (from, to): (Timestamp, Timestamp),
+    only: Only,
+    now: Timestamp,
+) -> Result<Vec<Planned>> {
+    let windows = job.schedule.between(from, to, MAX_BACKFILL)?;
+    let Some(first) = windows.first() else {
+        return Ok(Vec::new());
+    };
+    let rows = store.history_from(job.name().as_str(), Some(first.start))?;
+    let by_key: std::collections::HashMap<&str, &RunRecord> =
+        rows.iter().map(|r| (r.key.as_str(), r)).collect();
+    Ok(windows
+        .into_iter()
+        .map(|window| {
+            let row = by_key.get(window.key().as_str());
+            let state = row.map(|r| r.state);
+            let act = if window.end > now {
+                Act::Open
+            } else {
+                match (state, only) {
+                    (None | Some(RunState::Skipped), _)
+                    | (Some(RunState::Claimed | RunState::Prepared), _) => Act::Run,
+                    (Some(RunState::Failed | RunState::Abandoned), Only::Failed | Only::All) => {
+                        Act::Retry
+                    }
+                    (Some(RunState::Done), Only::All) => Act::Rerun,
+                    _ => Act::Leave,
+                }
+            };
+            Planned {
+                revision: row.map(|r| r.revision),
+                window,
+                state,
+                act,
+            }
+        })
+        .collect())
+}
+
+/// How a backfill ended.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Backfilled {
+    /// Windows it ran (or retried, or reran), whatever the outcome.
+    pub ran: usize,
+    /// Of those, the ones whose outcome was not a success (exit 1).
+    pub failed: usize,
+    /// Windows it left as they were.
+    pub left: usize,
+    /// Whether a stop request ended it before the plan's end.
+    pub stopped: bool,
+    /// The worst exit code of its runs (0, 1 or 2).
+    pub exit_code: i32,
+}
+
+/// Runs `plan` in order, each window through [`run_asked`], calling
+/// `each` after every window it runs with the window's index and outcome.
+/// A stop request (`stop`) is honoured between runs: the one in progress
+/// finishes, and a second backfill over the same range picks up where
+/// this one stopped (what is DONE is left, by the claims).
+pub fn backfill(
+    job: &Job,
+    plan: &[Planned],
+    reason: &str,
+    runtime: &Runtime,
+    stop: Option<&AtomicBool>,
+    each: &mut dyn FnMut(usize, &Planned, &Outcome),
+) -> Backfilled {
+    let by = actor_id();
+    let mut done = Backfilled::default();
+    for (i, p) in plan.iter().enumerate() {
+        let asked = match p.act {
+            Act::Run => Asked::Person,
+            Act::Retry => Asked::Retry {
+                reason: reason.to_string(),
+                by: by.clone(),
+            },
+            Act::Rerun => Asked::Rerun {
+                reason: reason.to_string(),
+                of_revision: p.revision,
+                by: by.clone(),
+            },
+            Act::Leave | Act::Open => {
+                done.left += 1;
+                continue;
+            }
+        };
+        if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+            done.stopped = true;
+            break;
+        }
+        let at = runtime.at(runtime.now);
+        let outcome = run_asked(job, &p.window, &asked, &at);
+        done.ran += 1;
+        if outcome.exit_code != 0 {
+            done.failed += 1;
+        }
+        done.exit_code = done.exit_code.max(outcome.exit_code);
+        each(i, p, &outcome);
+    }
+    done
+}
+
+/// `jobhost rerun KEY`: runs the DONE window `key` of `job` again on
+/// purpose, as its next revision, with `reason` stored beside it.
+///
+/// # Errors
+///
+/// `Error::Input` for a key that is not one of the job's windows, a
+/// window that is not DONE (naming what to use instead) or has not
+/// closed; `Error::Store`.
+pub fn rerun(job: &Job, key: &str, reason: &str, runtime: &Runtime) -> Result<Outcome> {
+    let window = window_of(job, key, runtime)?;
+    let key = window.key();
+    let mut store = crate::store::open(&job.store)?;
+    let row = store.peek(&key)?;
+    let revision = match &row {
+        Some(r) if r.state == RunState::Done => r.revision,
+        Some(r) => {
+            return Err(Error::input(format!(
+                "window `{key}` is {}, not DONE: rerun is for a window that finished; \
+                 `jobhost run --for {}` runs it{}",
+                r.state,
+                window.label,
+                if matches!(r.state, RunState::Failed | RunState::Abandoned) {
+                    format!(
+                        " once it may be retried, or `jobhost backfill --from {0} --to {0} \
+                         --only failed` starts a new series of attempts now",
+                        window.label
+                    )
+                } else {
+                    String::new()
+                }
+            )));
+        }
+        None => {
+            return Err(Error::input(format!(
+                "window `{key}` has never run: there is nothing to rerun; \
+                 `jobhost run --for {}` runs it",
+                window.label
+            )));
+        }
+    };
+    drop(store);
+    let asked = Asked::Rerun {
+        reason: reason.to_string(),
+        of_revision: Some(revision),
+        by: actor_id(),
+    };
+    Ok(run_asked(job, &window, &asked, runtime))
+}
+
+/// The closed window of `job` that `key` (`<job>:<label>`, or the label
+/// alone) names.
+fn window_of(job: &Job, key: &str, runtime: &Runtime) -> Result<Window> {
+    let name = job.name().as_str();
+    let now = runtime.clock().now();
+    match key.strip_prefix(name).and_then(|k| k.strip_prefix(':')) {
+        Some(label) => job.schedule.named("KEY", label, now),
+        None => job.schedule.named("KEY", key, now).map_err(|e| {
+            Error::input(format!(
+                "{e} (window keys of job `{name}` are `{name}:<label>`; `jobhost history` \
+                 lists them)"
+            ))
+        }),
+    }
+}
+
+/// Who a person is, for audit lines: `user@host`.
+pub fn actor_id() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .ok()
+        .filter(|u| !u.is_empty() && u.len() <= 64)
+        .unwrap_or_else(|| format!("uid{}", rustix::process::getuid().as_raw()));
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".to_string());
+    crate::core::text::printable(&format!("{user}@{host}")).into_owned()
+}
+
+/// How far back `prune --older-than` keeps: `before` is `now` minus it.
+///
+/// # Errors
+///
+/// `Error::Input` for an age the calendar cannot subtract.
+pub fn prune_before(now: Timestamp, older_than: Duration) -> Result<Timestamp> {
+    let d = jiff::SignedDuration::try_from(older_than)
+        .map_err(|_| Error::input("--older-than is too large".to_string()))?;
+    now.checked_sub(d)
+        .map_err(|_| Error::input("--older-than reaches before year -9999".to_string()))
+}
+
+/// A window key a person typed, checked for what keys can hold.
+///
+/// # Errors
+///
+/// `Error::Input` for an empty or overlong key.
+pub fn typed_key(text: &str) -> Result<WindowKey> {
+    if text.is_empty() || text.len() > 256 || text.chars().any(char::is_control) {
+        return Err(Error::input(format!(
+            "invalid window key `{}`: give a key as `jobhost history` shows it, such as \
+             `daily-sales:2026-11-03`",
+            crate::core::text::printable(text)
+        )));
+    }
+    Ok(WindowKey::from_stored(text.to_string()))
+}
