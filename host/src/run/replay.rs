@@ -340,16 +340,14 @@ pub fn differences(
     let old = &recording.report;
     if old.summary != report.summary {
         out.push(format!(
-            "report summary: {} -> {}",
-            quote(&old.summary),
-            quote(&report.summary)
+            "report summary: {}",
+            changed(Some(&old.summary), Some(&report.summary))
         ));
     }
     if old.cursor != report.cursor {
         out.push(format!(
-            "report cursor: {} -> {}",
-            old.cursor.as_deref().map_or("none".to_string(), quote),
-            report.cursor.as_deref().map_or("none".to_string(), quote)
+            "report cursor: {}",
+            changed(old.cursor.as_deref(), report.cursor.as_deref())
         ));
     }
     // Compared when the recorded run's `describe` gave an answer: not for
@@ -358,9 +356,8 @@ pub fn differences(
         out.push("text to describe: `describe` gave an answer then, and failed now".to_string());
     } else if old.described && old.prompt != report.prompt {
         out.push(format!(
-            "text to describe: {} -> {}",
-            old.prompt.as_deref().map_or("none".to_string(), quote),
-            report.prompt.as_deref().map_or("none".to_string(), quote)
+            "text to describe: {}",
+            changed(old.prompt.as_deref(), report.prompt.as_deref())
         ));
     }
     if recording.messages.len() != messages.len() {
@@ -444,35 +441,154 @@ fn json_diff(path: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut
                 }
             }
         }
-        (Value::Array(x), Value::Array(y)) => {
-            for (i, (v, w)) in x.iter().zip(y).enumerate() {
-                json_diff(&format!("{path}[{i}]"), v, w, out);
+        (Value::Array(x), Value::Array(y)) => match array_key(x, y) {
+            Some(field) => keyed_diff(path, field, x, y, out),
+            None => {
+                for (i, (v, w)) in x.iter().zip(y).enumerate() {
+                    json_diff(&format!("{path}[{i}]"), v, w, out);
+                }
+                if x.len() != y.len() {
+                    out.push(format!("{path}: {} items -> {} items", x.len(), y.len()));
+                }
             }
-            if x.len() != y.len() {
-                out.push(format!("{path}: {} items -> {} items", x.len(), y.len()));
-            }
-        }
+        },
         _ if a != b => out.push(format!("{path}: {} -> {}", short(a), short(b))),
         _ => {}
     }
 }
 
-fn short(v: &serde_json::Value) -> String {
-    let s = v.to_string();
-    if s.chars().count() > 80 {
-        format!("{}...", s.chars().take(80).collect::<String>())
-    } else {
-        s
+/// The field that names each element of two arrays of objects, if one
+/// does: `name`, `id` or `key` (a string or a number), else the first
+/// string-valued field every element has; it must be in every element of
+/// both arrays, with values unique within each.
+fn array_key<'a>(x: &'a [serde_json::Value], y: &'a [serde_json::Value]) -> Option<&'a str> {
+    use serde_json::Value;
+    let all: Vec<&serde_json::Map<String, Value>> = x
+        .iter()
+        .chain(y)
+        .map(Value::as_object)
+        .collect::<Option<_>>()?;
+    let first = *all.first()?;
+    let names = |field: &str, scalar: bool| {
+        let usable = |v: &Value| v.is_string() || (scalar && v.is_number());
+        let unique = |items: &[Value]| {
+            let mut seen = std::collections::HashSet::new();
+            items.iter().all(|e| {
+                e.get(field)
+                    .is_some_and(|v| usable(v) && seen.insert(v.to_string()))
+            })
+        };
+        unique(x) && unique(y)
+    };
+    ["name", "id", "key"]
+        .into_iter()
+        .find(|f| first.contains_key(*f) && names(f, true))
+        .or_else(|| {
+            first
+                .iter()
+                .filter(|(_, v)| v.is_string())
+                .map(|(f, _)| f.as_str())
+                .find(|f| names(f, false))
+        })
+}
+
+/// Two arrays of objects compared element by element by `field`: one line
+/// for a change of order, and added, removed and changed elements named by
+/// it (`$.products[name="Widget"].revenue: 10 -> 12`).
+fn keyed_diff(
+    path: &str,
+    field: &str,
+    x: &[serde_json::Value],
+    y: &[serde_json::Value],
+    out: &mut Vec<String>,
+) {
+    let id = |e: &serde_json::Value| e.get(field).map(ToString::to_string).unwrap_or_default();
+    let at = |e: &serde_json::Value| format!("{path}[{field}={}]", short(&e[field]));
+    let old: std::collections::HashMap<String, &serde_json::Value> =
+        x.iter().map(|e| (id(e), e)).collect();
+    let new: std::collections::HashMap<String, &serde_json::Value> =
+        y.iter().map(|e| (id(e), e)).collect();
+    // The order of the elements both arrays hold.
+    let kept_old: Vec<String> = x.iter().map(id).filter(|k| new.contains_key(k)).collect();
+    let kept_new: Vec<String> = y.iter().map(id).filter(|k| old.contains_key(k)).collect();
+    if kept_old != kept_new {
+        out.push(format!(
+            "{path}: order changed ({} -> {})",
+            cut(&kept_old.join(", ")),
+            cut(&kept_new.join(", "))
+        ));
+    }
+    for e in x {
+        match new.get(&id(e)) {
+            Some(w) => json_diff(&at(e), e, w, out),
+            None => out.push(format!("{} removed (was {})", at(e), short(e))),
+        }
+    }
+    for w in y {
+        if !old.contains_key(&id(w)) {
+            out.push(format!("{} added: {}", at(w), short(w)));
+        }
     }
 }
 
+/// At most 80 characters of `s`, the cut said with `...`.
+fn cut(s: &str) -> String {
+    if s.chars().count() > 80 {
+        format!("{}...", s.chars().take(80).collect::<String>())
+    } else {
+        s.to_string()
+    }
+}
+
+fn short(v: &serde_json::Value) -> String {
+    cut(&v.to_string())
+}
+
+/// At most this many characters of a text are quoted in a difference.
+const QUOTED: usize = 160;
+
 fn quote(s: &str) -> String {
     let escaped: String = s.chars().flat_map(char::escape_default).collect();
-    if escaped.chars().count() > 160 {
-        format!("\"{}...\"", escaped.chars().take(160).collect::<String>())
+    if escaped.chars().count() > QUOTED {
+        format!(
+            "\"{}...\"",
+            escaped.chars().take(QUOTED).collect::<String>()
+        )
     } else {
         format!("\"{escaped}\"")
     }
+}
+
+/// `"old" -> "new"` (`none` for no text). Texts too long to quote whole
+/// are both quoted from a little before where they first differ, so a
+/// long text that changed near its end shows the change.
+fn changed(old: Option<&str>, new: Option<&str>) -> String {
+    let (Some(a), Some(b)) = (old, new) else {
+        let q = |s: Option<&str>| s.map_or("none".to_string(), quote);
+        return format!("{} -> {}", q(old), q(new));
+    };
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let first = a
+        .iter()
+        .zip(&b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
+    // Quoted from the start when the change is within the first part.
+    let from = if first + 40 < QUOTED { 0 } else { first - 40 };
+    let excerpt = |t: &[char]| {
+        let rest = t.get(from..).unwrap_or_default();
+        let shown: String = rest
+            .iter()
+            .take(QUOTED)
+            .flat_map(|c| c.escape_default())
+            .collect();
+        format!(
+            "\"{}{shown}{}\"",
+            if from > 0 { "..." } else { "" },
+            if rest.len() > QUOTED { "..." } else { "" }
+        )
+    };
+    format!("{} -> {}", excerpt(&a), excerpt(&b))
 }
 
 #[cfg(test)]
@@ -488,7 +604,7 @@ mod tests {
         assert_eq!(
             d,
             [
-                "message 1 (digest): $.top: 1 items -> 2 items",
+                "message 1 (digest): $.top[p=\"b\"] added: {\"p\":\"b\"}",
                 "message 1 (digest): $.totals.revenue: 15.5 -> 16.0",
                 "message 1 (digest): $.extra added: 1",
             ]
@@ -497,6 +613,105 @@ mod tests {
         assert_eq!(
             d,
             ["m: body differs (5 bytes -> 5 bytes, first difference at byte 3)"]
+        );
+    }
+
+    fn diffs(old: &str, new: &str) -> Vec<String> {
+        body_differences("m", old.as_bytes(), new.as_bytes())
+    }
+
+    #[test]
+    fn a_reordered_array_of_named_objects_is_one_difference() {
+        let items: Vec<String> = (0..20)
+            .map(|i| format!(r#"{{"name":"p{i}","revenue":{i}}}"#))
+            .collect();
+        let mut reversed = items.clone();
+        reversed.reverse();
+        let old = format!(r#"{{"products":[{}]}}"#, items.join(","));
+        let new = format!(r#"{{"products":[{}]}}"#, reversed.join(","));
+        let d = diffs(&old, &new);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(
+            d[0].starts_with("m: $.products: order changed (\"p0\", \"p1\""),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn keyed_elements_are_named_when_they_change_come_or_go() {
+        let old =
+            r#"{"top_products":[{"name":"Widget","revenue":10},{"name":"Gadget","revenue":5}]}"#;
+        let new =
+            r#"{"top_products":[{"name":"Widget","revenue":12},{"name":"Gizmo","revenue":1}]}"#;
+        assert_eq!(
+            diffs(old, new),
+            [
+                r#"m: $.top_products[name="Widget"].revenue: 10 -> 12"#,
+                r#"m: $.top_products[name="Gadget"] removed (was {"name":"Gadget","revenue":5})"#,
+                r#"m: $.top_products[name="Gizmo"] added: {"name":"Gizmo","revenue":1}"#,
+            ]
+        );
+        // `id` may be a number; `name` comes before `id`, `id` before `key`.
+        let d = diffs(
+            r#"[{"id":1,"v":"a"},{"id":2,"v":"b"}]"#,
+            r#"[{"id":2,"v":"b"},{"id":1,"v":"c"}]"#,
+        );
+        assert_eq!(
+            d,
+            [
+                "m: $: order changed (1, 2 -> 2, 1)",
+                r#"m: $[id=1].v: "a" -> "c""#
+            ]
+        );
+        // Without `name`, `id` or `key`: the first string field all share.
+        let d = diffs(
+            r#"[{"n":1,"product":"A"},{"n":2,"product":"B"}]"#,
+            r#"[{"n":2,"product":"B"},{"n":3,"product":"A"}]"#,
+        );
+        assert_eq!(
+            d,
+            [
+                r#"m: $: order changed ("A", "B" -> "B", "A")"#,
+                r#"m: $[product="A"].n: 1 -> 3"#
+            ]
+        );
+    }
+
+    #[test]
+    fn arrays_without_a_unique_key_are_compared_by_index() {
+        // A `name` that repeats, and no other string field in all elements.
+        let d = diffs(
+            r#"[{"name":"a","v":1},{"name":"a","v":2}]"#,
+            r#"[{"name":"a","v":2},{"name":"a","v":1}]"#,
+        );
+        assert_eq!(d, ["m: $[0].v: 1 -> 2", "m: $[1].v: 2 -> 1"]);
+        // Elements that are not all objects.
+        let d = diffs(r#"[1,{"name":"a"}]"#, r#"[2,{"name":"a"}]"#);
+        assert_eq!(d, ["m: $[0]: 1 -> 2"]);
+        // One element without the key.
+        let d = diffs(r#"[{"name":"a"},{"v":1}]"#, r#"[{"v":1},{"name":"a"}]"#);
+        assert_eq!(d.len(), 4, "{d:?}");
+    }
+
+    #[test]
+    fn a_long_text_is_quoted_where_it_changed() {
+        let head = "x".repeat(300);
+        assert_eq!(
+            changed(
+                Some(&format!("{head} old end")),
+                Some(&format!("{head} new end"))
+            ),
+            format!(
+                "\"...{} old end\" -> \"...{} new end\"",
+                "x".repeat(39),
+                "x".repeat(39)
+            )
+        );
+        assert_eq!(changed(Some("a\nb"), None), "\"a\\nb\" -> none");
+        let long = "y".repeat(200);
+        assert_eq!(
+            changed(Some(&format!("A{long}")), Some(&format!("B{long}"))),
+            format!("\"A{}...\" -> \"B{}...\"", &long[..159], &long[..159])
         );
     }
 }
