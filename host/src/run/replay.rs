@@ -5,7 +5,9 @@
 //! recorded. Same component and host: identical, bit for bit. A new
 //! component: a list of differences a person can read. A guest that asks
 //! for something the journal does not hold is a divergence, reported as
-//! such.
+//! such. A swap preview replays a job's last recorded windows against one
+//! new component ([`last_recorded`], [`judge`], [`Tally`]); a replay may
+//! override recorded parameters ([`Recording::override_params`]).
 
 use jiff::Timestamp;
 use sha2::{Digest as _, Sha256};
@@ -147,6 +149,29 @@ impl Recording {
         })
     }
 
+    /// Replaces or adds the parameters `given` names in the recorded
+    /// context, for this replay only; returns what changed, in the order
+    /// given.
+    pub fn override_params(&mut self, given: &[(String, String)]) -> Vec<Overridden> {
+        let params = &mut self.journal.context.params;
+        let mut out = Vec::with_capacity(given.len());
+        for (name, value) in given {
+            let recorded = match params.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
+                Ok(at) => Some(std::mem::replace(&mut params[at].1, value.clone())),
+                Err(at) => {
+                    params.insert(at, (name.clone(), value.clone()));
+                    None
+                }
+            };
+            out.push(Overridden {
+                name: name.clone(),
+                recorded,
+                replayed: value.clone(),
+            });
+        }
+        out
+    }
+
     /// The source as the recorded run's guest saw it: one recorded cursor
     /// per `open`, in order.
     fn source(&self) -> Vec<Recorded> {
@@ -165,6 +190,74 @@ impl Recording {
         }
         sessions
     }
+}
+
+/// A recorded parameter a replay was given another value for, or one it
+/// added.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overridden {
+    /// The parameter's name.
+    pub name: String,
+    /// Its recorded value; `None` when the recorded run had no such
+    /// parameter.
+    pub recorded: Option<String>,
+    /// The value the replay gave the guest.
+    pub replayed: String,
+}
+
+impl std::fmt::Display for Overridden {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.recorded {
+            Some(old) => write!(
+                f,
+                "parameter {} overridden: {} -> {}",
+                self.name,
+                quote(old),
+                quote(&self.replayed)
+            ),
+            None => write!(
+                f,
+                "parameter {} added: {} (the recorded run had none)",
+                self.name,
+                quote(&self.replayed)
+            ),
+        }
+    }
+}
+
+/// A `--param KEY=VALUE` argument as a name and a value.
+///
+/// # Errors
+///
+/// `Error::Input` naming the argument when it has no `=` or no name.
+pub fn parse_param(text: &str) -> Result<(String, String)> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.trim().is_empty() => Ok((name.to_string(), value.to_string())),
+        _ => Err(Error::input(format!(
+            "invalid `--param {}`: give it as KEY=VALUE (for example --param region=us)",
+            crate::core::text::cap(text, 200)
+        ))),
+    }
+}
+
+/// `--param` arguments as name-value pairs; a name given twice is refused.
+///
+/// # Errors
+///
+/// `Error::Input` naming the argument that is wrong.
+pub fn parse_params(given: &[String]) -> Result<Vec<(String, String)>> {
+    let mut out: Vec<(String, String)> = Vec::with_capacity(given.len());
+    for text in given {
+        let (name, value) = parse_param(text)?;
+        if out.iter().any(|(n, _)| *n == name) {
+            return Err(Error::input(format!(
+                "`--param {}` is given twice; give each parameter once",
+                crate::core::text::cap(&name, 200)
+            )));
+        }
+        out.push((name, value));
+    }
+    Ok(out)
 }
 
 /// The first bytes of a replay file.
@@ -297,6 +390,184 @@ pub fn replay(
             reason: failure.message,
         },
     })
+}
+
+/// What one replayed window came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// The report and every message are bit for bit what was recorded.
+    Identical {
+        /// Messages compared.
+        messages: usize,
+        /// Their bytes.
+        bytes: usize,
+    },
+    /// Something differs: one readable line per difference.
+    Different(Vec<String>),
+    /// The guest asked for what the journal does not hold.
+    Diverged(String),
+    /// The guest failed, or the window could not be replayed.
+    Failed(String),
+}
+
+impl Verdict {
+    /// `identical`, `different`, `diverged` or `failed`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Verdict::Identical { .. } => "identical",
+            Verdict::Different(_) => "different",
+            Verdict::Diverged(_) => "diverged",
+            Verdict::Failed(_) => "failed",
+        }
+    }
+}
+
+/// The verdict on what a replay of `recording` produced.
+pub fn judge(recording: &Recording, replayed: Replayed) -> Verdict {
+    match replayed {
+        Replayed::Report { report, messages } => {
+            let diffs = differences(recording, &report, &messages);
+            if diffs.is_empty() {
+                Verdict::Identical {
+                    messages: messages.len(),
+                    bytes: messages.iter().map(|m| m.body.len()).sum(),
+                }
+            } else {
+                Verdict::Different(diffs)
+            }
+        }
+        Replayed::Failed {
+            reason,
+            divergence: true,
+        } => Verdict::Diverged(reason),
+        Replayed::Failed { reason, .. } => Verdict::Failed(reason),
+    }
+}
+
+/// How many windows came to each verdict.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Tally {
+    /// Windows replayed.
+    pub windows: usize,
+    /// Bit for bit the same.
+    pub identical: usize,
+    /// With a difference.
+    pub different: usize,
+    /// Asked for what the journal lacks.
+    pub diverged: usize,
+    /// Failed, or could not be replayed.
+    pub failed: usize,
+}
+
+impl Tally {
+    /// Counts `verdict`.
+    pub fn add(&mut self, verdict: &Verdict) {
+        self.windows += 1;
+        match verdict {
+            Verdict::Identical { .. } => self.identical += 1,
+            Verdict::Different(_) => self.different += 1,
+            Verdict::Diverged(_) => self.diverged += 1,
+            Verdict::Failed(_) => self.failed += 1,
+        }
+    }
+
+    /// The exit code: 1 when any window differs, else 3 when any failed or
+    /// diverged (no comparable result), else 0.
+    pub fn exit_code(&self) -> i32 {
+        if self.different > 0 {
+            1
+        } else if self.diverged + self.failed > 0 {
+            3
+        } else {
+            0
+        }
+    }
+}
+
+impl std::fmt::Display for Tally {
+    /// `7 windows: 7 identical`, `7 windows: 0 identical, 7 different`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let noun = if self.windows == 1 {
+            "window"
+        } else {
+            "windows"
+        };
+        write!(f, "{} {noun}: {} identical", self.windows, self.identical)?;
+        for (n, what) in [
+            (self.different, "different"),
+            (self.diverged, "diverged"),
+            (self.failed, "failed"),
+        ] {
+            if n > 0 {
+                write!(f, ", {n} {what}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The job whose windows a swap preview replays: `job` when given, else
+/// the store's only job.
+///
+/// # Errors
+///
+/// `Error::Input` naming the jobs the store holds when `job` is not one of
+/// them, or is not given and the store holds several (or none).
+pub fn pick_job(store: &mut dyn Ledger, job: Option<&str>) -> Result<String> {
+    let jobs: std::collections::BTreeSet<String> =
+        store.history(None)?.into_iter().map(|r| r.job).collect();
+    let listed = || {
+        let mut names: Vec<&str> = jobs.iter().map(String::as_str).take(10).collect();
+        if jobs.len() > 10 {
+            names.push("...");
+        }
+        names.join(", ")
+    };
+    match job {
+        Some(j) if jobs.contains(j) => Ok(j.to_string()),
+        Some(j) if jobs.is_empty() => Err(Error::input(format!(
+            "the store holds no runs, so none of job `{j}`; name the store that has them with \
+             --store or --config"
+        ))),
+        Some(j) => Err(Error::input(format!(
+            "the store holds no runs of job `{j}`; it holds runs of {}; name one with --job",
+            listed()
+        ))),
+        None => match jobs.len() {
+            1 => Ok(jobs.into_iter().next().unwrap_or_default()),
+            0 => Err(Error::input(
+                "the store holds no runs; name the store that has them with --store or --config",
+            )),
+            n => Err(Error::input(format!(
+                "the store holds runs of {n} jobs ({}); name one with --job",
+                listed()
+            ))),
+        },
+    }
+}
+
+/// The keys of `job`'s newest `n` windows that have a committed report
+/// and a journal, oldest first.
+///
+/// # Errors
+///
+/// `Error::Input` when the job has no such window; `Error::Store`.
+pub fn last_recorded(store: &mut dyn Ledger, job: &str, n: usize) -> Result<Vec<WindowKey>> {
+    let mut keys: Vec<WindowKey> = store
+        .history(Some(job))?
+        .into_iter()
+        .filter(|r| r.report.is_some() && r.journal_bytes.is_some())
+        .take(n)
+        .map(|r| r.key)
+        .collect();
+    if keys.is_empty() {
+        return Err(Error::input(format!(
+            "job `{job}` has no run with a committed report and journal to replay; \
+             `jobhost history --job {job}` lists its runs"
+        )));
+    }
+    keys.reverse();
+    Ok(keys)
 }
 
 fn instant((s, ns): (i64, u32)) -> Result<Timestamp> {
@@ -713,5 +984,106 @@ mod tests {
             changed(Some(&format!("A{long}")), Some(&format!("B{long}"))),
             format!("\"A{}...\" -> \"B{}...\"", &long[..159], &long[..159])
         );
+    }
+
+    #[test]
+    fn params_are_parsed_and_overridden_in_order() {
+        assert_eq!(
+            parse_param("region=us").unwrap(),
+            ("region".into(), "us".into())
+        );
+        assert_eq!(parse_param("q=a=b").unwrap(), ("q".into(), "a=b".into()));
+        assert_eq!(
+            parse_param("empty=").unwrap(),
+            ("empty".into(), String::new())
+        );
+        for bad in ["region", "=us", ""] {
+            let e = parse_param(bad).unwrap_err().to_string();
+            assert!(e.contains("KEY=VALUE") && !e.contains('\n'), "{e}");
+        }
+        let e = parse_params(&["a=1".into(), "a=2".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("given twice"), "{e}");
+
+        let mut r = recording(None);
+        let o = r.override_params(&[("top".into(), "2".into()), ("extra".into(), "x".into())]);
+        assert_eq!(o[0].to_string(), r#"parameter top overridden: "5" -> "2""#);
+        assert_eq!(
+            o[1].to_string(),
+            r#"parameter extra added: "x" (the recorded run had none)"#
+        );
+        assert_eq!(
+            r.journal.context.params,
+            [
+                ("extra".to_string(), "x".to_string()),
+                ("top".to_string(), "2".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn verdicts_add_up_to_an_exit_code_and_a_summary() {
+        let mut t = Tally::default();
+        for _ in 0..7 {
+            t.add(&Verdict::Identical {
+                messages: 1,
+                bytes: 3,
+            });
+        }
+        assert_eq!(
+            (t.to_string().as_str(), t.exit_code()),
+            ("7 windows: 7 identical", 0)
+        );
+        t.add(&Verdict::Failed("trap".into()));
+        assert_eq!(
+            (t.to_string().as_str(), t.exit_code()),
+            ("8 windows: 7 identical, 1 failed", 3)
+        );
+        t.add(&Verdict::Different(vec!["x".into()]));
+        assert_eq!(t.exit_code(), 1);
+        let mut one = Tally::default();
+        one.add(&Verdict::Different(vec![]));
+        assert_eq!(one.to_string(), "1 window: 0 identical, 1 different");
+    }
+
+    fn context() -> Context {
+        Context {
+            key: "j:2026-11-08".into(),
+            job: "j".into(),
+            label: "2026-11-08".into(),
+            start: (1_794_096_000, 0),
+            end: (1_794_182_400, 0),
+            timezone: "UTC".into(),
+            window_kind: "day".into(),
+            now: (1_794_182_700, 5),
+            cursor: None,
+            attempt: 1,
+            destinations: vec!["digest".into()],
+            params: vec![("top".into(), "5".into())],
+            seed: [7; 32],
+            outbox_limits: (100, 1 << 22, 1 << 24),
+            limits: (256 << 20, 30_000, 65_536, 1 << 20),
+        }
+    }
+
+    /// A recording of a run by the component `wasm` (or some other one).
+    fn recording(wasm: Option<&[u8]>) -> Recording {
+        let stored = crate::guest::journal::Recorder::new(&context(), 1 << 20)
+            .finish()
+            .unwrap();
+        let digest = Sha256::digest(wasm.unwrap_or(b"another component"));
+        Recording {
+            journal: Journal::decode(&stored).unwrap(),
+            stored_journal: stored,
+            component: format!("sha256:{}", hex::encode(digest)),
+            report: StoredReport {
+                summary: "s".into(),
+                cursor: None,
+                prompt: None,
+                described: false,
+            },
+            messages: Vec::new(),
+        }
     }
 }
