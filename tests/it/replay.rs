@@ -153,8 +153,17 @@ fn an_exported_run_replays_from_its_file_alone() {
     let store = dir.path().join("s.db");
     assert_eq!(run_job(&cfg, &store, NOW).event(), "ran");
     let file = dir.path().join("run.jobhost-replay");
-    let e = jobhost(&["export", KEY, "-o", s(&file), "--store", s(&store)]);
+    let e = jobhost(&[
+        "export",
+        KEY,
+        "-o",
+        s(&file),
+        "--store",
+        s(&store),
+        "--without-component",
+    ]);
     assert_eq!(e.code, 0, "{}", e.stderr);
+    assert!(e.stdout.contains("not embedded"), "{}", e.stdout);
     std::fs::remove_file(&store).unwrap();
     std::fs::remove_file(dir.path().join("sales.db")).unwrap();
     let r = jobhost(&["replay", "--file", s(&file)]);
@@ -487,4 +496,90 @@ fn an_overridden_parameter_is_said_and_changes_the_result() {
         assert_eq!(r.stderr.lines().count(), 1, "{bad}: {}", r.stderr);
         assert!(r.stderr.contains("KEY=VALUE"), "{bad}: {}", r.stderr);
     }
+}
+
+#[test]
+fn an_export_carries_its_component_and_replays_after_the_cache_is_gone() {
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 1500);
+    let store = dir.path().join("s.db");
+    assert_eq!(run_job(&cfg, &store, NOW).event(), "ran");
+    let file = dir.path().join("run.jobhost-replay");
+    let export = |extra: &[&str]| {
+        let mut args = vec!["export", KEY, "-o", s(&file), "--store", s(&store)];
+        args.extend_from_slice(extra);
+        jobhost(&args)
+    };
+
+    // Nothing says which .wasm ran: refused, saying how to give it.
+    let bare = export(&[]);
+    assert_eq!(bare.code, 2, "{}", bare.stderr);
+    assert_eq!(bare.stderr.lines().count(), 1, "{}", bare.stderr);
+    assert!(
+        bare.stderr.contains("--component") && bare.stderr.contains("--without-component"),
+        "{}",
+        bare.stderr
+    );
+    // Another component than the one that ran: refused, nothing written.
+    let wrong = export(&["--component", s(&guests().top_products)]);
+    assert_eq!(wrong.code, 2, "{}", wrong.stderr);
+    assert_eq!(wrong.stderr.lines().count(), 1, "{}", wrong.stderr);
+    assert!(
+        wrong.stderr.contains("was recorded with") && wrong.stderr.contains("guest_top_products"),
+        "{}",
+        wrong.stderr
+    );
+    assert!(!file.exists());
+
+    // The config's component is the one that ran: embedded.
+    let e = export(&["--config", s(&cfg)]);
+    assert_eq!(e.code, 0, "{}", e.stderr);
+    assert!(e.stdout.contains("embedded ("), "{}", e.stdout);
+    let bare = dir.path().join("bare.jobhost-replay");
+    let b = jobhost(&[
+        "export",
+        KEY,
+        "-o",
+        s(&bare),
+        "--store",
+        s(&store),
+        "--without-component",
+    ]);
+    assert_eq!(b.code, 0, "{}", b.stderr);
+    std::fs::remove_file(&store).unwrap();
+    std::fs::remove_file(dir.path().join("sales.db")).unwrap();
+
+    // With a compile cache of its own, deleted between two replays: the
+    // second compiles the carried component afresh.
+    let cache = dir.path().join("cache");
+    let replay_file = |file: &std::path::Path| {
+        to_run(
+            command(&root(), &["replay", "--file", s(file)])
+                .env("JOBHOST_CACHE_DIR", &cache)
+                .output()
+                .unwrap(),
+        )
+    };
+    let first = replay_file(&file);
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    std::fs::remove_dir_all(&cache).unwrap();
+    let r = replay_file(&file);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("identical"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("(the one the file carries)"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr.contains("compiling `the component in"),
+        "{}",
+        r.stderr
+    );
+
+    // Exported without it, a file needs the cache or --component.
+    std::fs::remove_dir_all(&cache).unwrap();
+    let r = replay_file(&bare);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("pass --component"), "{}", r.stderr);
 }

@@ -179,9 +179,18 @@ struct ExportArgs {
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
     /// A job config whose store holds the run (its `store`, or
-    /// state/jobhost.db beside it).
+    /// state/jobhost.db beside it); its `component` is embedded when it is
+    /// the one that ran.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// The component (.wasm) that ran, to embed in the file; refused unless
+    /// its digest is the recorded one.
+    #[arg(long, value_name = "PATH", conflicts_with = "without_component")]
+    component: Option<PathBuf>,
+    /// Write the file without the component (`replay --file` then needs
+    /// --component, or the compile cache).
+    #[arg(long)]
+    without_component: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -197,7 +206,8 @@ struct ReplayArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "file")]
     config: Option<PathBuf>,
     /// Replay a file written by `jobhost export` instead; no store needed
-    /// (`--store` is then ignored).
+    /// (`--store` is then ignored). Its embedded component runs unless
+    /// --component names another.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["key", "last"])]
     file: Option<PathBuf>,
     /// Replay the job's newest N windows that have a committed report and
@@ -1001,21 +1011,48 @@ fn plan(args: PlanArgs) -> Result<(), Error> {
     Ok(())
 }
 
-/// Writes a run's replay file.
+/// Writes a run's replay file, with the component that ran unless
+/// `--without-component`.
 fn export(args: ExportArgs) -> Result<(), Error> {
-    let mut store = store::open_read_only(&store_location(args.store, args.config.as_deref())?)?;
+    let mut store =
+        store::open_read_only(&store_location(args.store.clone(), args.config.as_deref())?)?;
     let key = crate::core::window::WindowKey::from_stored(args.key);
-    let recording = crate::run::replay::Recording::from_store(store.as_mut(), &key)?;
+    let mut recording = crate::run::replay::Recording::from_store(store.as_mut(), &key)?;
+    if !args.without_component {
+        // `--component`, else the config's `component`.
+        let from_config = match (&args.component, &args.config) {
+            (None, Some(file)) => JobConfig::load(&RunFlags {
+                config: Some(file.clone()),
+                ..RunFlags::default()
+            })?
+            .component()
+            .ok(),
+            _ => None,
+        };
+        let Some(path) = args.component.clone().or(from_config) else {
+            return Err(Error::input(format!(
+                "run `{key}` was recorded with component {}, which export embeds: pass \
+                 --component with its .wasm file or --config with the job's config, or \
+                 --without-component to write the file without it",
+                recording.component
+            )));
+        };
+        recording.embed_file(&path)?;
+    }
     let bytes = recording.to_file()?;
     let out = &args.output;
     let tmp = out.with_extension("partial");
     std::fs::write(&tmp, &bytes)
         .and_then(|()| std::fs::rename(&tmp, out))
         .map_err(|e| Error::input(format!("cannot write `{}`: {e}", out.display())))?;
+    let carried = match &recording.embedded {
+        Some(wasm) => format!("embedded ({} bytes)", wasm.len()),
+        None => "not embedded".to_string(),
+    };
     println!(
         "{}",
         printable(&format!(
-            "wrote {} ({} bytes): {key}, component {}, {} message(s)",
+            "wrote {} ({} bytes): {key}, component {} {carried}, {} message(s)",
             out.display(),
             bytes.len(),
             recording.component,
@@ -1078,10 +1115,7 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
     }
     let (key, mut recording) = match (&args.file, &args.key) {
         (Some(file), _) => {
-            let bytes = std::fs::read(file).map_err(|e| {
-                Error::input(format!("cannot read replay file `{}`: {e}", file.display()))
-            })?;
-            let recording = Recording::from_file(&bytes)?;
+            let recording = Recording::from_file(&Recording::read_file(file)?)?;
             (recording.journal.context.key.clone(), recording)
         }
         (None, key) => {
@@ -1097,14 +1131,29 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
             (key, recording)
         }
     };
-    let component = match &args.component {
-        Some(p) => sandbox.load(&mut ComponentFile::open(p, &cache)?, &cache)?,
-        None => {
+    let embedded = recording.embedded.take();
+    let (component, whence) = match (&args.component, embedded) {
+        (Some(p), _) => (
+            sandbox.load(&mut ComponentFile::open(p, &cache)?, &cache)?,
+            "",
+        ),
+        // Checked against the recorded digest when the file was read.
+        (None, Some(wasm)) => {
+            let shown = format!(
+                "the component in {}",
+                args.file.as_deref().unwrap_or(Path::new("")).display()
+            );
+            (
+                sandbox.load(&mut ComponentFile::in_memory(shown, wasm), &cache)?,
+                " (the one the file carries)",
+            )
+        }
+        (None, None) => {
             let hex = recording
                 .component
                 .strip_prefix("sha256:")
                 .unwrap_or(&recording.component);
-            sandbox.load_cached(hex, &cache)?
+            (sandbox.load_cached(hex, &cache)?, "")
         }
     };
     let overridden = recording.override_params(&params);
@@ -1115,7 +1164,7 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
             out,
             "{}",
             printable(&format!(
-                "replaying {key} (recorded with {}) with {}",
+                "replaying {key} (recorded with {}) with {}{whence}",
                 recording.component, component.digest
             ))
         );

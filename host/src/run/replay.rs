@@ -7,7 +7,9 @@
 //! for something the journal does not hold is a divergence, reported as
 //! such. A swap preview replays a job's last recorded windows against one
 //! new component ([`last_recorded`], [`judge`], [`Tally`]); a replay may
-//! override recorded parameters ([`Recording::override_params`]).
+//! override recorded parameters ([`Recording::override_params`]). A replay
+//! file carries the component that ran ([`Recording::embed`]), checked
+//! against the recorded digest when it is read.
 
 use jiff::Timestamp;
 use sha2::{Digest as _, Sha256};
@@ -34,6 +36,9 @@ pub struct Recording {
     pub report: StoredReport,
     /// The messages it staged, in order.
     pub messages: Vec<StagedMessage>,
+    /// The component's own bytes, when a replay file carries them (checked
+    /// against `component` before they are kept here).
+    pub embedded: Option<Vec<u8>>,
 }
 
 impl Recording {
@@ -69,11 +74,13 @@ impl Recording {
             component: run.component,
             report,
             messages: store.messages(key)?,
+            embedded: None,
         })
     }
 
     /// The recording as a self-contained replay file: the journal, the
-    /// recorded report and messages, and the component's digest.
+    /// recorded report and messages, the component's digest, and the
+    /// component itself when [`Recording::embed`] was given it.
     ///
     /// # Errors
     ///
@@ -84,6 +91,7 @@ impl Recording {
             report: self.report.clone(),
             messages: self.messages.clone(),
             journal: self.stored_journal.clone(),
+            wasm: self.embedded.clone(),
         };
         let plain = postcard::to_stdvec(&body)
             .map_err(|e| Error::Host(format!("cannot encode the replay file: {e}")))?;
@@ -98,12 +106,94 @@ impl Recording {
         Ok(out)
     }
 
+    /// Keeps `wasm`, the component file read from `from` (a path, for the
+    /// messages), to be written into the replay file, once it is checked
+    /// to be the component that ran.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the file when it is larger than a replay file
+    /// carries, or is another component than the recorded one.
+    pub fn embed(&mut self, from: &str, wasm: Vec<u8>) -> Result<()> {
+        let key = &self.journal.context.key;
+        if wasm.len() as u64 > MAX_COMPONENT_BYTES {
+            return Err(Error::input(format!(
+                "component `{from}` has {} bytes, more than the {} MiB a replay file carries; \
+                 export with --without-component and replay with --component",
+                wasm.len(),
+                MAX_COMPONENT_BYTES >> 20
+            )));
+        }
+        let digest = format!("sha256:{}", hex::encode(Sha256::digest(&wasm)));
+        if digest != self.component {
+            return Err(Error::input(format!(
+                "component `{from}` is {digest}, not the {} run `{key}` was recorded with; \
+                 pass --component with the .wasm that ran (or --without-component)",
+                self.component
+            )));
+        }
+        self.embedded = Some(wasm);
+        Ok(())
+    }
+
+    /// Reads the component file at `path` and keeps it as with
+    /// [`Recording::embed`].
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the file when it cannot be read, is too large,
+    /// or is not the component that ran.
+    pub fn embed_file(&mut self, path: &std::path::Path) -> Result<()> {
+        use std::io::Read;
+        let shown = path.display().to_string();
+        let mut wasm = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_COMPONENT_BYTES + 1).read_to_end(&mut wasm))
+            .map_err(|e| {
+                Error::input(format!(
+                    "cannot read component `{shown}`: {e}; pass --component with the .wasm \
+                     that ran (or --without-component)"
+                ))
+            })?;
+        self.embed(&shown, wasm)
+    }
+
+    /// Reads a replay file from `path`, at most as many bytes as one may
+    /// hold.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the file when it cannot be read or is larger
+    /// than any replay file.
+    pub fn read_file(path: &std::path::Path) -> Result<Vec<u8>> {
+        use std::io::Read;
+        let unreadable = |e: &dyn std::fmt::Display| {
+            Error::input(format!(
+                "cannot read replay file `{}`: {e}; name a file `jobhost export` wrote",
+                path.display()
+            ))
+        };
+        let file = std::fs::File::open(path).map_err(|e| unreadable(&e))?;
+        let mut bytes = Vec::new();
+        file.take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| unreadable(&e))?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(unreadable(&format_args!(
+                "it is larger than {} MiB, more than a replay file holds",
+                MAX_FILE_BYTES >> 20
+            )));
+        }
+        Ok(bytes)
+    }
+
     /// Reads a replay file written by [`Recording::to_file`].
     ///
     /// # Errors
     ///
     /// `Error::Input` saying what is wrong: not a replay file, a newer
-    /// format, damaged or truncated.
+    /// format, damaged or truncated, or an embedded component that is not
+    /// the one the file says ran.
     pub fn from_file(bytes: &[u8]) -> Result<Recording> {
         let rest = bytes.strip_prefix(FILE_MAGIC).ok_or_else(|| {
             Error::input("not a jobhost replay file (it does not start with the replay header); make one with `jobhost export`")
@@ -128,15 +218,37 @@ impl Recording {
         if Sha256::digest(&plain).as_slice() != sum {
             return Err(damaged(&"its checksum does not match"));
         }
-        let body = if format <= 1 {
-            let v1: FileBodyV1 = postcard::from_bytes(&plain).map_err(|e| damaged(&e))?;
-            v1.into_current()
-        } else {
-            postcard::from_bytes::<FileBody>(&plain).map_err(|e| damaged(&e))?
+        let body = match format {
+            0 | 1 => postcard::from_bytes::<FileBodyV1>(&plain)
+                .map_err(|e| damaged(&e))?
+                .into_current(),
+            2 => postcard::from_bytes::<FileBodyV2>(&plain)
+                .map_err(|e| damaged(&e))?
+                .into_current(),
+            _ => postcard::from_bytes::<FileBody>(&plain).map_err(|e| damaged(&e))?,
         };
         let digest = body.component.strip_prefix("sha256:").unwrap_or("");
         if !crate::core::text::is_sha256_hex(digest) {
             return Err(damaged(&"its component digest is not a sha256"));
+        }
+        if let Some(wasm) = &body.wasm {
+            // Never run bytes other than the ones the file says ran: a
+            // file made by hand could pair any component with any run.
+            if wasm.len() as u64 > MAX_COMPONENT_BYTES {
+                return Err(damaged(&format_args!(
+                    "its component has {} bytes, more than the {} MiB a replay file carries",
+                    wasm.len(),
+                    MAX_COMPONENT_BYTES >> 20
+                )));
+            }
+            let carried = hex::encode(Sha256::digest(wasm));
+            if carried != digest {
+                return Err(Error::input(format!(
+                    "the replay file carries component sha256:{carried}, not the {} it says ran; \
+                     it was altered: export the run again, or replay with --component",
+                    body.component
+                )));
+            }
         }
         let journal = Journal::decode(&body.journal)
             .map_err(|e| Error::input(format!("the replay file's journal: {e}")))?;
@@ -146,6 +258,7 @@ impl Recording {
             component: body.component,
             report: body.report,
             messages: body.messages,
+            embedded: body.wasm,
         })
     }
 
@@ -264,18 +377,51 @@ pub fn parse_params(given: &[String]) -> Result<Vec<(String, String)>> {
 const FILE_MAGIC: &[u8; 8] = b"JHREPLAY";
 
 /// The replay file format this host writes; it reads this one and every
-/// earlier one. 2 added the text `describe` gave.
-const FILE_FORMAT: u32 = 2;
+/// earlier one. 2 added the text `describe` gave; 3 the component's own
+/// bytes (or that the file carries none).
+const FILE_FORMAT: u32 = 3;
 
 /// The most a replay file may decompress to.
 const MAX_FILE_PLAIN: u64 = 1 << 30;
 
+/// The most bytes a replay file may have on disk.
+const MAX_FILE_BYTES: u64 = MAX_FILE_PLAIN;
+
+/// The largest component a replay file carries (the Python reference,
+/// interpreter and all, is about 40 MB).
+pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+
+/// Format 3: the component's bytes, or `None` for a file exported without
+/// them.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct FileBody {
     component: String,
     report: StoredReport,
     messages: Vec<StagedMessage>,
     journal: Vec<u8>,
+    #[serde(with = "opt_bytes")]
+    wasm: Option<Vec<u8>>,
+}
+
+/// Format 2: no component. Never written any more.
+#[derive(serde::Deserialize)]
+struct FileBodyV2 {
+    component: String,
+    report: StoredReport,
+    messages: Vec<StagedMessage>,
+    journal: Vec<u8>,
+}
+
+impl FileBodyV2 {
+    fn into_current(self) -> FileBody {
+        FileBody {
+            component: self.component,
+            report: self.report,
+            messages: self.messages,
+            journal: self.journal,
+            wasm: None,
+        }
+    }
 }
 
 /// Format 1: the report without a prompt. Never written any more; read
@@ -306,6 +452,69 @@ impl FileBodyV1 {
             },
             messages: self.messages,
             journal: self.journal,
+            wasm: None,
+        }
+    }
+}
+
+/// An optional byte string as one length and the bytes (postcard writes a
+/// `Vec<u8>` the same way, but reads it byte by byte).
+mod opt_bytes {
+    use serde::de::{Deserializer, Visitor};
+    use serde::ser::Serializer;
+
+    pub fn serialize<S: Serializer>(v: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(bytes) => s.serialize_some(&Bytes(bytes)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+        d.deserialize_option(OptVisitor)
+    }
+
+    struct Bytes<'a>(&'a [u8]);
+
+    impl serde::Serialize for Bytes<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_bytes(self.0)
+        }
+    }
+
+    struct OptVisitor;
+
+    impl<'de> Visitor<'de> for OptVisitor {
+        type Value = Option<Vec<u8>>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an optional byte string")
+        }
+
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_byte_buf(BytesVisitor).map(Some)
+        }
+    }
+
+    struct BytesVisitor;
+
+    impl Visitor<'_> for BytesVisitor {
+        type Value = Vec<u8>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a byte string")
+        }
+
+        fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
+            Ok(v.to_vec())
+        }
+
+        fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Self::Value, E> {
+            Ok(v)
         }
     }
 }
@@ -1084,6 +1293,71 @@ mod tests {
                 described: false,
             },
             messages: Vec::new(),
+            embedded: None,
         }
+    }
+
+    /// `body` as a replay file of `format`.
+    fn file_of(format: u32, body: &impl serde::Serialize) -> Vec<u8> {
+        let plain = postcard::to_stdvec(body).unwrap();
+        let mut out = FILE_MAGIC.to_vec();
+        out.extend_from_slice(&format.to_le_bytes());
+        out.extend_from_slice(&Sha256::digest(&plain));
+        out.extend_from_slice(&zstd::stream::encode_all(&plain[..], 3).unwrap());
+        out
+    }
+
+    #[test]
+    fn a_replay_file_carries_the_component_that_ran_and_only_that() {
+        let wasm = b"\0asm the component".to_vec();
+        let mut r = recording(Some(&wasm));
+        let e = r
+            .embed("other.wasm", b"other bytes".to_vec())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("other.wasm") && e.contains(&r.component), "{e}");
+        r.embed("c.wasm", wasm.clone()).unwrap();
+        let back = Recording::from_file(&r.to_file().unwrap()).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(back.embedded.as_deref(), Some(&wasm[..]));
+
+        // Without it, the file says so.
+        r.embedded = None;
+        let back = Recording::from_file(&r.to_file().unwrap()).unwrap();
+        assert_eq!(back.embedded, None);
+
+        // A file whose component is not the one it says ran (a valid
+        // checksum, made by hand) is refused.
+        let forged = FileBody {
+            component: r.component.clone(),
+            report: r.report.clone(),
+            messages: Vec::new(),
+            journal: r.stored_journal.clone(),
+            wasm: Some(b"something else".to_vec()),
+        };
+        let e = Recording::from_file(&file_of(FILE_FORMAT, &forged))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("it was altered"), "{e}");
+    }
+
+    #[test]
+    fn a_format_2_file_is_read_as_it_was() {
+        #[derive(serde::Serialize)]
+        struct V2<'a> {
+            component: &'a str,
+            report: &'a StoredReport,
+            messages: Vec<StagedMessage>,
+            journal: &'a [u8],
+        }
+        let r = recording(None);
+        let v2 = V2 {
+            component: &r.component,
+            report: &r.report,
+            messages: Vec::new(),
+            journal: &r.stored_journal,
+        };
+        let back = Recording::from_file(&file_of(2, &v2)).unwrap();
+        assert_eq!(back, r);
     }
 }
