@@ -398,6 +398,8 @@ fn history_export_and_replay_read_a_postgres_store() {
         s(&file),
         "--store",
         &db.url(),
+        "--component",
+        s(&guests().report),
     ]);
     assert_eq!(export.code, 0, "{}", export.stderr);
     assert!(file.is_file());

@@ -144,6 +144,16 @@ impl ComponentFile {
         })
     }
 
+    /// A component whose bytes are in hand (carried by a replay file);
+    /// `shown` names it in messages.
+    pub fn in_memory(shown: impl Into<std::path::PathBuf>, bytes: Vec<u8>) -> ComponentFile {
+        ComponentFile {
+            path: shown.into(),
+            hex: hex::encode(Sha256::digest(&bytes)),
+            bytes: Some(bytes),
+        }
+    }
+
     /// `sha256:<hex>`.
     pub fn digest(&self) -> String {
         format!("sha256:{}", self.hex)
