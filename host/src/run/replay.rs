@@ -1342,6 +1342,7 @@ mod tests {
             seed: [7; 32],
             outbox_limits: (100, 1 << 22, 1 << 24),
             limits: (256 << 20, 30_000, 65_536, 1 << 20),
+            revision: 1,
         }
     }
 
