@@ -588,6 +588,13 @@ fn a_paused_job_is_skipped_on_every_host_and_status_says_paused() {
             status.stdout
         );
         assert!(status.stdout.contains("paused since"), "{}", status.stdout);
+        let refused = backfill(&cfg, store, "2026-11-01", "2026-11-08", &[]);
+        assert_eq!(refused.code, 2, "{}", refused.stderr);
+        assert!(
+            refused.stderr.contains("jobhost resume daily-report"),
+            "{}",
+            refused.stderr
+        );
         let resumed = cli(&["resume", "daily-report", "--store", store]);
         assert_eq!(resumed.code, 0, "{}", resumed.stderr);
         let ran = run_job(&cfg, store, "2026-11-09T00:05:00Z");

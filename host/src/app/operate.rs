@@ -250,6 +250,17 @@ fn backfill_inner(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
     };
     let plan = {
         let mut store = store::open(&job.store)?;
+        if let Some(p) = store.paused(job.name().as_str())? {
+            return Err(Error::input(format!(
+                "job `{}` is paused (since {} by {}: {}); nothing of it runs, so nothing would be \
+                 backfilled: `jobhost resume {}` first",
+                job.name(),
+                rfc3339(p.since),
+                p.by,
+                p.note,
+                job.name()
+            )));
+        }
         operate::backfill_plan(&job, store.as_mut(), (from, to), only, now)?
     };
     let count = |a: Act| plan.iter().filter(|p| p.act == a).count();

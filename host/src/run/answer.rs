@@ -95,14 +95,16 @@ pub(crate) fn answer(claim: Claim, key: &WindowKey, receipt: &mut Receipt) -> Op
                     ErrorKind::Abandoned,
                     format!(
                         "gave up on window `{key}` after {attempts} attempt(s){last}; look at it, \
-                         then remove its row or rename the job to run it again"
+                         then `jobhost backfill --only failed` tries it again, or `jobhost \
+                         forget {key}` lets it run as new"
                     ),
                 );
             } else {
                 receipt.skip(
                     SkipReason::GaveUp,
                     format!(
-                        "window `{key}` is not attempted again after {attempts} attempt(s){last}"
+                        "window `{key}` is not attempted again after {attempts} attempt(s){last}; \
+                         `jobhost backfill --only failed` starts a new series of attempts"
                     ),
                 );
             }

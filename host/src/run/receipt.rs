@@ -91,9 +91,6 @@ pub enum SkipReason {
     GaveUp,
     /// The job is paused (`jobhost pause`); `jobhost resume` lets it run.
     Paused,
-    /// `backfill` left the window as it is: its state is not one that
-    /// `--only` asked for.
-    NotAsked,
 }
 
 /// What a warning is about.

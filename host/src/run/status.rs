@@ -1,7 +1,8 @@
 //! Whether a job is keeping up, for a person or a monitor: its last DONE
 //! window, the newest window that should be done by now, how late that one
 //! is, and the windows that need a person (failed for good or abandoned,
-//! however old: they stay until a person removes their rows). A job is
+//! however old: they stay until a person retries them (`backfill --only
+//! failed`) or forgets them (`jobhost forget`)). A job is
 //! `failed` when such a window exists; `late` when the newest due window is
 //! not DONE more than the job's grace after it became due (a window the
 //! scheduler skipped is not done either), or an older run is stuck (its
