@@ -803,3 +803,51 @@ fn status_plan_and_history_read_a_store_of_the_previous_schema() {
         assert_eq!(history(store).len(), 2);
     }
 }
+
+#[test]
+fn a_daemon_with_retention_prunes_old_runs_once_a_day_and_keeps_recent_ones() {
+    let dir = scratch();
+    let cfg = report_config_with(dir.path(), 3000, "");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}\n[retention]\nolder_than_days = 1\n")).unwrap();
+    let db = dir.path().join("s.db");
+    let store = s(&db);
+    let out = to_run(
+        daemon_command(
+            &[&cfg],
+            store,
+            "2026-11-09T00:05:00Z",
+            "2026-11-12T00:10:00Z",
+        )
+        .output()
+        .unwrap(),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let pruned: Vec<Value> = lines(&out)
+        .into_iter()
+        .filter(|l| l["event"] == "pruned")
+        .collect();
+    assert!(!pruned.is_empty(), "{}", out.stdout);
+    assert!(
+        pruned
+            .iter()
+            .all(|p| p["runs"].as_u64() > Some(0) && p["journal_bytes"].as_u64() > Some(0))
+    );
+    let rows = history(store);
+    let of = |day: &str| rows.iter().find(|r| r["key"] == key(day)).unwrap().clone();
+    assert!(of("2026-11-08")["pruned_at"].is_string(), "{rows:?}");
+    assert!(of("2026-11-08")["journal_bytes"].is_null());
+    assert!(
+        of("2026-11-11")["pruned_at"].is_null(),
+        "a window younger than a day is kept"
+    );
+    assert!(rows.iter().all(|r| r["state"] == "DONE"));
+    let audit = cli(&["history", "--all", "--json", "--store", store]);
+    assert!(
+        lines(&audit)
+            .iter()
+            .any(|l| l["audit"] == "prune" && l["reason"] == "[retention] older_than_days = 1"),
+        "{}",
+        audit.stdout
+    );
+}

@@ -283,6 +283,7 @@ fn prune_if_due(job: &Job, opts: &Options<'_>, now: Timestamp, out: &Output, mem
         Ok((before, pruned))
     });
     match result {
+        Ok((_, p)) if p.runs == 0 => {}
         Ok((before, p)) => {
             let line = serde_json::json!({
                 "event": "pruned",
