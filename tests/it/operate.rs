@@ -549,11 +549,20 @@ fn a_paused_job_is_skipped_on_every_host_and_status_says_paused() {
     for store in &stores {
         let job_dir = scratch();
         let cfg = report_config(job_dir.path(), 500);
+        // Before the job's first run: --config names the job.
+        let typo = cli(&["pause", "daily-reprot", "--note", "x", "--store", store]);
+        assert_eq!(
+            typo.code, 2,
+            "a job the store does not know: {}",
+            typo.stderr
+        );
         let paused = cli(&[
             "pause",
             "daily-report",
             "--note",
             "destination migrating",
+            "--config",
+            s(&cfg),
             "--store",
             store,
         ]);
@@ -745,7 +754,8 @@ fn downgrade(store: &str) {
             .unwrap();
         c.batch_execute(&format!(
             "SET search_path = {schema};
-             DROP TABLE jobhost_revisions, jobhost_revision_messages, jobhost_audit, jobhost_pauses;
+             DROP TABLE jobhost_revisions, jobhost_revision_messages, jobhost_audit, jobhost_pauses,
+                 jobhost_forgotten;
              DROP INDEX jobhost_runs_prunable;
              ALTER TABLE jobhost_runs DROP COLUMN revision, DROP COLUMN reason, DROP COLUMN pruned_at;
              DELETE FROM jobhost_schema WHERE version = (SELECT max(version) FROM jobhost_schema);"
@@ -755,7 +765,7 @@ fn downgrade(store: &str) {
         let c = rusqlite::Connection::open(store).unwrap();
         c.execute_batch(
             "DROP TABLE revisions; DROP TABLE revision_messages; DROP TABLE audit;
-             DROP TABLE pauses; DROP INDEX runs_prunable;
+             DROP TABLE pauses; DROP TABLE forgotten; DROP INDEX runs_prunable;
              ALTER TABLE runs DROP COLUMN revision; ALTER TABLE runs DROP COLUMN reason;
              ALTER TABLE runs DROP COLUMN pruned_at;
              PRAGMA user_version = 4;",

@@ -697,9 +697,9 @@ fn a_store_in_a_schema_with_a_mixed_case_name_opens_and_keeps_its_runs() {
     assert_eq!(first.event(), "ran", "{}", first.stderr);
     assert_eq!(second.receipt()["reason"], "done", "{}", second.stdout);
     assert_eq!(
-        tables, 10,
+        tables, 11,
         "the tables (runs, outbox, cursors, schedule, digests, revisions, revision messages, \
-         audit, pauses, schema) went into the schema the URL names"
+         audit, pauses, forgotten, schema) went into the schema the URL names"
     );
 }
 
@@ -778,7 +778,7 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
     db.client()
         .batch_execute(
             "DROP TABLE jobhost_revisions, jobhost_revision_messages, jobhost_audit,
-                 jobhost_pauses;
+                 jobhost_pauses, jobhost_forgotten;
              DROP INDEX jobhost_runs_prunable;
              ALTER TABLE jobhost_runs DROP COLUMN revision, DROP COLUMN reason,
                  DROP COLUMN pruned_at;

@@ -929,13 +929,41 @@ fn forget_removes_only_what_did_not_finish_and_says_why_not_otherwise(f: &mut Fi
     );
     assert_eq!(s.decided_until(&done.job).unwrap(), Some(failed.start));
     assert!(s.peek(&failed.key()).unwrap().is_none());
+    // A scheduler that planned before the forget cannot move past the
+    // forgotten window while it has no row again.
+    s.set_decided_until(&done.job, live.end, f.now).unwrap();
+    assert_eq!(s.decided_until(&done.job).unwrap(), Some(failed.start));
+    // Skipped by a catch-up policy, then run on purpose: its fence goes on
+    // from the forgotten one's, so the old owner can write nothing.
+    let skip = Skip {
+        window: &failed,
+        reason: "catch_up = \"latest\"",
+    };
+    assert_eq!(s.record_skips(&[skip], "daemon", f.now).unwrap(), [true]);
+    let revived = f.run(s.as_mut(), &failed, "c", 3);
+    assert!(
+        revived.fence > l.fence,
+        "{:?} after {:?}",
+        revived.fence,
+        l.fence
+    );
+    assert!(is_lost(s.fail(&l, "late", Failure::Permanent, None, f.now)));
+    s.set_decided_until(&done.job, live.end, f.now).unwrap();
+    assert_eq!(
+        s.decided_until(&done.job).unwrap(),
+        Some(live.end),
+        "it has a row again"
+    );
     f.expire();
     assert!(err(s.forget(&prepared.key(), false, who, f.now)).contains("--force"));
     let forced = s.forget(&prepared.key(), true, who, f.now).unwrap();
     assert_eq!((forced.undelivered, forced.archived), (1, true));
-    // Its report was archived, so the next run of it is a new revision.
+    // Its report was archived, so the next run of it is a new revision,
+    // and the old owner's fence matches nothing.
     let again = f.run(s.as_mut(), &prepared, "b", 3);
     assert_eq!(again.revision, 2);
+    assert!(again.fence > p.fence);
+    assert!(is_lost(s.mark_delivered(&p, &delivered(1), f.now)));
     let audit = s.audit(None).unwrap();
     let forgets: Vec<_> = audit.iter().filter(|a| a.action == "forget").collect();
     assert_eq!(forgets.len(), 2);

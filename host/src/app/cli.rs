@@ -541,7 +541,16 @@ fn history(args: HistoryArgs) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if let Some(key) = &args.key {
         let key = crate::run::operate::typed_key(key)?;
-        return crate::app::detail::show(store.as_mut(), &key, cache.as_ref(), args.json, &mut out);
+        crate::app::detail::show(store.as_mut(), &key, cache.as_ref(), args.json, &mut out)?;
+        if args.all {
+            let lines: Vec<_> = store
+                .audit(None)?
+                .into_iter()
+                .filter(|a| a.key.as_deref() == Some(key.as_str()))
+                .collect();
+            crate::app::detail::audit(&lines, args.json, &mut out)?;
+        }
+        return Ok(());
     }
     if args.json {
         for r in &runs {
@@ -1033,6 +1042,13 @@ fn export(args: ExportArgs) -> Result<(), Error> {
         store::open_read_only(&store_location(args.store.clone(), args.config.as_deref())?)?;
     let key = crate::core::window::WindowKey::from_stored(args.key);
     let mut recording = crate::run::replay::Recording::from_store(store.as_mut(), &key)?;
+    if recording.bodies_pruned {
+        return Err(Error::input(format!(
+            "run `{key}` was pruned (`jobhost prune --keep-journals` kept its journal, not its \
+             delivered message bodies): a replay file of it could not compare its messages; \
+             export runs before they are pruned"
+        )));
+    }
     if !args.without_component {
         // `--component`, else the config's `component`.
         let from_config = match (&args.component, &args.config) {

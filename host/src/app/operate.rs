@@ -187,7 +187,7 @@ pub fn rerun(args: RerunArgs, runtime: &Runtime) -> i32 {
         let config = args.job.load()?;
         let job = config.job(&env)?;
         let runtime = runtime.at(config.now()?.or(runtime.now));
-        let reason = reason_text("--reason", &args.reason)?;
+        let reason = needed_reason("--reason", &args.reason)?;
         operate::rerun(&job, &args.key, &reason, &runtime)
     })();
     match result {
@@ -201,6 +201,17 @@ pub fn rerun(args: RerunArgs, runtime: &Runtime) -> i32 {
             outcome.exit_code
         }
     }
+}
+
+/// A reason a person must give: not empty.
+fn needed_reason(what: &str, text: &str) -> Result<String> {
+    let text = reason_text(what, text)?;
+    if text.is_empty() {
+        return Err(Error::input(format!(
+            "{what} is empty: say why, for whoever reads the history later"
+        )));
+    }
+    Ok(text)
 }
 
 /// A reason or note a person typed: one line, bounded.
@@ -239,6 +250,7 @@ fn backfill_inner(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
         )));
     }
     let reason = match (&args.reason, only) {
+        (Some(r), Only::All) => needed_reason("--reason", r)?,
         (Some(r), _) => reason_text("--reason", r)?,
         (None, Only::All) => {
             return Err(Error::input(
@@ -391,7 +403,7 @@ impl Progress {
 /// `jobhost forget KEY`: 0 forgotten, 2 refused.
 pub fn forget(args: ForgetArgs) -> i32 {
     let result = (|| {
-        let reason = reason_text("--reason", &args.reason)?;
+        let reason = needed_reason("--reason", &args.reason)?;
         let key = operate::typed_key(&args.key)?;
         let location = store_location(args.store.store, args.store.config.as_deref())?;
         let mut store = store::open(&location)?;
@@ -417,7 +429,11 @@ pub fn forget(args: ForgetArgs) -> i32 {
                 "by": by,
             });
             println!("{}", json_line(&line.to_string()));
-            let mut said = format!("forgot {key} ({}); it runs again as if new", f.old_state);
+            let mut said = format!(
+                "forgot {key} ({}); the daemon decides it again by the job's catch_up policy, \
+                 and `jobhost run --for LABEL` runs it as if new",
+                f.old_state
+            );
             if f.undelivered > 0 {
                 said.push_str(&format!(
                     "; {} message(s) of its committed report will never be delivered",
@@ -475,6 +491,19 @@ fn pause_or_resume(job: &str, note: &str, flags: &StoreFlags, pausing: bool) -> 
         }
         let location = store_location(flags.store.clone(), flags.config.as_deref())?;
         let mut store = store::open(&location)?;
+        // A typo pauses nothing that exists: without --config (which names
+        // the job), the store must know the job.
+        if flags.config.is_none()
+            && store.history_from(name.as_str(), None)?.is_empty()
+            && store.paused(name.as_str())?.is_none()
+        {
+            return Err(Error::input(format!(
+                "store `{location}` holds no run of job `{name}`; check the name (`jobhost \
+                 history` lists the jobs), or give --config FILE of the job to {} it before its \
+                 first run",
+                if pausing { "pause" } else { "resume" }
+            )));
+        }
         let by = operate::actor_id();
         let actor = Actor {
             by: &by,

@@ -291,7 +291,15 @@ impl<'a> Run<'a> {
         receipt: &mut Receipt,
     ) -> Result<Prepared> {
         let sandbox = Sandbox::new()?;
-        let resuming = row.as_ref().is_some_and(|r| r.state == RunState::Prepared);
+        // A committed report is delivered, not rendered again: PREPARED, or
+        // a FAILED or ABANDONED one a person retries.
+        let retrying = matches!(self.asked, Asked::Retry { .. } | Asked::Rerun { .. });
+        let resuming = row.as_ref().is_some_and(|r| {
+            r.state == RunState::Prepared
+                || (retrying
+                    && r.report.is_some()
+                    && matches!(r.state, RunState::Failed | RunState::Abandoned))
+        });
         let mut file = match file {
             Ok(f) => Some(f),
             Err(_) if resuming => None,
@@ -390,10 +398,11 @@ impl<'a> Run<'a> {
             Some(c) => c,
             None => self.load_late(store, lease, &prepared.sandbox, prepared.file)?,
         };
-        // A new revision of a window is given what the window's first run
-        // would have been: the cursor of the newest DONE window before it
-        // (the job's own cursor moves only with its newest window).
-        let cursor = if lease.revision > 1 {
+        // A rerun is given what the window's first run would have been:
+        // the cursor of the newest DONE window before it (the job's own
+        // cursor moves only with its newest window). Any other run is
+        // given the job's cursor.
+        let cursor = if lease.revision > 1 && matches!(self.asked, Asked::Rerun { .. }) {
             store.cursor_before(self.job.name(), self.window.start)?
         } else {
             store.cursor(self.job.name())?

@@ -39,6 +39,9 @@ pub struct Recording {
     /// The component's own bytes, when a replay file carries them (checked
     /// against `component` before they are kept here).
     pub embedded: Option<Vec<u8>>,
+    /// The delivered messages' bodies were pruned (`prune --keep-journals`):
+    /// only their destinations and content types can be compared.
+    pub bodies_pruned: bool,
 }
 
 impl Recording {
@@ -73,6 +76,7 @@ impl Recording {
             report,
             messages: store.messages(key)?,
             embedded: None,
+            bodies_pruned: run.pruned_at.is_some(),
         })
     }
 
@@ -128,6 +132,7 @@ impl Recording {
             report,
             messages,
             embedded: None,
+            bodies_pruned: archived.pruned_at.is_some(),
         })
     }
 
@@ -312,6 +317,7 @@ impl Recording {
             report: body.report,
             messages: body.messages,
             embedded: body.wasm,
+            bodies_pruned: false,
         })
     }
 
@@ -930,7 +936,7 @@ pub fn differences(
                 a.content_type, b.content_type
             ));
         }
-        if a.body != b.body {
+        if a.body != b.body && !recording.bodies_pruned {
             out.extend(body_differences(&at, &a.body, &b.body));
         }
     }

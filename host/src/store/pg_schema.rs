@@ -148,7 +148,16 @@ const MIGRATIONS: &[&str] = &[
         since            timestamptz NOT NULL
     );
     CREATE INDEX jobhost_runs_prunable ON jobhost_runs (window_end)
-        WHERE state = 'DONE' AND pruned_at IS NULL;",
+        WHERE state = 'DONE' AND pruned_at IS NULL;
+    CREATE TABLE jobhost_forgotten (
+        key              text PRIMARY KEY,
+        job              text NOT NULL,
+        window_start     timestamptz NOT NULL,
+        next_revision    bigint NOT NULL,
+        next_fence       bigint NOT NULL,
+        at               timestamptz NOT NULL
+    );
+    CREATE INDEX jobhost_forgotten_by_job ON jobhost_forgotten (job, window_start);",
 ];
 
 /// The transaction-scoped advisory lock that serialises migrations ("jobhost"

@@ -451,9 +451,11 @@ fn restart(
         ],
     )
     .map_err(|e| tx.err("restart the window", &e))?;
-    // Its undelivered messages are sent again, with their keys.
+    // Its undelivered messages are sent again, with their keys; one whose
+    // at-most-once send may have arrived keeps its in-flight mark, so the
+    // delivery abandons it again rather than risk a second copy.
     tx.execute_typed(
-        "UPDATE jobhost_outbox SET state = 'PENDING', in_flight = false, updated_at = now()
+        "UPDATE jobhost_outbox SET state = 'PENDING', updated_at = now()
          WHERE key = $1 AND state <> 'DELIVERED'",
         &[text(&key.as_str())],
     )
@@ -564,6 +566,52 @@ fn audit(tx: &mut Tx<'_>, row: &AuditRow<'_>) -> Result<()> {
     Ok(())
 }
 
+/// One batch of `prune` over DONE runs: `$1` the bound (Unix seconds), `$2`
+/// the job or NULL, `$3` keep journals; answers runs, journal bytes and
+/// body bytes freed.
+const PRUNE_RUNS: &str = "WITH picked AS (
+                    SELECT key, octet_length(journal) AS journal_bytes FROM jobhost_runs
+                    WHERE state = 'DONE' AND pruned_at IS NULL
+                      AND window_end <= to_timestamp($1) AND ($2::text IS NULL OR job = $2)
+                    LIMIT 500 FOR UPDATE),
+                 bodies AS (
+                    UPDATE jobhost_outbox o SET body = ''::bytea
+                    FROM picked p WHERE o.key = p.key AND o.state = 'DELIVERED'
+                    RETURNING octet_length(
+                        (SELECT body FROM jobhost_outbox x WHERE x.key = o.key AND x.seq = o.seq))
+                        AS freed),
+                 rows AS (
+                    UPDATE jobhost_runs r SET pruned_at = now(),
+                        journal = CASE WHEN $3 THEN r.journal ELSE NULL END
+                    FROM picked p WHERE r.key = p.key
+                    RETURNING p.journal_bytes)
+                 SELECT (SELECT count(*) FROM rows),
+                    (SELECT coalesce(sum(journal_bytes), 0)::int8 FROM rows WHERE NOT $3),
+                    (SELECT coalesce(sum(freed), 0)::int8 FROM bodies)";
+
+/// One batch of `prune` over archived revisions, as [`PRUNE_RUNS`].
+const PRUNE_REVISIONS: &str = "WITH picked AS (
+                    SELECT key, revision, octet_length(journal) AS journal_bytes
+                    FROM jobhost_revisions
+                    WHERE pruned_at IS NULL AND window_end <= to_timestamp($1)
+                      AND ($2::text IS NULL OR job = $2)
+                    LIMIT 500 FOR UPDATE),
+                 bodies AS (
+                    UPDATE jobhost_revision_messages m SET body = ''::bytea
+                    FROM picked p
+                    WHERE m.key = p.key AND m.revision = p.revision AND m.state = 'DELIVERED'
+                    RETURNING (SELECT octet_length(x.body) FROM jobhost_revision_messages x
+                               WHERE x.key = m.key AND x.revision = m.revision
+                                 AND x.seq = m.seq) AS freed),
+                 rows AS (
+                    UPDATE jobhost_revisions v SET pruned_at = now(),
+                        journal = CASE WHEN $3 THEN v.journal ELSE NULL END
+                    FROM picked p WHERE v.key = p.key AND v.revision = p.revision
+                    RETURNING p.journal_bytes)
+                 SELECT (SELECT count(*) FROM rows),
+                    (SELECT coalesce(sum(journal_bytes), 0)::int8 FROM rows WHERE NOT $3),
+                    (SELECT coalesce(sum(freed), 0)::int8 FROM bodies)";
+
 /// The columns [`message_record`] reads.
 const MESSAGE_COLUMNS: &str = "seq, destination, idempotency_key, content_type, \
      octet_length(body)::int8, state, attempts, last_status, in_flight";
@@ -639,17 +687,17 @@ impl ClaimStore for PostgresStore {
             Ok(None) => {}
         }
         // The common case, a window nobody has claimed, is one statement.
-        // A window forgotten after its report was committed goes on from
-        // its archived revisions, so its keys are new.
+        // A forgotten window goes on from its fence and revision.
         let inserted = tx.query_typed(
             "INSERT INTO jobhost_runs (key, job, window_start, window_end, timezone, state,
                 fence, owner, lease_expires_at, attempt, component, created_at, updated_at,
                 revision)
-             VALUES ($1, $2, to_timestamp($3), to_timestamp($4), $5, 'CLAIMED', 1, $6,
+             VALUES ($1, $2, to_timestamp($3), to_timestamp($4), $5, 'CLAIMED',
+                coalesce((SELECT next_fence FROM jobhost_forgotten WHERE key = $1), 1), $6,
                 now() + make_interval(secs => $7), 1, $8, now(), now(),
-                1 + coalesce((SELECT max(revision) FROM jobhost_revisions WHERE key = $1), 0))
+                coalesce((SELECT next_revision FROM jobhost_forgotten WHERE key = $1), 1))
              ON CONFLICT (key) DO NOTHING
-             RETURNING revision",
+             RETURNING revision, fence",
             &[
                 text(&key.as_str()),
                 text(&req.window.job.as_str()),
@@ -665,12 +713,30 @@ impl ClaimStore for PostgresStore {
             Err(e) if lock_timed_out(&e) => return Ok(locked()),
             Err(e) => return Err(tx.err("insert the claim", &e)),
             Ok(rows) if rows.len() == 1 => {
-                let revision = count(rows[0].get(0), "revision")?;
+                let (mut revision, mut fence): (i64, i64) = (rows[0].get(0), rows[0].get(1));
+                // The insert may have waited for a `forget` of this key to
+                // commit, with its subqueries read before that: a statement
+                // of its own sees the forgotten fence and revision.
+                let caught_up = tx
+                    .query_typed_opt(
+                        "UPDATE jobhost_runs r SET fence = f.next_fence,
+                            revision = f.next_revision
+                         FROM jobhost_forgotten f
+                         WHERE r.key = $1 AND f.key = $1
+                           AND (f.next_fence > r.fence OR f.next_revision > r.revision)
+                         RETURNING r.revision, r.fence",
+                        &[text(&key.as_str())],
+                    )
+                    .map_err(|e| tx.err("insert the claim", &e))?;
+                if let Some(r) = caught_up {
+                    (revision, fence) = (r.get(0), r.get(1));
+                }
+                let revision = count(revision, "revision")?;
                 tx.commit_named("commit the claim")?;
                 return Ok(Claim::Run {
                     lease: Lease {
                         key,
-                        fence: Fence(1),
+                        fence: Fence(fence),
                         owner: req.owner.to_string(),
                         attempt: 1,
                         revision,
@@ -1082,11 +1148,13 @@ impl Ledger for PostgresStore {
             .query_typed(
                 "INSERT INTO jobhost_runs (key, job, window_start, window_end, timezone, state,
                     fence, owner, lease_expires_at, attempt, component, error, created_at,
-                    updated_at)
+                    updated_at, revision)
                  SELECT s.key, s.job, to_timestamp(s.window_start), to_timestamp(s.window_end),
-                    s.timezone, 'SKIPPED', 0, $7, now(), 0, '', s.reason, now(), now()
+                    s.timezone, 'SKIPPED', coalesce(f.next_fence - 1, 0), $7, now(), 0, '',
+                    s.reason, now(), now(), coalesce(f.next_revision, 1)
                  FROM unnest($1, $2, $3, $4, $5, $6)
                     AS s (key, job, window_start, window_end, timezone, reason)
+                    LEFT JOIN jobhost_forgotten f ON f.key = s.key
                  ON CONFLICT (key) DO NOTHING
                  RETURNING key",
                 &[
@@ -1100,6 +1168,16 @@ impl Ledger for PostgresStore {
                 ],
             )
             .map_err(|e| tx.err("record skipped windows", &e))?;
+        // As in a claim: a skip that waited for a `forget` of its key goes
+        // on from the forgotten fence and revision.
+        tx.execute_typed(
+            "UPDATE jobhost_runs r SET fence = f.next_fence - 1, revision = f.next_revision
+             FROM jobhost_forgotten f
+             WHERE r.key = ANY($1) AND f.key = r.key AND r.state = 'SKIPPED'
+               AND (r.fence < f.next_fence - 1 OR r.revision < f.next_revision)",
+            &[(&keys, Type::TEXT_ARRAY)],
+        )
+        .map_err(|e| tx.err("record skipped windows", &e))?;
         tx.commit_named("record skipped windows")?;
         let inserted: std::collections::HashSet<String> =
             rows.iter().map(|r| r.get::<_, String>(0)).collect();
@@ -1128,8 +1206,12 @@ impl Ledger for PostgresStore {
     ) -> Result<()> {
         self.write_one(
             "record the schedule",
+            // Never past a forgotten window that has no row again: it is
+            // still to be decided, whatever a plan read before the forget.
             "INSERT INTO jobhost_schedule (job, decided_until, updated_at)
-             VALUES ($1, to_timestamp($2), now())
+             VALUES ($1, least(to_timestamp($2), (SELECT min(f.window_start)
+                 FROM jobhost_forgotten f WHERE f.job = $1
+                   AND NOT EXISTS (SELECT 1 FROM jobhost_runs r WHERE r.key = f.key))), now())
              ON CONFLICT (job) DO UPDATE SET
                 decided_until = greatest(jobhost_schedule.decided_until, excluded.decided_until),
                 updated_at = excluded.updated_at",
@@ -1307,8 +1389,22 @@ impl Ledger for PostgresStore {
     }
 
     fn pause(&mut self, job: &str, actor: Actor<'_>, _now: Timestamp) -> Result<Option<Pause>> {
-        let before = self.paused(job)?;
         let mut tx = self.begin("pause the job")?;
+        // Read under the pause's own row lock (taken by locking the job's
+        // existing pause, if any), in the same transaction as the write.
+        let before = tx
+            .query_typed_opt(
+                concat!(
+                    "SELECT job, note, actor, ",
+                    us!("since"),
+                    " FROM jobhost_pauses WHERE job = $1 FOR UPDATE"
+                ),
+                &[text(&job)],
+            )
+            .map_err(|e| tx.err("pause the job", &e))?
+            .as_ref()
+            .map(pause_row)
+            .transpose()?;
         tx.execute_typed(
             "INSERT INTO jobhost_pauses (job, note, actor, since) VALUES ($1, $2, $3, now())
              ON CONFLICT (job) DO UPDATE SET note = excluded.note, actor = excluded.actor",
@@ -1378,7 +1474,7 @@ impl Ledger for PostgresStore {
                     us!("window_start"),
                     ", lease_expires_at > now(), error, report IS NOT NULL, ",
                     "(SELECT count(*) FROM jobhost_outbox o WHERE o.key = r.key ",
-                    "AND o.state <> 'DELIVERED') ",
+                    "AND o.state <> 'DELIVERED'), fence, revision ",
                     "FROM jobhost_runs r WHERE key = $1 FOR UPDATE"
                 ),
                 &[text(&k)],
@@ -1393,6 +1489,7 @@ impl Ledger for PostgresStore {
         let (live, error, has_report): (bool, Option<String>, bool) =
             (r.get(3), r.get(4), r.get(5));
         let undelivered = count(r.get(6), "message count")?;
+        let (fence, revision): (i64, i64) = (r.get(7), r.get(8));
         super::may_forget(key, old, live, force)?;
         if has_report {
             archive(&mut tx, key)?;
@@ -1418,6 +1515,22 @@ impl Ledger for PostgresStore {
             tx.execute_typed(sql, &[text(&k)])
                 .map_err(|e| tx.err(what, &e))?;
         }
+        tx.execute_typed(
+            "INSERT INTO jobhost_forgotten (key, job, window_start, next_revision, next_fence, at)
+             VALUES ($1, $2, to_timestamp($3), $4, $5, now())
+             ON CONFLICT (key) DO UPDATE SET
+                next_revision = greatest(jobhost_forgotten.next_revision, excluded.next_revision),
+                next_fence = greatest(jobhost_forgotten.next_fence, excluded.next_fence),
+                at = excluded.at",
+            &[
+                text(&k),
+                text(&job),
+                float8(&unix_seconds(start)),
+                int8(&(revision + i64::from(has_report))),
+                int8(&(fence + 1)),
+            ],
+        )
+        .map_err(|e| tx.err(what, &e))?;
         let moved = tx
             .execute_typed(
                 "UPDATE jobhost_schedule SET decided_until = to_timestamp($2), updated_at = now()
@@ -1448,7 +1561,7 @@ impl Ledger for PostgresStore {
                     "SELECT ",
                     us!("at"),
                     ", job, key, action, old_state, reason, detail, actor FROM jobhost_audit ",
-                    "WHERE $1::text IS NULL OR job = $1 ORDER BY at DESC, id DESC"
+                    "WHERE $1::text IS NULL OR job = $1 OR job = '*' ORDER BY at DESC, id DESC"
                 ),
                 &[text(&job)],
             )
@@ -1478,72 +1591,38 @@ impl Ledger for PostgresStore {
         _now: Timestamp,
     ) -> Result<Pruned> {
         let what = "prune";
-        let mut tx = self.begin(what)?;
         let b = unix_seconds(before);
-        // Rows of DONE runs (never anything unfinished), then archived
-        // revisions, whose window ended before `before`; sizes are read
-        // before the bytes are dropped, in the same transaction.
-        let runs = tx
-            .query_typed_one(
-                "WITH picked AS (
-                    SELECT key, octet_length(journal) AS journal_bytes FROM jobhost_runs
-                    WHERE state = 'DONE' AND pruned_at IS NULL
-                      AND window_end <= to_timestamp($1) AND ($2::text IS NULL OR job = $2)
-                    FOR UPDATE),
-                 bodies AS (
-                    UPDATE jobhost_outbox o SET body = ''::bytea
-                    FROM picked p WHERE o.key = p.key AND o.state = 'DELIVERED'
-                    RETURNING octet_length(
-                        (SELECT body FROM jobhost_outbox x WHERE x.key = o.key AND x.seq = o.seq))
-                        AS freed),
-                 rows AS (
-                    UPDATE jobhost_runs r SET pruned_at = now(),
-                        journal = CASE WHEN $3 THEN r.journal ELSE NULL END
-                    FROM picked p WHERE r.key = p.key
-                    RETURNING p.journal_bytes)
-                 SELECT (SELECT count(*) FROM rows),
-                    (SELECT coalesce(sum(journal_bytes), 0)::int8 FROM rows WHERE NOT $3),
-                    (SELECT coalesce(sum(freed), 0)::int8 FROM bodies)",
-                &[float8(&b), text(&job), boolean(&keep_journals)],
-            )
-            .map_err(|e| tx.err(what, &e))?;
-        let revisions = tx
-            .query_typed_one(
-                "WITH picked AS (
-                    SELECT key, revision, octet_length(journal) AS journal_bytes
-                    FROM jobhost_revisions
-                    WHERE pruned_at IS NULL AND window_end <= to_timestamp($1)
-                      AND ($2::text IS NULL OR job = $2)
-                    FOR UPDATE),
-                 bodies AS (
-                    UPDATE jobhost_revision_messages m SET body = ''::bytea
-                    FROM picked p
-                    WHERE m.key = p.key AND m.revision = p.revision AND m.state = 'DELIVERED'
-                    RETURNING (SELECT octet_length(x.body) FROM jobhost_revision_messages x
-                               WHERE x.key = m.key AND x.revision = m.revision
-                                 AND x.seq = m.seq) AS freed),
-                 rows AS (
-                    UPDATE jobhost_revisions v SET pruned_at = now(),
-                        journal = CASE WHEN $3 THEN v.journal ELSE NULL END
-                    FROM picked p WHERE v.key = p.key AND v.revision = p.revision
-                    RETURNING p.journal_bytes)
-                 SELECT (SELECT count(*) FROM rows),
-                    (SELECT coalesce(sum(journal_bytes), 0)::int8 FROM rows WHERE NOT $3),
-                    (SELECT coalesce(sum(freed), 0)::int8 FROM bodies)",
-                &[float8(&b), text(&job), boolean(&keep_journals)],
-            )
-            .map_err(|e| tx.err(what, &e))?;
         let mut pruned = Pruned::default();
-        for r in [&runs, &revisions] {
-            pruned.runs += r.get::<_, i64>(0).unsigned_abs();
-            pruned.journal_bytes += r.get::<_, i64>(1).unsigned_abs();
-            pruned.body_bytes += r.get::<_, i64>(2).unsigned_abs();
+        // Rows of DONE runs (never anything unfinished), then archived
+        // revisions (which never run again), whose window ended by
+        // `before`, at most 500 a transaction so that a first prune of a
+        // long history holds no row for long and no statement runs into
+        // the statement timeout; sizes are read (the statement's snapshot)
+        // before the bytes are dropped.
+        for sql in [PRUNE_RUNS, PRUNE_REVISIONS] {
+            loop {
+                let mut tx = self.begin(what)?;
+                let r = tx
+                    .query_typed_one(sql, &[float8(&b), text(&job), boolean(&keep_journals)])
+                    .map_err(|e| tx.err(what, &e))?;
+                tx.commit_named(what)?;
+                let batch = Pruned {
+                    runs: r.get::<_, i64>(0).unsigned_abs(),
+                    journal_bytes: r.get::<_, i64>(1).unsigned_abs(),
+                    body_bytes: r.get::<_, i64>(2).unsigned_abs(),
+                };
+                if batch.runs == 0 {
+                    break;
+                }
+                pruned.add(batch);
+            }
         }
         if pruned.runs > 0 {
             let detail = format!(
                 "{} run(s) ending by {before}: {} journal byte(s), {} message byte(s)",
                 pruned.runs, pruned.journal_bytes, pruned.body_bytes
             );
+            let mut tx = self.begin(what)?;
             audit(
                 &mut tx,
                 &AuditRow {
@@ -1556,8 +1635,8 @@ impl Ledger for PostgresStore {
                     actor: actor.by,
                 },
             )?;
+            tx.commit_named(what)?;
         }
-        tx.commit_named(what)?;
         Ok(pruned)
     }
 }

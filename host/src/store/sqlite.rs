@@ -196,13 +196,30 @@ const MIGRATIONS: &[&str] = &[
         since            INTEGER NOT NULL   -- unix seconds, UTC
     ) STRICT;
     -- What prune looks for, without reading the whole history.
-    CREATE INDEX runs_prunable ON runs (window_end) WHERE state = 'DONE' AND pruned_at IS NULL;",
+    CREATE INDEX runs_prunable ON runs (window_end) WHERE state = 'DONE' AND pruned_at IS NULL;
+    -- Windows a person forgot: the row that comes next for the key goes on
+    -- from the forgotten one's fence and revision (a stale owner's fence
+    -- never matches it, its messages never reuse a key that may have been
+    -- delivered), and no scheduler records a window decided past one that
+    -- has no row again.
+    CREATE TABLE forgotten (
+        key              TEXT PRIMARY KEY,
+        job              TEXT NOT NULL,
+        window_start     INTEGER NOT NULL,  -- unix seconds, UTC
+        next_revision    INTEGER NOT NULL,
+        next_fence       INTEGER NOT NULL,
+        at               INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX forgotten_by_job ON forgotten (job, window_start);",
 ];
 
 /// The schema version before the latest: read-only commands still read a
 /// store of it (a monitor keeps working between a deploy and the first run
 /// that migrates), treating what it lacks as empty.
 const PREVIOUS: i64 = MIGRATIONS.len() as i64 - 1;
+
+/// How many runs one transaction of `prune` takes on.
+const PRUNE_BATCH: i64 = 500;
 
 /// How long a writer waits for another process's write lock.
 const BUSY_TIMEOUT: Duration = super::WRITE_WAIT;
@@ -291,6 +308,18 @@ impl SqliteStore {
         let schema = refuse_foreign(&store.conn, path)?;
         check_version(path, schema.version)?;
         let current = schema.version == MIGRATIONS.len() as i64;
+        if schema.version == 0 && !schema.wal {
+            // Only an empty file takes this, and only before anything is
+            // written to it (switching to WAL writes its first page):
+            // `prune` can then give freed pages back a few at a time
+            // (`incremental_vacuum`) instead of a VACUUM that locks a live
+            // store while it rewrites the file. Older stores keep their
+            // freed pages for reuse.
+            store
+                .conn
+                .execute_batch("PRAGMA auto_vacuum = INCREMENTAL")
+                .map_err(|e| open_error(path, e))?;
+        }
         if !schema.wal {
             store.enable_wal()?;
         }
@@ -360,15 +389,7 @@ impl SqliteStore {
         if version == latest {
             return Ok(false);
         }
-        if version == 0 {
-            // Only an empty database takes this: `prune` can then give freed
-            // pages back a few at a time (`incremental_vacuum`) instead of a
-            // VACUUM that locks a live store while it rewrites the file.
-            // Older stores keep their freed pages for reuse.
-            self.conn
-                .execute_batch("PRAGMA auto_vacuum = INCREMENTAL")
-                .map_err(|e| open_error(&self.path, e))?;
-        }
+
         // A migration may rebuild a table that others reference; SQLite
         // ignores this pragma inside a transaction, so it is set around it,
         // and the references are checked before the commit instead.
@@ -512,6 +533,123 @@ impl SqliteStore {
     /// the previous one, opened read only, has not).
     fn current(&self) -> bool {
         self.version > PREVIOUS
+    }
+
+    /// One batch of [`Ledger::prune`] over DONE runs; `None` when nothing
+    /// was left to prune.
+    fn prune_runs(
+        &mut self,
+        job: Option<&str>,
+        before: Timestamp,
+        keep_journals: bool,
+        now: Timestamp,
+    ) -> Result<Option<Pruned>> {
+        let at = |e| failed(&self.path, "prune", e);
+        let tx = immediate(&mut self.conn, &self.path)?;
+        tx.execute_batch(
+            "CREATE TEMP TABLE IF NOT EXISTS prune_keys (key TEXT PRIMARY KEY);
+             DELETE FROM prune_keys;",
+        )
+        .map_err(at)?;
+        let runs = tx
+            .execute(
+                "INSERT INTO prune_keys (key) SELECT key FROM runs
+                 WHERE state = 'DONE' AND pruned_at IS NULL AND window_end <= ?1
+                   AND (?2 IS NULL OR job = ?2)
+                 LIMIT ?3",
+                params![secs(before), job, PRUNE_BATCH],
+            )
+            .map_err(at)?;
+        if runs == 0 {
+            return Ok(None);
+        }
+        let (journal_bytes, body_bytes): (Option<i64>, Option<i64>) = tx
+            .query_row(
+                "SELECT (SELECT sum(length(journal)) FROM runs WHERE key IN prune_keys AND ?1 = 0),
+                    (SELECT sum(length(body)) FROM outbox
+                     WHERE key IN prune_keys AND state = 'DELIVERED')",
+                [keep_journals],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(at)?;
+        tx.execute(
+            "UPDATE runs SET pruned_at = ?1, journal = CASE WHEN ?2 THEN journal ELSE NULL END
+             WHERE key IN prune_keys",
+            params![secs(now), keep_journals],
+        )
+        .map_err(at)?;
+        tx.execute(
+            "UPDATE outbox SET body = x'' WHERE key IN prune_keys AND state = 'DELIVERED'",
+            [],
+        )
+        .map_err(at)?;
+        tx.execute_batch("DELETE FROM prune_keys").map_err(at)?;
+        tx.commit().map_err(at)?;
+        Ok(Some(Pruned {
+            runs: runs as u64,
+            journal_bytes: journal_bytes.unwrap_or(0).unsigned_abs(),
+            body_bytes: body_bytes.unwrap_or(0).unsigned_abs(),
+        }))
+    }
+
+    /// One batch of [`Ledger::prune`] over archived revisions (which never
+    /// run again); `None` when nothing was left to prune.
+    fn prune_revisions(
+        &mut self,
+        job: Option<&str>,
+        before: Timestamp,
+        keep_journals: bool,
+        now: Timestamp,
+    ) -> Result<Option<Pruned>> {
+        let at = |e| failed(&self.path, "prune", e);
+        let tx = immediate(&mut self.conn, &self.path)?;
+        tx.execute_batch(
+            "CREATE TEMP TABLE IF NOT EXISTS prune_revs
+                (key TEXT NOT NULL, revision INTEGER NOT NULL, PRIMARY KEY (key, revision));
+             DELETE FROM prune_revs;",
+        )
+        .map_err(at)?;
+        let runs = tx
+            .execute(
+                "INSERT INTO prune_revs (key, revision) SELECT key, revision FROM revisions
+                 WHERE pruned_at IS NULL AND window_end <= ?1 AND (?2 IS NULL OR job = ?2)
+                 LIMIT ?3",
+                params![secs(before), job, PRUNE_BATCH],
+            )
+            .map_err(at)?;
+        if runs == 0 {
+            return Ok(None);
+        }
+        let (journal_bytes, body_bytes): (Option<i64>, Option<i64>) = tx
+            .query_row(
+                "SELECT (SELECT sum(length(v.journal)) FROM revisions v JOIN prune_revs p
+                        ON p.key = v.key AND p.revision = v.revision WHERE ?1 = 0),
+                    (SELECT sum(length(m.body)) FROM revision_messages m JOIN prune_revs p
+                        ON p.key = m.key AND p.revision = m.revision
+                     WHERE m.state = 'DELIVERED')",
+                [keep_journals],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(at)?;
+        tx.execute(
+            "UPDATE revision_messages SET body = x''
+             WHERE state = 'DELIVERED' AND (key, revision) IN (SELECT key, revision FROM prune_revs)",
+            [],
+        )
+        .map_err(at)?;
+        tx.execute(
+            "UPDATE revisions SET pruned_at = ?1, journal = CASE WHEN ?2 THEN journal ELSE NULL END
+             WHERE (key, revision) IN (SELECT key, revision FROM prune_revs)",
+            params![secs(now), keep_journals],
+        )
+        .map_err(at)?;
+        tx.execute_batch("DELETE FROM prune_revs").map_err(at)?;
+        tx.commit().map_err(at)?;
+        Ok(Some(Pruned {
+            runs: runs as u64,
+            journal_bytes: journal_bytes.unwrap_or(0).unsigned_abs(),
+            body_bytes: body_bytes.unwrap_or(0).unsigned_abs(),
+        }))
     }
 
     /// The runs matching `condition` (over `runs r`), newest window first.
@@ -866,16 +1004,17 @@ impl ClaimStore for SqliteStore {
             .map_err(|e| failed(&self.path, "read the claim", e))?;
         let claim = match existing {
             None => {
-                // A window forgotten after its report was committed goes on
-                // from its archived revisions, so its keys are new.
-                let revision: u32 = tx
+                // A forgotten window goes on from its fence and revision.
+                let (revision, fence): (u32, i64) = tx
                     .query_row(
                         "INSERT INTO runs (key, job, window_start, window_end, timezone, state,
                             fence, owner, lease_expires_at, attempt, component, created_at,
                             updated_at, revision)
-                         VALUES (?1, ?2, ?3, ?4, ?5, 'CLAIMED', 1, ?6, ?7, 1, ?8, ?9, ?9,
-                            1 + coalesce((SELECT max(revision) FROM revisions WHERE key = ?1), 0))
-                         RETURNING revision",
+                         VALUES (?1, ?2, ?3, ?4, ?5, 'CLAIMED',
+                            coalesce((SELECT next_fence FROM forgotten WHERE key = ?1), 1),
+                            ?6, ?7, 1, ?8, ?9, ?9,
+                            coalesce((SELECT next_revision FROM forgotten WHERE key = ?1), 1))
+                         RETURNING revision, fence",
                         params![
                             key.as_str(),
                             req.window.job.as_str(),
@@ -887,13 +1026,13 @@ impl ClaimStore for SqliteStore {
                             req.component,
                             now
                         ],
-                        |r| r.get(0),
+                        |r| Ok((r.get(0)?, r.get(1)?)),
                     )
                     .map_err(|e| failed(&self.path, "insert the claim", e))?;
                 Claim::Run {
                     lease: Lease {
                         key: key.clone(),
-                        fence: Fence(1),
+                        fence: Fence(fence),
                         owner: req.owner.to_string(),
                         attempt: 1,
                         revision,
@@ -1326,8 +1465,11 @@ impl Ledger for SqliteStore {
                 .prepare(
                     "INSERT INTO runs (key, job, window_start, window_end, timezone, state,
                         fence, owner, lease_expires_at, attempt, component, error,
-                        created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, 'SKIPPED', 0, ?6, ?7, 0, '', ?8, ?7, ?7)
+                        created_at, updated_at, revision)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 'SKIPPED',
+                        coalesce((SELECT next_fence - 1 FROM forgotten WHERE key = ?1), 0),
+                        ?6, ?7, 0, '', ?8, ?7, ?7,
+                        coalesce((SELECT next_revision FROM forgotten WHERE key = ?1), 1))
                      ON CONFLICT (key) DO NOTHING",
                 )
                 .map_err(|e| failed(&self.path, "record skipped windows", e))?;
@@ -1367,7 +1509,12 @@ impl Ledger for SqliteStore {
     fn set_decided_until(&mut self, job: &JobName, until: Timestamp, now: Timestamp) -> Result<()> {
         self.write_one(
             "record the schedule",
-            "INSERT INTO schedule (job, decided_until, updated_at) VALUES (?1, ?2, ?3)
+            // Never past a forgotten window that has no row again: it is
+            // still to be decided, whatever a plan read before the forget.
+            "INSERT INTO schedule (job, decided_until, updated_at)
+             VALUES (?1, min(?2, coalesce((SELECT min(f.window_start) FROM forgotten f
+                 WHERE f.job = ?1 AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.key = f.key)), ?2)),
+                 ?3)
              ON CONFLICT (job) DO UPDATE SET
                 decided_until = max(decided_until, excluded.decided_until),
                 updated_at = excluded.updated_at",
@@ -1577,8 +1724,22 @@ impl Ledger for SqliteStore {
     }
 
     fn pause(&mut self, job: &str, actor: Actor<'_>, now: Timestamp) -> Result<Option<Pause>> {
-        let before = self.paused(job)?;
         let tx = immediate(&mut self.conn, &self.path)?;
+        let before = tx
+            .query_row(
+                "SELECT job, note, actor, since FROM pauses WHERE job = ?1",
+                [job],
+                |r| {
+                    Ok(Pause {
+                        job: r.get(0)?,
+                        note: r.get(1)?,
+                        by: r.get(2)?,
+                        since: stored_instant(r, 3)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| failed(&self.path, "read the job's pause", e))?;
         tx.execute(
             "INSERT INTO pauses (job, note, actor, since) VALUES (?1, ?2, ?3, ?4)
              ON CONFLICT (job) DO UPDATE SET note = excluded.note, actor = excluded.actor",
@@ -1656,7 +1817,8 @@ impl Ledger for SqliteStore {
                 "SELECT state, job, window_start, lease_expires_at > ?2, error,
                     report IS NOT NULL,
                     (SELECT count(*) FROM outbox o WHERE o.key = runs.key
-                        AND o.state <> 'DELIVERED')
+                        AND o.state <> 'DELIVERED'),
+                    fence, revision
                  FROM runs WHERE key = ?1",
                 params![key.as_str(), secs(now)],
                 |r| {
@@ -1668,12 +1830,15 @@ impl Ledger for SqliteStore {
                         r.get::<_, Option<String>>(4)?,
                         r.get::<_, bool>(5)?,
                         r.get::<_, u32>(6)?,
+                        (r.get::<_, i64>(7)?, r.get::<_, u32>(8)?),
                     ))
                 },
             )
             .optional()
             .map_err(at)?;
-        let Some((state, job, start, live, error, has_report, undelivered)) = row else {
+        let Some((state, job, start, live, error, has_report, undelivered, (fence, revision))) =
+            row
+        else {
             return Err(super::no_such_run(key));
         };
         super::may_forget(key, state, live, force)?;
@@ -1701,6 +1866,22 @@ impl Ledger for SqliteStore {
             .map_err(at)?;
         tx.execute("DELETE FROM runs WHERE key = ?1", [key.as_str()])
             .map_err(at)?;
+        tx.execute(
+            "INSERT INTO forgotten (key, job, window_start, next_revision, next_fence, at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (key) DO UPDATE SET
+                next_revision = max(next_revision, excluded.next_revision),
+                next_fence = max(next_fence, excluded.next_fence), at = excluded.at",
+            params![
+                key.as_str(),
+                job,
+                secs(start),
+                revision + u32::from(has_report),
+                fence + 1,
+                secs(now)
+            ],
+        )
+        .map_err(at)?;
         let moved = tx
             .execute(
                 "UPDATE schedule SET decided_until = ?2, updated_at = ?3
@@ -1729,7 +1910,7 @@ impl Ledger for SqliteStore {
             .conn
             .prepare_cached(
                 "SELECT at, job, key, action, old_state, reason, detail, actor FROM audit
-                 WHERE ?1 IS NULL OR job = ?1 ORDER BY at DESC, id DESC",
+                 WHERE ?1 IS NULL OR job = ?1 OR job = '*' ORDER BY at DESC, id DESC",
             )
             .map_err(|e| failed(&self.path, "read the audit lines", e))?;
         stmt.query_map([job], |r| {
@@ -1756,85 +1937,21 @@ impl Ledger for SqliteStore {
         actor: Actor<'_>,
         now: Timestamp,
     ) -> Result<Pruned> {
-        let at = |e| failed(&self.path, "prune", e);
-        let tx = immediate(&mut self.conn, &self.path)?;
         let mut pruned = Pruned::default();
-        // Rows of DONE runs (never anything unfinished) and of archived
-        // revisions, whose window ended before `before`.
-        tx.execute_batch(
-            "CREATE TEMP TABLE IF NOT EXISTS prune_keys (key TEXT PRIMARY KEY);
-             DELETE FROM prune_keys;",
-        )
-        .map_err(at)?;
-        tx.execute(
-            "INSERT INTO prune_keys (key) SELECT key FROM runs
-             WHERE state = 'DONE' AND pruned_at IS NULL AND window_end <= ?1
-               AND (?2 IS NULL OR job = ?2)",
-            params![secs(before), job],
-        )
-        .map_err(at)?;
-        let (runs, journal_bytes, body_bytes): (i64, Option<i64>, Option<i64>) = tx
-            .query_row(
-                "SELECT (SELECT count(*) FROM prune_keys),
-                    (SELECT sum(length(journal)) FROM runs WHERE key IN prune_keys AND ?1 = 0),
-                    (SELECT sum(length(body)) FROM outbox
-                     WHERE key IN prune_keys AND state = 'DELIVERED')",
-                [keep_journals],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .map_err(at)?;
-        pruned.runs += runs.unsigned_abs();
-        pruned.journal_bytes += journal_bytes.unwrap_or(0).unsigned_abs();
-        pruned.body_bytes += body_bytes.unwrap_or(0).unsigned_abs();
-        tx.execute(
-            "UPDATE runs SET pruned_at = ?1,
-                journal = CASE WHEN ?2 THEN journal ELSE NULL END
-             WHERE key IN prune_keys",
-            params![secs(now), keep_journals],
-        )
-        .map_err(at)?;
-        tx.execute(
-            "UPDATE outbox SET body = x'' WHERE key IN prune_keys AND state = 'DELIVERED'",
-            [],
-        )
-        .map_err(at)?;
-        // Archived revisions: finished by definition.
-        let (runs, journal_bytes, body_bytes): (i64, Option<i64>, Option<i64>) = tx
-            .query_row(
-                "SELECT count(*), sum(CASE WHEN ?3 THEN 0 ELSE length(journal) END),
-                    (SELECT sum(length(m.body)) FROM revision_messages m JOIN revisions v
-                       ON v.key = m.key AND v.revision = m.revision
-                     WHERE v.pruned_at IS NULL AND v.window_end <= ?1
-                       AND (?2 IS NULL OR v.job = ?2) AND m.state = 'DELIVERED')
-                 FROM revisions
-                 WHERE pruned_at IS NULL AND window_end <= ?1 AND (?2 IS NULL OR job = ?2)",
-                params![secs(before), job, keep_journals],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .map_err(at)?;
-        pruned.runs += runs.unsigned_abs();
-        pruned.journal_bytes += journal_bytes.unwrap_or(0).unsigned_abs();
-        pruned.body_bytes += body_bytes.unwrap_or(0).unsigned_abs();
-        tx.execute(
-            "UPDATE revision_messages SET body = x''
-             WHERE state = 'DELIVERED' AND (key, revision) IN (
-                SELECT key, revision FROM revisions
-                WHERE pruned_at IS NULL AND window_end <= ?1 AND (?2 IS NULL OR job = ?2))",
-            params![secs(before), job],
-        )
-        .map_err(at)?;
-        tx.execute(
-            "UPDATE revisions SET pruned_at = ?3,
-                journal = CASE WHEN ?4 THEN journal ELSE NULL END
-             WHERE pruned_at IS NULL AND window_end <= ?1 AND (?2 IS NULL OR job = ?2)",
-            params![secs(before), job, secs(now), keep_journals],
-        )
-        .map_err(at)?;
+        // In batches, each a short transaction of its own, so that a first
+        // prune of a long history never holds the write lock for long.
+        while let Some(batch) = self.prune_runs(job, before, keep_journals, now)? {
+            pruned.add(batch);
+        }
+        while let Some(batch) = self.prune_revisions(job, before, keep_journals, now)? {
+            pruned.add(batch);
+        }
         if pruned.runs > 0 {
             let detail = format!(
                 "{} run(s) ending by {before}: {} journal byte(s), {} message byte(s)",
                 pruned.runs, pruned.journal_bytes, pruned.body_bytes
             );
+            let tx = immediate(&mut self.conn, &self.path)?;
             audit(
                 &tx,
                 &self.path,
@@ -1849,25 +1966,30 @@ impl Ledger for SqliteStore {
                     actor: actor.by,
                 },
             )?;
+            tx.commit().map_err(|e| failed(&self.path, "prune", e))?;
         }
-        tx.execute_batch("DELETE FROM prune_keys").map_err(at)?;
-        tx.commit().map_err(at)?;
         // Freed pages go back to the filesystem a few at a time, each step
         // a short write, in a store created with incremental auto-vacuum
         // (older stores keep them for reuse).
-        let incremental: i64 = self
+        // What was pruned is committed: a busy store here only leaves the
+        // pages for later reuse, and is not an error.
+        let incremental = self
             .conn
-            .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
-            .map_err(at)?;
+            .query_row("PRAGMA auto_vacuum", [], |r| r.get::<_, i64>(0))
+            .unwrap_or(0);
         if incremental == 2 {
-            let free: i64 = self
+            let free = self
                 .conn
-                .query_row("PRAGMA freelist_count", [], |r| r.get(0))
-                .map_err(at)?;
+                .query_row("PRAGMA freelist_count", [], |r| r.get::<_, i64>(0))
+                .unwrap_or(0);
             for _ in 0..=free / 256 {
-                self.conn
+                if self
+                    .conn
                     .execute_batch("PRAGMA incremental_vacuum(256)")
-                    .map_err(at)?;
+                    .is_err()
+                {
+                    break;
+                }
             }
         }
         Ok(pruned)
@@ -1992,9 +2114,11 @@ fn restart(
         ],
     )
     .map_err(|e| failed(path, "restart the window", e))?;
-    // Its undelivered messages are sent again, with their keys.
+    // Its undelivered messages are sent again, with their keys; one whose
+    // at-most-once send may have arrived keeps its in-flight mark, so the
+    // delivery abandons it again rather than risk a second copy.
     tx.execute(
-        "UPDATE outbox SET state = 'PENDING', in_flight = 0, updated_at = ?2
+        "UPDATE outbox SET state = 'PENDING', updated_at = ?2
          WHERE key = ?1 AND state <> 'DELIVERED'",
         params![key.as_str(), now],
     )

@@ -575,6 +575,15 @@ pub struct Pruned {
     pub body_bytes: u64,
 }
 
+impl Pruned {
+    /// Adds what another batch freed.
+    pub fn add(&mut self, other: Pruned) {
+        self.runs += other.runs;
+        self.journal_bytes += other.journal_bytes;
+        self.body_bytes += other.body_bytes;
+    }
+}
+
 /// What the store knows of a run's digest: never the digest itself (that
 /// is a cache on the host's disk, made again from the prompt), only where
 /// to find it, why the last attempt failed, and whether its message went
