@@ -1370,6 +1370,7 @@ mod tests {
             },
             messages: Vec::new(),
             embedded: None,
+            bodies_pruned: false,
         }
     }
 
