@@ -734,6 +734,33 @@ fn prune_frees_old_journals_and_bodies_keeps_the_rows_and_refuses_their_replay()
     assert!(refused.stderr.contains("was pruned"), "{}", refused.stderr);
     let kept = cli(&["replay", &key("2026-11-08"), "--store", store]);
     assert_eq!(kept.code, 0, "{}{}", kept.stdout, kept.stderr);
+    // With --keep-journals a pruned run still replays (its messages
+    // compared without their dropped bodies); export refuses it.
+    let light = cli(&[
+        "prune",
+        "--older-than",
+        "1d",
+        "--keep-journals",
+        "--now",
+        "2026-11-10T00:00:00Z",
+        "--store",
+        store,
+    ]);
+    assert_eq!(light.receipt()["runs"], 1, "{}", light.stdout);
+    assert_eq!(light.receipt()["journal_bytes"], 0);
+    let replayed = cli(&["replay", &key("2026-11-08"), "--store", store]);
+    assert_eq!(replayed.code, 0, "{}{}", replayed.stdout, replayed.stderr);
+    let export = cli(&[
+        "export",
+        &key("2026-11-08"),
+        "--store",
+        store,
+        "-o",
+        s(&dir.path().join("x.replay")),
+        "--without-component",
+    ]);
+    assert_eq!(export.code, 2);
+    assert!(export.stderr.contains("was pruned"), "{}", export.stderr);
     let bad = cli(&["prune", "--older-than", "soon", "--store", store]);
     assert_eq!(bad.code, 2);
     assert!(bad.stderr.contains("`90d`"), "{}", bad.stderr);
