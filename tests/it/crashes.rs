@@ -90,13 +90,23 @@ impl Claims {
                     rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
                 )
                 .expect("the store opens");
-                let has_schema: bool = conn
-                    .query_row(
-                        "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = 'cursors')",
-                        [],
-                        |r| r.get(0),
-                    )
-                    .expect("the store reads");
+                let has_schema = conn.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = 'cursors')",
+                    [],
+                    |r| r.get::<_, bool>(0),
+                );
+                let has_schema = match has_schema {
+                    // Killed while switching a new file to WAL: its first
+                    // page is in a rollback journal that only a writer
+                    // rolls back; nothing was ever claimed in it.
+                    Err(rusqlite::Error::SqliteFailure(f, _))
+                        if f.extended_code == rusqlite::ffi::SQLITE_READONLY_ROLLBACK
+                            && store.with_extension("db-journal").exists() =>
+                    {
+                        false
+                    }
+                    other => other.expect("the store reads"),
+                };
                 if !has_schema {
                     return Vec::new(); // killed while creating the store
                 }

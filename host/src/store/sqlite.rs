@@ -800,6 +800,16 @@ fn is_busy(e: &rusqlite::Error) -> bool {
 
 fn open_error(path: &Path, e: rusqlite::Error) -> Error {
     match &e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.extended_code == rusqlite::ffi::SQLITE_READONLY_ROLLBACK =>
+        {
+            Error::input(format!(
+                "store `{}` was left half-written by a process that died in the middle of a \
+                 write (its rollback journal is still there); the next `jobhost run` or `jobhost \
+                 daemon` with it repairs it, after which it reads again",
+                path.display()
+            ))
+        }
         rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::NotADatabase => {
             Error::input(format!(
                 "store `{}` is not a SQLite database; point --store at a jobhost store or a new path",
