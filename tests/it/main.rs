@@ -3,10 +3,12 @@
 //! its stderr and the store it leaves behind.
 
 mod bad_input;
+mod browser;
 mod compile;
 mod compile_cache;
 mod crashes;
 mod daemon;
+mod dashboard;
 mod default_store;
 mod digest;
 mod docs;

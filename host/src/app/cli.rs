@@ -48,6 +48,9 @@ enum Command {
     /// Run every job's due windows at the right moments, until stopped;
     /// one JSON line per run or skipped window on stdout.
     Daemon(DaemonArgs),
+    /// Serve a read-only dashboard of the jobs and Prometheus metrics over
+    /// HTTP, until stopped.
+    Serve(ServeArgs),
     /// Make (or find in the cache) the digest of a DONE run, and send its
     /// message if the job names a destination for it.
     Digest(DigestArgs),
@@ -146,6 +149,42 @@ struct DaemonArgs {
     /// time) [default: the system clock].
     #[arg(long, value_name = "TIME")]
     now: Option<String>,
+    /// Also serve the dashboard and metrics on this address (e.g.
+    /// 127.0.0.1:8480), on threads of its own.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    #[command(flatten)]
+    auth: ListenArgs,
+}
+
+/// Where and to whom the dashboard is served.
+#[derive(Debug, Clone, clap::Args)]
+struct ListenArgs {
+    /// A file whose first line is the bearer token every request (but
+    /// /healthz) must carry; required to listen off loopback.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Serve off loopback without a token, to anyone who can reach it.
+    #[arg(long, conflicts_with = "token_file")]
+    insecure_no_auth: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// A TOML job config; give it once per job.
+    #[arg(long, value_name = "FILE", required = true)]
+    config: Vec<PathBuf>,
+    /// The claim store, for every job [default: $JOBHOST_STORE, else each config's `store`, else state/jobhost.db beside each config].
+    #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
+    store: Option<PathBuf>,
+    /// The address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = crate::app::serve::DEFAULT_LISTEN)]
+    listen: String,
+    /// Judge lateness as if it were this instant [default: the system clock].
+    #[arg(long, value_name = "TIME")]
+    now: Option<String>,
+    #[command(flatten)]
+    auth: ListenArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -342,23 +381,8 @@ fn version_text() -> &'static str {
 
 /// A duration as a person reads it: its two largest units, `18h58m`,
 /// `2d3h`, `1m30s`, `45s` (`0s` for nothing or less).
-fn human_duration(d: jiff::SignedDuration) -> String {
-    let secs = u64::try_from(d.as_secs()).unwrap_or(0);
-    let units = [
-        (secs / 86_400, "d"),
-        (secs / 3600 % 24, "h"),
-        (secs / 60 % 60, "m"),
-        (secs % 60, "s"),
-    ];
-    let Some(top) = units.iter().position(|(n, _)| *n > 0) else {
-        return "0s".to_string();
-    };
-    units[top..]
-        .iter()
-        .take(2)
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, u)| format!("{n}{u}"))
-        .collect()
+pub(crate) fn human_duration(d: jiff::SignedDuration) -> String {
+    crate::core::text::human_duration(d)
 }
 
 /// Parses the command line, runs it, and returns the process exit code.
@@ -426,6 +450,13 @@ pub fn main_with(runtime: &Runtime) -> i32 {
             dir: args.dir,
         })),
         Command::Daemon(args) => match daemon(args, runtime) {
+            Ok(()) => 0,
+            Err(e) => {
+                crate::core::text::say("error", &e.to_string());
+                e.exit_code()
+            }
+        },
+        Command::Serve(args) => match serve(args) {
             Ok(()) => 0,
             Err(e) => {
                 crate::core::text::say("error", &e.to_string());
@@ -672,8 +703,49 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
     // retried once a minute: a component that is missing or broken at
     // start-up, and a store that cannot be a jobhost store. (A component
     // replaced later, or a database that restarts, is retried.)
+    let listen = args
+        .listen
+        .as_deref()
+        .map(|l| {
+            crate::app::serve::check_listen(
+                l,
+                args.auth.token_file.as_deref(),
+                args.auth.insecure_no_auth,
+            )
+        })
+        .transpose()?;
     crate::run::daemon::check_components(&jobs)?;
     crate::run::daemon::open_stores(&jobs)?;
+    let metrics = std::sync::Arc::new(crate::app::serve::DaemonMetrics::default());
+    let _server = match listen {
+        Some((addr, token)) => {
+            let origin = jiff::Timestamp::now();
+            let shift = start.map(|t| t.duration_since(origin));
+            let served = crate::app::serve::start(crate::app::serve::Settings {
+                jobs: jobs
+                    .iter()
+                    .map(|j| crate::app::serve::ServedJob {
+                        schedule: j.schedule.clone(),
+                        location: j.store.clone(),
+                        digest_cache: None,
+                    })
+                    .collect(),
+                listen: addr,
+                token,
+                clock: std::sync::Arc::new(move || {
+                    let now = jiff::Timestamp::now();
+                    shift.map_or(now, |d| now.checked_add(d).unwrap_or(now))
+                }),
+                daemon: Some(metrics.clone()),
+            })?;
+            crate::core::text::say(
+                "note",
+                &format!("serving the dashboard on http://{}/", served.addr),
+            );
+            Some(served)
+        }
+        None => None,
+    };
     let clock: Box<dyn Clock> = match (start, runtime.virtual_time) {
         (Some(t), true) => Box::new(VirtualClock::new(t)),
         (Some(t), false) => Box::new(crate::core::clock::ShiftedClock::starting_at(t)),
@@ -697,6 +769,7 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
         } else {
             std::time::Duration::from_millis(500)
         },
+        observer: Some(metrics.as_ref()),
     };
     let out: crate::run::daemon::Output =
         std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
@@ -740,6 +813,56 @@ fn job_view(
 /// A store that may not exist, lent out for reading.
 fn lend(store: &mut Option<Box<dyn store::Store>>) -> Option<&mut dyn store::Ledger> {
     store.as_mut().map(|s| s.as_mut() as &mut dyn store::Ledger)
+}
+
+/// Serves the dashboard until stopped.
+fn serve(args: ServeArgs) -> Result<(), Error> {
+    let (addr, token) = crate::app::serve::check_listen(
+        &args.listen,
+        args.auth.token_file.as_deref(),
+        args.auth.insecure_no_auth,
+    )?;
+    let mut jobs: Vec<crate::app::serve::ServedJob> = Vec::new();
+    let mut now = None;
+    for file in &args.config {
+        let config = JobConfig::load(&RunFlags {
+            config: Some(file.clone()),
+            store: args.store.clone(),
+            now: args.now.clone(),
+            ..RunFlags::default()
+        })?;
+        let schedule = config.schedule()?;
+        if jobs.iter().any(|j| j.schedule.job == schedule.job) {
+            return Err(Error::input(format!(
+                "job `{}` is named by two --config files (the second is `{}`): give each job once",
+                schedule.job,
+                file.display()
+            )));
+        }
+        now = config.now()?;
+        jobs.push(crate::app::serve::ServedJob {
+            location: config.store(&env)?,
+            digest_cache: config.digest_cache_dir(),
+            schedule,
+        });
+    }
+    let stop = crate::run::daemon::stop_on_signals()?;
+    let served = crate::app::serve::start(crate::app::serve::Settings {
+        jobs,
+        listen: addr,
+        token,
+        clock: std::sync::Arc::new(move || now.unwrap_or_else(jiff::Timestamp::now)),
+        daemon: None,
+    })?;
+    crate::core::text::say(
+        "note",
+        &format!("serving the dashboard on http://{}/", served.addr),
+    );
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    served.stop();
+    Ok(())
 }
 
 /// Prints each job's status; returns the worst job's exit code.

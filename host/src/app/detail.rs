@@ -10,6 +10,7 @@ use crate::core::clock::rfc3339;
 use crate::core::text::{json_line, printable};
 use crate::core::window::WindowKey;
 use crate::effects::digest::cache::DigestCache;
+use crate::run::board::replay_command;
 use crate::store::{self, AuditLine, Ledger, MessageRecord, RunRecord};
 
 /// Shows run `key` in detail.
@@ -175,26 +176,6 @@ pub fn show(
         writeln!(out, "{}", printable(&l))?;
     }
     Ok(())
-}
-
-fn replay_command(key: &WindowKey, revision: Option<u32>) -> String {
-    let quoted = shell_quote(key.as_str());
-    match revision {
-        Some(n) => format!("jobhost replay {quoted} --revision {n}"),
-        None => format!("jobhost replay {quoted}"),
-    }
-}
-
-/// `text` as one shell word.
-fn shell_quote(text: &str) -> String {
-    if text
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "-_:.+@/".contains(c))
-    {
-        text.to_string()
-    } else {
-        format!("'{}'", text.replace('\'', "'\\''"))
-    }
 }
 
 fn message_lines(messages: &[MessageRecord], lines: &mut Vec<String>) {

@@ -10,3 +10,4 @@ pub mod config;
 pub mod detail;
 pub mod new;
 pub mod operate;
+pub mod serve;

@@ -170,6 +170,26 @@ pub fn is_sha256_hex(s: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
+/// A duration as its two largest units: `45s`, `18h58m`, `2d3h`.
+pub fn human_duration(d: jiff::SignedDuration) -> String {
+    let secs = u64::try_from(d.as_secs()).unwrap_or(0);
+    let units = [
+        (secs / 86_400, "d"),
+        (secs / 3600 % 24, "h"),
+        (secs / 60 % 60, "m"),
+        (secs % 60, "s"),
+    ];
+    let Some(top) = units.iter().position(|(n, _)| *n > 0) else {
+        return "0s".to_string();
+    };
+    units[top..]
+        .iter()
+        .take(2)
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, u)| format!("{n}{u}"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -48,6 +48,15 @@ pub struct Options<'a> {
     pub stop: &'a AtomicBool,
     /// The longest single sleep, so a stop request is seen promptly.
     pub sleep_slice: Duration,
+    /// Told of every run's receipt and how long it took (the dashboard's
+    /// metrics); it must not block.
+    pub observer: Option<&'a dyn Observer>,
+}
+
+/// What is told of each run the daemon makes.
+pub trait Observer: Sync {
+    /// A run of `job` ended with `receipt`, after `took`.
+    fn ran(&self, job: &str, receipt: &crate::run::receipt::Receipt, took: Duration);
 }
 
 /// Where the daemon writes its JSON lines: shared by the loop and the
@@ -469,7 +478,15 @@ impl Wake<'_> {
                 return None;
             }
             let at_now = self.opts.runtime.at(Some(self.opts.clock.now()));
+            let started = std::time::Instant::now();
             let mut outcome = job::run_window(self.job, Some(&window), &at_now);
+            if let Some(o) = self.opts.observer {
+                o.ran(
+                    self.job.name().as_str(),
+                    &outcome.receipt,
+                    started.elapsed(),
+                );
+            }
             emit(self.out, &outcome.receipt.to_json_line());
             if let Some(d) = outcome.digest.take() {
                 self.digests.queue(self.job, d);

@@ -6,6 +6,7 @@
 //! (see ARCHITECTURE.md).
 
 mod answer;
+pub mod board;
 pub mod daemon;
 mod finish;
 pub mod job;
@@ -13,6 +14,7 @@ mod open;
 pub mod operate;
 pub mod phases;
 pub mod plan;
+pub mod reads;
 pub mod receipt;
 pub mod replay;
 pub mod status;

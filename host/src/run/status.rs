@@ -20,8 +20,9 @@ use jiff::{SignedDuration, Timestamp};
 use crate::core::error::Result;
 use crate::core::schedule::Schedule;
 use crate::core::window::Window;
-use crate::run::plan::{Holes, holes};
-use crate::store::{Ledger, Pause, RunRecord, RunState};
+use crate::run::plan::{HOLES_SCANNED, Holes, holes};
+use crate::run::reads::Reads;
+use crate::store::{Ledger, Pause, RangeQuery, RunRecord, RunState};
 
 /// How a job stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -110,7 +111,6 @@ pub fn status(
     store: Option<&mut dyn Ledger>,
 ) -> Result<Status> {
     let expected = schedule.last_due(now)?;
-    let expected_due = schedule.due_at(&expected);
     let (runs, decided_until, paused) = match store {
         Some(s) => (
             s.history(Some(schedule.job.as_str()))?,
@@ -120,6 +120,122 @@ pub fn status(
         None => (Vec::new(), None, None),
     };
     let holes = holes(schedule, now, &runs, decided_until, None)?;
+    judge(schedule, now, expected, &runs, holes, paused)
+}
+
+/// The most rows of each kind [`status_bounded`] reads: windows that need
+/// a person, unfinished ones, and skipped ones since the last DONE window.
+pub const BOUNDED_ROWS: usize = 200;
+
+/// [`status`] from a bounded number of indexed reads, whatever the length
+/// of the job's history (for the dashboard): the newest DONE row, the
+/// expected window's row, the rows that need a person or are unfinished,
+/// the skipped ones since the last DONE one (at most [`BOUNDED_ROWS`] of
+/// each), and for the holes a count of the rows in the range
+/// [`holes`] scans, reading that range's rows only when the count says
+/// some window in it has none. Within those limits it equals [`status`].
+///
+/// # Errors
+///
+/// `Error::Store` when the store cannot be read.
+pub fn status_bounded(
+    schedule: &Schedule,
+    now: Timestamp,
+    store: Option<&mut Reads<'_>>,
+) -> Result<Status> {
+    let expected = schedule.last_due(now)?;
+    let Some(s) = store else {
+        let holes = holes(schedule, now, &[], None, None)?;
+        return judge(schedule, now, expected, &[], holes, None);
+    };
+    let job = schedule.job.as_str();
+    let decided_until = s.decided_until(&schedule.job)?;
+    let paused = s.paused(job)?;
+    let q = |states: &'static [RunState], limit: usize| RangeQuery {
+        job,
+        from: None,
+        until: None,
+        states,
+        oldest_first: false,
+        limit,
+    };
+    let mut runs = s.range(&q(&[RunState::Done], 1))?;
+    let last_done_start = runs.first().map(|r| r.window_start);
+    runs.extend(s.range(&q(
+        &[
+            RunState::Abandoned,
+            RunState::Failed,
+            RunState::Claimed,
+            RunState::Prepared,
+        ],
+        BOUNDED_ROWS,
+    ))?);
+    runs.extend(s.range(&RangeQuery {
+        from: last_done_start,
+        ..q(&[RunState::Skipped], BOUNDED_ROWS)
+    })?);
+    runs.extend(s.peek(&expected.key())?);
+    // Holes: from where `holes` would start, count the rows; read them
+    // only when a window there may have none.
+    let from = match decided_until {
+        Some(t) => Some(t),
+        None => s
+            .range(&RangeQuery {
+                until: Some(expected.end),
+                oldest_first: true,
+                ..q(&[], 1)
+            })?
+            .first()
+            .map(|r| r.window_start),
+    };
+    let holes = match from {
+        None => Holes::default(),
+        Some(from) => {
+            let due = schedule.due_since(from, now, HOLES_SCANNED + 1)?;
+            let truncated = due.len() > HOLES_SCANNED;
+            let scanned = &due[usize::from(truncated)..];
+            let wanted = scanned.iter().filter(|w| w.start < expected.start).count();
+            let first = scanned.first().map_or(expected.start, |w| w.start);
+            let held: u64 = s
+                .counts(job, Some(first), Some(expected.start))?
+                .iter()
+                .map(|(_, n)| n)
+                .sum();
+            if held == wanted as u64 {
+                Holes {
+                    truncated,
+                    ..Holes::default()
+                }
+            } else {
+                let rows = s.range(&RangeQuery {
+                    from: Some(first),
+                    until: Some(expected.start),
+                    ..q(&[], HOLES_SCANNED + 1)
+                })?;
+                holes(schedule, now, &rows, Some(from), None)?
+            }
+        }
+    };
+    runs.sort_by(|a, b| {
+        b.window_start
+            .cmp(&a.window_start)
+            .then_with(|| a.key.as_str().cmp(b.key.as_str()))
+    });
+    runs.dedup_by(|a, b| a.key == b.key);
+    judge(schedule, now, expected, &runs, holes, paused)
+}
+
+/// The status from the job's rows that matter (newest window first) and
+/// its holes.
+fn judge(
+    schedule: &Schedule,
+    now: Timestamp,
+    expected: Window,
+    runs: &[RunRecord],
+    holes: Holes,
+    paused: Option<Pause>,
+) -> Result<Status> {
+    let expected_due = schedule.due_at(&expected);
     let last_done = runs.iter().find(|r| r.state == RunState::Done).cloned();
     let needs_a_person: Vec<RunRecord> = runs
         .iter()

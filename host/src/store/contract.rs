@@ -11,8 +11,8 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::{
     Actor, Archived, Attempted, AuditLine, Claim, ClaimRequest, DigestNote, Failure, Forgotten,
-    Lease, MessageRecord, Pause, PendingMessage, Pruned, Revision, RunRecord, Skip, StagedMessage,
-    StoredReport,
+    Lease, MessageRecord, Pause, PendingMessage, Pruned, RangeQuery, Revision, RunRecord, RunState,
+    Skip, StagedMessage, StoredReport,
 };
 use crate::core::error::Result;
 use crate::core::window::{JobName, WindowKey};
@@ -183,6 +183,28 @@ pub trait Ledger {
     ///
     /// `Error::Store`.
     fn history_from(&mut self, job: &str, from: Option<Timestamp>) -> Result<Vec<RunRecord>>;
+
+    /// The rows [`RangeQuery`] asks for: bounded by its limit and read
+    /// through the `(job, window_start)` index.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn runs_in_range(&mut self, q: &RangeQuery<'_>) -> Result<Vec<RunRecord>>;
+
+    /// How many of `job`'s rows whose window starts in `[from, until)`
+    /// (either end open when `None`) are in each state, in one `GROUP BY`
+    /// over the index; states with no row are left out.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn state_counts(
+        &mut self,
+        job: &str,
+        from: Option<Timestamp>,
+        until: Option<Timestamp>,
+    ) -> Result<Vec<(RunState, u64)>>;
 
     /// `job`'s runs that are not finished, of any age: CLAIMED, PREPARED,
     /// or FAILED and waiting to be retried; newest window first.

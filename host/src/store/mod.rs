@@ -49,7 +49,7 @@ pub use sqlite::SqliteStore;
 pub use types::{
     Actor, Archived, Attempted, Attempts, AuditLine, Claim, ClaimRequest, DigestNote, DigestRecord,
     Failure, Fence, Forgotten, Held, Lease, MessageRecord, Pause, PendingMessage, Pruned, Purpose,
-    Revision, RunRecord, RunState, Skip, StagedMessage, StoredReport, message_prefix,
+    RangeQuery, Revision, RunRecord, RunState, Skip, StagedMessage, StoredReport, message_prefix,
 };
 
 /// How long a claim on PostgreSQL waits for another session's hold on the

@@ -31,8 +31,8 @@ use super::pg_support::{Limits, Param, Tx, boolean, bytea, float8, int8, lock_ti
 use super::{
     Actor, Archived, Attempted, AuditLine, Claim, ClaimRequest, ClaimStore, Decision, DigestNote,
     DigestRecord, Existing, Failure, Fence, Forgotten, Lease, Ledger, MessageRecord, Pause,
-    PendingMessage, PostgresUrl, Pruned, Revision, RunRecord, RunState, Skip, StagedMessage,
-    StoredReport, decide, decided, fenced, lease_lost, undelivered,
+    PendingMessage, PostgresUrl, Pruned, RangeQuery, Revision, RunRecord, RunState, Skip,
+    StagedMessage, StoredReport, decide, decided, fenced, lease_lost, undelivered,
 };
 use crate::core::error::{Error, Result};
 use crate::core::failpoint::{Boundary, Failpoints};
@@ -1116,6 +1116,60 @@ impl Ledger for PostgresStore {
             ),
             None => self.runs_where("r.job = $1", &[text(&job)]),
         }
+    }
+
+    fn runs_in_range(&mut self, q: &RangeQuery<'_>) -> Result<Vec<RunRecord>> {
+        let states = q
+            .state_condition()
+            .map(|c| format!(" AND {c}"))
+            .unwrap_or_default();
+        let sql = format!(
+            "SELECT {} FROM {RUN_TABLES}
+             WHERE r.job = $1
+               AND ($2::float8 IS NULL OR r.window_start >= to_timestamp($2))
+               AND ($3::float8 IS NULL OR r.window_start < to_timestamp($3)){states}
+             ORDER BY r.window_start {order}, r.key COLLATE \"C\" LIMIT $4",
+            self.run_columns(),
+            order = q.order()
+        );
+        let from = q.from.map(unix_seconds);
+        let until = q.until.map(unix_seconds);
+        let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+        let rows = self.read("read history", |tx| {
+            tx.query_typed(
+                &sql,
+                &[text(&q.job), float8(&from), float8(&until), int8(&limit)],
+            )
+        })?;
+        rows.iter().map(run_record).collect()
+    }
+
+    fn state_counts(
+        &mut self,
+        job: &str,
+        from: Option<Timestamp>,
+        until: Option<Timestamp>,
+    ) -> Result<Vec<(RunState, u64)>> {
+        let from = from.map(unix_seconds);
+        let until = until.map(unix_seconds);
+        let rows = self.read("count windows", |tx| {
+            tx.query_typed(
+                "SELECT state, count(*) FROM jobhost_runs
+                 WHERE job = $1
+                   AND ($2::float8 IS NULL OR window_start >= to_timestamp($2))
+                   AND ($3::float8 IS NULL OR window_start < to_timestamp($3))
+                 GROUP BY state",
+                &[text(&job), float8(&from), float8(&until)],
+            )
+        })?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                let state: String = r.get(0);
+                let n: i64 = r.get(1);
+                Some((RunState::parse(&state)?, u64::try_from(n).unwrap_or(0)))
+            })
+            .collect())
     }
 
     fn unfinished(&mut self, job: &str) -> Result<Vec<RunRecord>> {

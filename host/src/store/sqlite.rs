@@ -18,8 +18,8 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionB
 use super::{
     Actor, Archived, Attempted, AuditLine, Claim, ClaimRequest, ClaimStore, Decision, DigestNote,
     DigestRecord, Existing, Failure, Fence, Forgotten, Lease, Ledger, MessageRecord, Pause,
-    PendingMessage, Pruned, Revision, RunRecord, RunState, Skip, StagedMessage, StoredReport,
-    decide, decided,
+    PendingMessage, Pruned, RangeQuery, Revision, RunRecord, RunState, Skip, StagedMessage,
+    StoredReport, decide, decided,
 };
 use crate::core::error::{Error, Result};
 use crate::core::failpoint::{Boundary, Failpoints};
@@ -1446,6 +1446,59 @@ impl Ledger for SqliteStore {
             }
             None => self.runs_where("r.job = ?1", params![job]),
         }
+    }
+
+    fn runs_in_range(&mut self, q: &RangeQuery<'_>) -> Result<Vec<RunRecord>> {
+        let states = q
+            .state_condition()
+            .map(|c| format!(" AND {c}"))
+            .unwrap_or_default();
+        let sql = format!(
+            "SELECT {} FROM {RUN_TABLES}
+             WHERE r.job = ?1 AND r.window_start >= ?2 AND r.window_start < ?3{states}
+             ORDER BY r.window_start {order}, r.key LIMIT ?4",
+            self.run_columns(),
+            order = q.order()
+        );
+        let from = q.from.map_or(i64::MIN, secs);
+        let until = q.until.map_or(i64::MAX, secs);
+        let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+        let mut stmt = self
+            .conn
+            .prepare_cached(&sql)
+            .map_err(|e| failed(&self.path, "read history", e))?;
+        let rows = stmt
+            .query_map(params![q.job, from, until, limit], run_record)
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>());
+        rows.map_err(|e| failed(&self.path, "read history", e))
+    }
+
+    fn state_counts(
+        &mut self,
+        job: &str,
+        from: Option<Timestamp>,
+        until: Option<Timestamp>,
+    ) -> Result<Vec<(RunState, u64)>> {
+        let from = from.map_or(i64::MIN, secs);
+        let until = until.map_or(i64::MAX, secs);
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT state, count(*) FROM runs
+                 WHERE job = ?1 AND window_start >= ?2 AND window_start < ?3
+                 GROUP BY state",
+            )
+            .map_err(|e| failed(&self.path, "count windows", e))?;
+        let rows = stmt
+            .query_map(params![job, from, until], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(|e| failed(&self.path, "count windows", e))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(s, n)| Some((RunState::parse(&s)?, u64::try_from(n).unwrap_or(0))))
+            .collect())
     }
 
     fn unfinished(&mut self, job: &str) -> Result<Vec<RunRecord>> {

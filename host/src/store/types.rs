@@ -440,6 +440,48 @@ pub struct RunRecord {
     pub pruned_at: Option<Timestamp>,
 }
 
+/// A bounded read of one job's rows: windows starting in `[from, until)`
+/// (either end open when `None`), in one of `states` (any when empty),
+/// newest window first (oldest first with `oldest_first`), at most `limit`.
+/// It reads the `(job, window_start)` index, so it costs what it returns,
+/// however long the job's history.
+#[derive(Debug, Clone, Copy)]
+pub struct RangeQuery<'a> {
+    /// The job.
+    pub job: &'a str,
+    /// The first window start included.
+    pub from: Option<Timestamp>,
+    /// The first window start excluded.
+    pub until: Option<Timestamp>,
+    /// The states wanted (any when empty).
+    pub states: &'a [RunState],
+    /// Oldest window first instead of newest first.
+    pub oldest_first: bool,
+    /// The most rows returned.
+    pub limit: usize,
+}
+
+impl RangeQuery<'_> {
+    /// `r.state IN (...)` for the wanted states, or `None` for any: the
+    /// names are the store's own constants, never text from outside.
+    pub(crate) fn state_condition(&self) -> Option<String> {
+        if self.states.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = self
+            .states
+            .iter()
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect();
+        Some(format!("r.state IN ({})", names.join(", ")))
+    }
+
+    /// The `ORDER BY` of the read.
+    pub(crate) fn order(&self) -> &'static str {
+        if self.oldest_first { "ASC" } else { "DESC" }
+    }
+}
+
 /// A job paused by a person, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pause {

@@ -44,6 +44,11 @@ fn param(ctx: &RunContext, name: &str, default: usize) -> usize {
 /// it reached one as it is.
 const FORGERY: &str = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J\r\njobhost: error: forged by the guest\u{8}\u{7f}\u{9b}31m\u{0}\u{2028}\u{202e}\u{200f}\u{61c}end";
 
+/// Text made to run script in a page that shows it unescaped: a script
+/// element, an attribute break-out with an event handler, markup, and a
+/// terminal escape.
+const HTML: &str = "<script>window.__pwned=1</script>\"><img src=x onerror=\"window.__pwned=2\">\u{1b}[31mred\u{1b}[0m</pre><b>bold</b>";
+
 fn send_error(e: &SendError) -> String {
     match e {
         SendError::UnknownDestination(name) => {
@@ -144,6 +149,11 @@ impl Guest for Hostile {
             "control-error" => return Err(RunError::Other(FORGERY.to_string())),
             "control-panic" => panic!("{FORGERY}"),
             "control-report" => FORGERY.to_string(),
+            "html-report" => {
+                log::emit(Level::Warn, HTML);
+                HTML.to_string()
+            }
+            "html-error" => return Err(RunError::Other(HTML.to_string())),
             "describe-flood" => "ran; describe floods".to_string(),
             other => return Err(RunError::Other(format!("unknown hostile mode `{other}`"))),
         };

@@ -1,0 +1,210 @@
+//! `/metrics`: per job, its windows by state, its last DONE window's end,
+//! how late it is and whether it is healthy, from the same bounded reads
+//! as the pages; inside the daemon also counters of runs by event and of
+//! deliveries by destination and status, and a histogram of run
+//! durations. Encoded by `prometheus-client`.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use super::Worker;
+use super::pages::with_reads;
+use crate::core::error::{Error, Result};
+use crate::run::board::ReadCount;
+use crate::run::receipt::Receipt;
+use crate::run::status::{Health, status_bounded};
+use crate::store::RunState;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JobLabel {
+    job: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JobState {
+    job: String,
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RunLabel {
+    job: String,
+    event: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeliveryLabel {
+    job: String,
+    destination: String,
+    status: String,
+}
+
+/// A run-duration histogram's buckets: 5 ms to about 3 min.
+fn duration_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 16))
+}
+
+/// What the daemon counts as it runs (shared with the server's threads).
+pub struct DaemonMetrics {
+    runs: Family<RunLabel, Counter>,
+    deliveries: Family<DeliveryLabel, Counter>,
+    durations: Family<JobLabel, Histogram, fn() -> Histogram>,
+}
+
+impl Default for DaemonMetrics {
+    fn default() -> DaemonMetrics {
+        DaemonMetrics {
+            runs: Family::default(),
+            deliveries: Family::default(),
+            durations: Family::new_with_constructor(duration_histogram),
+        }
+    }
+}
+
+impl DaemonMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "jobhost_runs",
+            "Runs the daemon made, by job and receipt event",
+            self.runs.clone(),
+        );
+        registry.register(
+            "jobhost_deliveries",
+            "Messages the daemon's runs handled, by job, destination and status",
+            self.deliveries.clone(),
+        );
+        registry.register(
+            "jobhost_run_duration_seconds",
+            "How long each of the daemon's runs took, by job",
+            self.durations.clone(),
+        );
+    }
+}
+
+impl crate::run::daemon::Observer for DaemonMetrics {
+    fn ran(&self, job: &str, receipt: &Receipt, took: Duration) {
+        self.runs
+            .get_or_create(&RunLabel {
+                job: job.to_string(),
+                event: receipt.event.as_str().to_string(),
+            })
+            .inc();
+        for m in receipt.messages.iter().flatten() {
+            let status = serde_json::to_value(m.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            self.deliveries
+                .get_or_create(&DeliveryLabel {
+                    job: job.to_string(),
+                    destination: m.destination.clone(),
+                    status,
+                })
+                .inc();
+        }
+        self.durations
+            .get_or_create(&JobLabel {
+                job: job.to_string(),
+            })
+            .observe(took.as_secs_f64());
+    }
+}
+
+/// Every state a window row can be in, as the metric's label says it.
+const STATES: [RunState; 6] = [
+    RunState::Claimed,
+    RunState::Prepared,
+    RunState::Done,
+    RunState::Failed,
+    RunState::Abandoned,
+    RunState::Skipped,
+];
+
+pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> {
+    let mut registry = Registry::default();
+    let windows = Family::<JobState, Gauge>::default();
+    let last_done = Family::<JobLabel, Gauge>::default();
+    let late = Family::<JobLabel, Gauge>::default();
+    let up = Family::<JobLabel, Gauge>::default();
+    let holes = Family::<JobLabel, Gauge>::default();
+    let queries = Gauge::<i64>::default();
+    let mut count = ReadCount::default();
+    let settings = worker.settings;
+    for j in &settings.jobs {
+        let job = j.schedule.job.as_str().to_string();
+        let (st, counts) = with_reads(worker, &j.location, &mut count, |r| match r {
+            Some(r) => {
+                let st = status_bounded(&j.schedule, now, Some(r))?;
+                let counts = r.counts(&job, None, None)?;
+                Ok((st, counts))
+            }
+            None => Ok((status_bounded(&j.schedule, now, None)?, Vec::new())),
+        })?;
+        for s in STATES {
+            let n = counts.iter().find(|(c, _)| *c == s).map_or(0, |(_, n)| *n);
+            windows
+                .get_or_create(&JobState {
+                    job: job.clone(),
+                    state: s.as_str().to_string(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        let label = JobLabel { job: job.clone() };
+        if let Some(d) = &st.last_done {
+            last_done
+                .get_or_create(&label)
+                .set(d.window_end.as_second());
+        }
+        late.get_or_create(&label).set(st.late_by.as_secs());
+        up.get_or_create(&label)
+            .set(i64::from(st.health == Health::Healthy));
+        holes
+            .get_or_create(&label)
+            .set(i64::try_from(st.holes.count).unwrap_or(i64::MAX));
+    }
+    queries.set(i64::from(count.queries));
+    registry.register(
+        "jobhost_windows",
+        "Windows the store holds for the job, by state",
+        windows,
+    );
+    registry.register(
+        "jobhost_last_done_window_end_seconds",
+        "End of the job's newest DONE window, in Unix seconds",
+        last_done,
+    );
+    registry.register(
+        "jobhost_late_seconds",
+        "How long the job's newest due window (or oldest hole) has been due without being DONE",
+        late,
+    );
+    registry.register(
+        "jobhost_up",
+        "1 when the job is healthy as `jobhost status` says, else 0",
+        up,
+    );
+    registry.register(
+        "jobhost_holes",
+        "Due windows of the job with no run that nothing will decide",
+        holes,
+    );
+    registry.register(
+        "jobhost_scrape_store_queries",
+        "Store queries this scrape made",
+        queries,
+    );
+    if let Some(d) = &settings.daemon {
+        d.register(&mut registry);
+    }
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &registry)
+        .map_err(|e| Error::Host(format!("cannot encode the metrics: {e}")))?;
+    Ok(out)
+}

@@ -1,0 +1,309 @@
+//! The dashboard's routes and pages: each page is a `run::board` struct,
+//! rendered as HTML from an embedded template (auto-escaped) or as its
+//! JSON twin (the same struct, with the reads it took).
+
+use jiff::Timestamp;
+use minijinja::{AutoEscape, Environment, context};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use serde::Serialize;
+
+use super::{Reply, Worker};
+use crate::core::error::{Error, Result};
+use crate::core::window::WindowKey;
+use crate::effects::digest::cache::DigestCache;
+use crate::run::board::{self, BoardJob, ReadCount};
+use crate::run::reads::Reads;
+
+/// What a request asks for.
+pub(super) enum Route {
+    /// Every job.
+    Jobs { json: bool },
+    /// One job's grid, the page holding `at`.
+    Job {
+        name: String,
+        at: Option<String>,
+        json: bool,
+    },
+    /// One run.
+    Run { key: String, json: bool },
+    /// `/metrics`.
+    Metrics,
+    /// A file under `/static/`.
+    Static(&'static str),
+    /// Anything else.
+    NotFound,
+}
+
+impl Route {
+    pub(super) fn parse(path: &str, query: &str, accept_json: bool) -> Route {
+        let (path, suffix) = match path.strip_suffix(".json") {
+            Some(p) => (p, true),
+            None => (path, false),
+        };
+        let json = suffix || accept_json;
+        let decode = |s: &str| {
+            percent_decode_str(s)
+                .decode_utf8()
+                .ok()
+                .map(|c| c.into_owned())
+        };
+        match path {
+            "" | "/" | "/jobs" | "/index" => Route::Jobs { json },
+            "/metrics" if !suffix => Route::Metrics,
+            "/static/app.css" if !suffix => Route::Static("app.css"),
+            "/static/app.js" if !suffix => Route::Static("app.js"),
+            _ => {
+                if let Some(name) = path.strip_prefix("/jobs/").and_then(decode) {
+                    let at = query
+                        .split('&')
+                        .find_map(|kv| kv.strip_prefix("at="))
+                        .and_then(|v| decode(&v.replace('+', " ")));
+                    Route::Job { name, at, json }
+                } else if let Some(key) = path.strip_prefix("/runs/").and_then(decode) {
+                    Route::Run { key, json }
+                } else {
+                    Route::NotFound
+                }
+            }
+        }
+    }
+}
+
+/// The templates, parsed once.
+pub(super) struct Pages {
+    env: Environment<'static>,
+}
+
+impl Pages {
+    pub(super) fn new() -> Pages {
+        let mut env = Environment::new();
+        // Every template escapes for HTML, whatever its name.
+        env.set_auto_escape_callback(|_| AutoEscape::Html);
+        env.add_filter("shown", shown);
+        env.add_filter("seg", seg);
+        env.add_filter("dur", dur);
+        for (name, text) in [
+            ("base.html", include_str!("templates/base.html")),
+            ("jobs.html", include_str!("templates/jobs.html")),
+            ("job.html", include_str!("templates/job.html")),
+            ("run.html", include_str!("templates/run.html")),
+            ("strip.html", include_str!("templates/strip.html")),
+        ] {
+            env.add_template(name, text)
+                .unwrap_or_else(|e| panic!("embedded template {name} is invalid: {e}"));
+        }
+        Pages { env }
+    }
+
+    fn html(&self, name: &str, ctx: minijinja::Value) -> Result<Reply> {
+        let t = self
+            .env
+            .get_template(name)
+            .map_err(|e| Error::Host(format!("template {name}: {e}")))?;
+        let body = t
+            .render(ctx)
+            .map_err(|e| Error::Host(format!("template {name}: {e}")))?;
+        Ok(Reply {
+            status: 200,
+            content_type: "text/html; charset=utf-8",
+            body: body.into_bytes(),
+        })
+    }
+}
+
+/// Text from outside shown as it is, line by line: every character that
+/// could change how it reads (escape sequences, bidirectional controls) as
+/// `\u{..}`, line breaks kept. HTML escaping follows.
+fn shown(text: String) -> String {
+    text.split('\n')
+        .map(|l| crate::core::text::printable(l).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Characters kept as they are in a path segment.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b':');
+
+/// `text` as one URL path segment.
+fn seg(text: String) -> String {
+    utf8_percent_encode(&text, SEGMENT).to_string()
+}
+
+/// Seconds as `2d3h`, `45s`.
+fn dur(secs: i64) -> String {
+    crate::core::text::human_duration(jiff::SignedDuration::from_secs(secs.max(0)))
+}
+
+/// A page's JSON twin.
+fn json(value: &impl Serialize) -> Result<Reply> {
+    let body = serde_json::to_vec(value).map_err(|e| Error::Host(format!("json: {e}")))?;
+    Ok(Reply {
+        status: 200,
+        content_type: "application/json",
+        body,
+    })
+}
+
+/// The overview, as the JSON twin carries it.
+#[derive(Serialize)]
+struct Overview {
+    now: String,
+    jobs: Vec<board::JobRow>,
+    reads: ReadCount,
+}
+
+/// A grid page's JSON twin.
+#[derive(Serialize)]
+struct JobPage {
+    #[serde(flatten)]
+    grid: board::Grid,
+    reads: ReadCount,
+}
+
+/// A run page's JSON twin.
+#[derive(Serialize)]
+struct RunPage {
+    #[serde(flatten)]
+    run: board::RunDetail,
+    reads: ReadCount,
+}
+
+pub(super) fn render(worker: &mut Worker<'_>, route: Route, now: Timestamp) -> Result<Reply> {
+    let settings = worker.settings;
+    let pages = worker.pages;
+    let now_text = crate::core::clock::rfc3339(now);
+    match route {
+        Route::Jobs { json: as_json } => {
+            let mut reads = ReadCount::default();
+            let mut jobs = Vec::new();
+            for j in &settings.jobs {
+                let bj = BoardJob {
+                    schedule: &j.schedule,
+                    store: j.location.to_string(),
+                };
+                let row = with_reads(worker, &j.location, &mut reads, |r| {
+                    board::job_row(&bj, now, r).map(|(row, _)| row)
+                })?;
+                jobs.push(row);
+            }
+            let page = Overview {
+                now: now_text,
+                jobs,
+                reads,
+            };
+            if as_json {
+                return json(&page);
+            }
+            pages.html(
+                "jobs.html",
+                context! { page => page, now => page.now, json_href => "/jobs.json" },
+            )
+        }
+        Route::Job {
+            name,
+            at,
+            json: as_json,
+        } => {
+            let Some(j) = settings
+                .jobs
+                .iter()
+                .find(|j| j.schedule.job.as_str() == name)
+            else {
+                return Ok(Reply::text(404, "no such job\n"));
+            };
+            let at = at.map(|t| j.schedule.bound("at", &t, now)).transpose()?;
+            let bj = BoardJob {
+                schedule: &j.schedule,
+                store: j.location.to_string(),
+            };
+            let mut reads = ReadCount::default();
+            let grid = with_reads(worker, &j.location, &mut reads, |r| {
+                board::grid(&bj, now, at, r)
+            })?;
+            let page = JobPage { grid, reads };
+            if as_json {
+                return json(&page);
+            }
+            let json_href = format!("/jobs/{}.json", seg(name.clone()));
+            pages.html(
+                "job.html",
+                context! { page => page, now => now_text, json_href => json_href },
+            )
+        }
+        Route::Run { key, json: as_json } => {
+            let job = key.split_once(':').map(|(j, _)| j).unwrap_or_default();
+            let Some(j) = settings
+                .jobs
+                .iter()
+                .find(|j| j.schedule.job.as_str() == job)
+            else {
+                return Ok(Reply::text(404, "no such run\n"));
+            };
+            let cache = j.digest_cache.clone().map(DigestCache::new);
+            let key = WindowKey::from_stored(key);
+            let mut reads = ReadCount::default();
+            let run = with_reads(worker, &j.location, &mut reads, |r| match r {
+                Some(r) => board::run_detail(&key, r, cache.as_ref()),
+                None => Ok(None),
+            })?;
+            let Some(run) = run else {
+                return Ok(Reply::text(404, "no such run\n"));
+            };
+            let page = RunPage { run, reads };
+            if as_json {
+                return json(&page);
+            }
+            let json_href = format!("/runs/{}.json", seg(key.to_string()));
+            pages.html(
+                "run.html",
+                context! { page => page, now => now_text, json_href => json_href },
+            )
+        }
+        Route::Metrics | Route::Static(_) | Route::NotFound => Ok(Reply::text(404, "not found\n")),
+    }
+}
+
+/// Runs `f` over the counted store of `location` (`None`: no store yet),
+/// adding its reads to `count`; a store error drops the connection.
+pub(super) fn with_reads<T>(
+    worker: &mut Worker<'_>,
+    location: &crate::store::StoreLocation,
+    count: &mut ReadCount,
+    f: impl FnOnce(Option<&mut Reads<'_>>) -> Result<T>,
+) -> Result<T> {
+    let result = match worker.store(location) {
+        Ok(Some(s)) => {
+            let mut reads = Reads::new(s.as_mut() as &mut dyn crate::store::Ledger);
+            let v = f(Some(&mut reads));
+            count.add(&reads);
+            v
+        }
+        Ok(None) => f(None),
+        Err(e) => Err(e),
+    };
+    if matches!(result, Err(Error::Store(_))) {
+        worker.drop_store(location);
+    }
+    result
+}
+
+/// The stylesheet and the refresh script.
+pub(super) fn static_file(name: &str) -> Reply {
+    match name {
+        "app.css" => Reply {
+            status: 200,
+            content_type: "text/css; charset=utf-8",
+            body: include_bytes!("static/app.css").to_vec(),
+        },
+        "app.js" => Reply {
+            status: 200,
+            content_type: "text/javascript; charset=utf-8",
+            body: include_bytes!("static/app.js").to_vec(),
+        },
+        _ => Reply::text(404, "not found\n"),
+    }
+}

@@ -1,0 +1,685 @@
+//! The facts the dashboard shows, as plain serializable structs: every job
+//! at a glance ([`overview`]), one job's windows as a grid ([`grid`]), and
+//! one run in detail ([`run_detail`]). Each is computed from a bounded
+//! number of indexed reads (counted in [`Reads`]), whatever the length of
+//! the job's history; the HTML and the JSON of a page are two renderings
+//! of the same struct. Text that came from a guest or a destination is kept
+//! exactly here; whoever renders it escapes it.
+
+use jiff::{SignedDuration, Timestamp};
+use serde::Serialize;
+
+use crate::core::clock::rfc3339;
+use crate::core::error::Result;
+use crate::core::schedule::Schedule;
+use crate::core::text::cap;
+use crate::core::window::{Window, WindowKey, WindowKind};
+use crate::effects::digest::cache::{DigestCache, Lookup};
+use crate::run::reads::Reads;
+use crate::run::status::{Status, status_bounded};
+use crate::store::{MessageRecord, RangeQuery, RunRecord, RunState};
+
+/// How many windows the overview's strip shows per job.
+pub const STRIP: usize = 30;
+
+/// The longest text a cell carries (its reason or error, as a tooltip).
+const CELL_TEXT: usize = 200;
+
+/// The longest text a run page shows of one field (a summary, an error).
+const PAGE_TEXT: usize = 64 * 1024;
+
+/// How many reads a page made.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct ReadCount {
+    /// Store queries.
+    pub queries: u32,
+    /// Rows they returned.
+    pub rows: u64,
+}
+
+impl ReadCount {
+    /// Adds what `reads` counted.
+    pub fn add(&mut self, reads: &Reads<'_>) {
+        self.queries += reads.queries;
+        self.rows += reads.rows;
+    }
+}
+
+/// A window named on a page.
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowRef {
+    /// Its key.
+    pub key: String,
+    /// Its label.
+    pub label: String,
+    /// Its start (RFC 3339).
+    pub start: String,
+    /// Its end.
+    pub end: String,
+    /// When it is or was due.
+    pub due: String,
+}
+
+impl WindowRef {
+    fn of(schedule: &Schedule, w: &Window) -> WindowRef {
+        WindowRef {
+            key: w.key().to_string(),
+            label: w.label.clone(),
+            start: rfc3339(w.start),
+            end: rfc3339(w.end),
+            due: rfc3339(schedule.due_at(w)),
+        }
+    }
+}
+
+/// One window as a cell of a strip or a grid.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    /// Its key.
+    pub key: String,
+    /// Its label.
+    pub label: String,
+    /// Its start.
+    pub start: String,
+    /// `done`, `skipped`, `failed`, `retrying` (failed, a retry pending),
+    /// `abandoned`, `prepared`, `claimed`, `hole` (due, with no row: not
+    /// decided yet), `not-due`, or `before` (older than the job's first
+    /// row: nothing was expected).
+    pub state: &'static str,
+    /// The skip's reason or the last error, shortened.
+    pub detail: Option<String>,
+    /// Whether the store holds a row for it (a run page exists).
+    pub has_row: bool,
+}
+
+fn cell_state(r: &RunRecord) -> &'static str {
+    match r.state {
+        RunState::Done => "done",
+        RunState::Skipped => "skipped",
+        RunState::Failed if r.retry_at.is_some() => "retrying",
+        RunState::Failed => "failed",
+        RunState::Abandoned => "abandoned",
+        RunState::Prepared => "prepared",
+        RunState::Claimed => "claimed",
+    }
+}
+
+/// The cells of `windows`, given the rows read for them.
+fn cells(
+    schedule: &Schedule,
+    now: Timestamp,
+    windows: &[Window],
+    rows: &[RunRecord],
+    history_from: Option<Timestamp>,
+) -> Vec<Cell> {
+    let by_key: std::collections::HashMap<&str, &RunRecord> =
+        rows.iter().map(|r| (r.key.as_str(), r)).collect();
+    windows
+        .iter()
+        .map(|w| {
+            let key = w.key();
+            let row = by_key.get(key.as_str());
+            let (state, detail) = match row {
+                Some(r) => (
+                    cell_state(r),
+                    r.error.as_deref().map(|e| cap(e, CELL_TEXT).into_owned()),
+                ),
+                None if schedule.due_at(w) > now => ("not-due", None),
+                None if history_from.is_some_and(|f| w.start >= f) => ("hole", None),
+                None => ("before", None),
+            };
+            Cell {
+                key: key.to_string(),
+                label: w.label.clone(),
+                start: rfc3339(w.start),
+                state,
+                detail,
+                has_row: row.is_some(),
+            }
+        })
+        .collect()
+}
+
+/// The start of the job's first row, or where the daemon decided from:
+/// a due window after it with no row is a hole.
+fn history_from(schedule: &Schedule, reads: &mut Reads<'_>) -> Result<Option<Timestamp>> {
+    let oldest = reads.range(&RangeQuery {
+        job: schedule.job.as_str(),
+        from: None,
+        until: None,
+        states: &[],
+        oldest_first: true,
+        limit: 1,
+    })?;
+    Ok(oldest.first().map(|r| r.window_start))
+}
+
+/// The window `n` windows before `w` (or the oldest one reachable).
+fn back(job: &crate::core::window::JobName, kind: WindowKind, w: &Window, n: usize) -> Window {
+    let mut w = w.clone();
+    for _ in 0..n {
+        let Ok(before) = w.start.checked_sub(SignedDuration::from_nanos(1)) else {
+            break;
+        };
+        match Window::containing(job, kind, &w.zone, before) {
+            Ok(p) => w = p,
+            Err(_) => break,
+        }
+    }
+    w
+}
+
+/// A paused job's pause.
+#[derive(Debug, Clone, Serialize)]
+pub struct PauseFacts {
+    /// The note given.
+    pub note: String,
+    /// Who paused it.
+    pub by: String,
+    /// Since when.
+    pub since: String,
+}
+
+/// One job's line on the overview.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobRow {
+    /// The job.
+    pub job: String,
+    /// `healthy`, `paused`, `late` or `failed`, as `jobhost status` says.
+    pub health: &'static str,
+    /// Its windows: `hour`, `day`, `week` or `month`.
+    pub window: String,
+    /// Their zone.
+    pub tz: String,
+    /// The store, its password hidden.
+    pub store: String,
+    /// The newest DONE window.
+    pub last_done: Option<WindowRef>,
+    /// The newest window that should be done by now, and its state
+    /// (`null`: not claimed).
+    pub expected: WindowRef,
+    /// Where `expected` stands.
+    pub expected_state: Option<&'static str>,
+    /// The next window to come due.
+    pub next_due: WindowRef,
+    /// How long `expected`, or the oldest hole, has been due undone.
+    pub late_seconds: i64,
+    /// The grace.
+    pub grace_seconds: i64,
+    /// Windows waiting to retry.
+    pub retries_pending: usize,
+    /// Windows that failed for good or were abandoned.
+    pub needs_a_person: usize,
+    /// Due windows with no row that nothing will decide.
+    pub holes: usize,
+    /// More holes may exist than were counted.
+    pub holes_truncated: bool,
+    /// The pause, when paused.
+    pub paused: Option<PauseFacts>,
+    /// The last [`STRIP`] due windows, oldest first.
+    pub strip: Vec<Cell>,
+}
+
+/// A job the dashboard shows: its name, schedule and store.
+pub struct BoardJob<'a> {
+    /// Its schedule.
+    pub schedule: &'a Schedule,
+    /// Its store as shown (password hidden).
+    pub store: String,
+}
+
+/// The overview of one job at `now`, from `reads` (`None`: no store yet).
+///
+/// # Errors
+///
+/// `Error::Store` when the store cannot be read.
+pub fn job_row(
+    job: &BoardJob<'_>,
+    now: Timestamp,
+    mut reads: Option<&mut Reads<'_>>,
+) -> Result<(JobRow, Status)> {
+    let schedule = job.schedule;
+    let st = status_bounded(schedule, now, reads.as_deref_mut())?;
+    let newest = back(&schedule.job, schedule.kind, &st.expected, 0);
+    let oldest = back(&schedule.job, schedule.kind, &newest, STRIP - 1);
+    let windows = schedule.between(oldest.start, newest.end, STRIP + 1)?;
+    let (rows, from) = match reads {
+        Some(r) => (
+            r.range(&RangeQuery {
+                job: schedule.job.as_str(),
+                from: Some(oldest.start),
+                until: Some(newest.end),
+                states: &[],
+                oldest_first: false,
+                limit: STRIP + 1,
+            })?,
+            history_from(schedule, r)?,
+        ),
+        None => (Vec::new(), None),
+    };
+    let (next, _) = schedule.next_due(now)?;
+    let row = JobRow {
+        job: schedule.job.to_string(),
+        health: st.health.as_str(),
+        window: schedule.kind.to_string(),
+        tz: schedule.zone.name().to_string(),
+        store: job.store.clone(),
+        last_done: st.last_done.as_ref().map(|r| WindowRef {
+            key: r.key.to_string(),
+            label: label_of(&r.key),
+            start: rfc3339(r.window_start),
+            end: rfc3339(r.window_end),
+            due: String::new(),
+        }),
+        expected: WindowRef::of(schedule, &st.expected),
+        expected_state: st.expected_state.map(RunState::as_str),
+        next_due: WindowRef::of(schedule, &next),
+        late_seconds: st.late_by.as_secs(),
+        grace_seconds: st.grace.as_secs(),
+        retries_pending: st.retrying.len(),
+        needs_a_person: st.needs_a_person.len(),
+        holes: st.holes.count,
+        holes_truncated: st.holes.truncated,
+        paused: st.paused.as_ref().map(|p| PauseFacts {
+            note: p.note.clone(),
+            by: p.by.clone(),
+            since: rfc3339(p.since),
+        }),
+        strip: cells(schedule, now, &windows, &rows, from),
+    };
+    Ok((row, st))
+}
+
+/// A key's label: what follows the job's name.
+fn label_of(key: &WindowKey) -> String {
+    key.as_str()
+        .split_once(':')
+        .map_or_else(String::new, |(_, l)| l.to_string())
+}
+
+/// One row of a job's grid: a week of days, a day of hours, a year of
+/// weeks or of months.
+#[derive(Debug, Clone, Serialize)]
+pub struct GridRow {
+    /// What the row is: `2026-W45`, `2026-11-08`, `2026`.
+    pub label: String,
+    /// Its windows, oldest first.
+    pub cells: Vec<Cell>,
+}
+
+/// One page of a job's windows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Grid {
+    /// The job's line, as on the overview.
+    pub job: JobRow,
+    /// The instant the page judges by.
+    pub now: String,
+    /// The first window start on the page.
+    pub from: String,
+    /// The first instant after the page.
+    pub until: String,
+    /// Rows, oldest first.
+    pub rows: Vec<GridRow>,
+    /// How many windows of the page are in each cell state.
+    pub counts: std::collections::BTreeMap<&'static str, usize>,
+    /// The `at` of the page before this one.
+    pub older: Option<String>,
+    /// The `at` of the page after this one, unless this one holds `now`.
+    pub newer: Option<String>,
+}
+
+/// How many windows a page of a grid goes back, by window kind, and how
+/// far a page's end is rounded up.
+fn page_shape(kind: WindowKind) -> (WindowKind, usize) {
+    match kind {
+        // 7 days of 24 hours.
+        WindowKind::Hour => (WindowKind::Day, 7),
+        // 6 calendar weeks.
+        WindowKind::Day => (WindowKind::Week, 6),
+        // A year of weeks, a row per calendar year.
+        WindowKind::Week => (WindowKind::Week, 52),
+        // 3 years of months.
+        WindowKind::Month => (WindowKind::Month, 36),
+    }
+}
+
+/// The page of `job`'s windows that holds `at` (default: `now`), from
+/// a bounded number of reads.
+///
+/// # Errors
+///
+/// `Error::Store` when the store cannot be read; `Error::Input` for an
+/// instant out of range.
+pub fn grid(
+    job: &BoardJob<'_>,
+    now: Timestamp,
+    at: Option<Timestamp>,
+    mut reads: Option<&mut Reads<'_>>,
+) -> Result<Grid> {
+    let schedule = job.schedule;
+    let (row, _) = job_row(job, now, reads.as_deref_mut())?;
+    let anchor = at.unwrap_or(now);
+    let (unit, n) = page_shape(schedule.kind);
+    let last = Window::containing(&schedule.job, unit, &schedule.zone, anchor)?;
+    let first = back(&schedule.job, unit, &last, n - 1);
+    let (from, until) = (first.start, last.end);
+    let windows = schedule.between(from, until, 2_000)?;
+    let (rows, hist) = match reads {
+        Some(r) => (
+            r.range(&RangeQuery {
+                job: schedule.job.as_str(),
+                from: Some(from),
+                until: Some(until),
+                states: &[],
+                oldest_first: false,
+                limit: windows.len() + 1,
+            })?,
+            history_from(schedule, r)?,
+        ),
+        None => (Vec::new(), None),
+    };
+    let all = cells(schedule, now, &windows, &rows, hist);
+    let mut counts = std::collections::BTreeMap::new();
+    for c in &all {
+        *counts.entry(c.state).or_insert(0) += 1;
+    }
+    let mut grid_rows: Vec<GridRow> = Vec::new();
+    for (w, c) in windows.iter().zip(all) {
+        let label = match schedule.kind {
+            WindowKind::Hour => w.label.get(..10).unwrap_or(&w.label).to_string(),
+            WindowKind::Day => {
+                Window::containing(&schedule.job, WindowKind::Week, &schedule.zone, w.start)
+                    .map(|wk| wk.label)
+                    .unwrap_or_default()
+            }
+            WindowKind::Week | WindowKind::Month => {
+                w.label.get(..4).unwrap_or(&w.label).to_string()
+            }
+        };
+        match grid_rows.last_mut() {
+            Some(r) if r.label == label => r.cells.push(c),
+            _ => grid_rows.push(GridRow {
+                label,
+                cells: vec![c],
+            }),
+        }
+    }
+    let span = until.duration_since(from);
+    let older = from
+        .checked_sub(SignedDuration::from_secs(1))
+        .ok()
+        .filter(|_| hist.is_some_and(|h| h < from))
+        .map(rfc3339);
+    let newer = (until <= now)
+        .then(|| until.checked_add(span).ok())
+        .flatten()
+        .map(|t| rfc3339(t.min(now)));
+    Ok(Grid {
+        job: row,
+        now: rfc3339(now),
+        from: rfc3339(from),
+        until: rfc3339(until),
+        rows: grid_rows,
+        counts,
+        older,
+        newer,
+    })
+}
+
+/// One message of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct MessageFacts {
+    /// Its place in the run, from 1.
+    pub seq: u32,
+    /// The destination's name.
+    pub destination: String,
+    /// Its idempotency key.
+    pub idempotency_key: String,
+    /// Its content type.
+    pub content_type: String,
+    /// Its body's size.
+    pub bytes: u64,
+    /// What became of it.
+    pub status: String,
+    /// Sends made.
+    pub attempts: u32,
+    /// The last HTTP status (or transport's detail).
+    pub last_status: Option<String>,
+    /// A send is in flight whose fate is unknown.
+    pub in_flight: bool,
+}
+
+impl MessageFacts {
+    fn of(m: &MessageRecord) -> MessageFacts {
+        MessageFacts {
+            seq: m.seq,
+            destination: m.destination.clone(),
+            idempotency_key: m.idempotency_key.clone(),
+            content_type: m.content_type.clone(),
+            bytes: m.bytes,
+            status: m.state.clone(),
+            attempts: m.attempts,
+            last_status: m.last_status.clone(),
+            in_flight: m.in_flight,
+        }
+    }
+}
+
+/// A run's digest as the host's cache holds it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DigestFacts {
+    /// `cached`, `missing` (`jobhost digest KEY` makes it again) or
+    /// `failed`.
+    pub status: &'static str,
+    /// The model.
+    pub model: Option<String>,
+    /// The digest text, when cached.
+    pub text: Option<String>,
+    /// When the cached text was made.
+    pub created_at: Option<String>,
+    /// Why the last attempt failed.
+    pub error: Option<String>,
+    /// When its message went out.
+    pub sent_at: Option<String>,
+}
+
+/// A run's digest, from the store's note and the host's cache.
+pub fn digest_facts(r: &RunRecord, cache: Option<&DigestCache>) -> Option<DigestFacts> {
+    let d = r.digest.as_ref()?;
+    let found = match (&d.cache_key, cache) {
+        (Some(k), Some(c)) => c.get(k, Timestamp::now(), std::time::Duration::MAX),
+        _ => Lookup::Missing,
+    };
+    let (status, text, created_at) = match found {
+        Lookup::Fresh(e) | Lookup::Expired(e) => {
+            ("cached", Some(e.text), Some(rfc3339(e.created_at)))
+        }
+        _ if d.cache_key.is_none() => ("failed", None, None),
+        _ => ("missing", None, None),
+    };
+    Some(DigestFacts {
+        status,
+        model: d.model.clone(),
+        text,
+        created_at,
+        error: d.error.clone(),
+        sent_at: d.sent_at.map(rfc3339),
+    })
+}
+
+/// One revision of a window: the current row or an archived one.
+#[derive(Debug, Clone, Serialize)]
+pub struct RevisionFacts {
+    /// From 1.
+    pub revision: u32,
+    /// Its state.
+    pub state: &'static str,
+    /// Attempts made.
+    pub attempt: u32,
+    /// Its fence.
+    pub fence: i64,
+    /// Its last owner.
+    pub owner: String,
+    /// `sha256:...` of its component.
+    pub component: String,
+    /// The report's summary.
+    pub summary: Option<String>,
+    /// The report's cursor.
+    pub cursor: Option<String>,
+    /// The last error (not for a skipped window).
+    pub error: Option<String>,
+    /// Why the scheduler skipped it.
+    pub skip_reason: Option<String>,
+    /// Why this revision was made (a rerun).
+    pub revision_reason: Option<String>,
+    /// The stored journal's size.
+    pub journal_bytes: Option<u64>,
+    /// When its row was made.
+    pub created_at: String,
+    /// When it last changed.
+    pub updated_at: String,
+    /// When its journal was pruned.
+    pub pruned_at: Option<String>,
+    /// Its messages.
+    pub messages: Vec<MessageFacts>,
+    /// `jobhost replay ...` for it (when it has a report).
+    pub replay: Option<String>,
+}
+
+/// One run in detail.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunDetail {
+    /// The window key.
+    pub key: String,
+    /// The job.
+    pub job: String,
+    /// The window, when the store has a current row.
+    pub window: Option<WindowRef>,
+    /// The window's zone.
+    pub tz: Option<String>,
+    /// The current revision (`None`: forgotten; see `earlier`).
+    pub current: Option<RevisionFacts>,
+    /// Lease expiry of the current revision.
+    pub lease_until: Option<String>,
+    /// Next attempt, after a retryable failure.
+    pub retry_at: Option<String>,
+    /// Messages delivered, of those staged.
+    pub delivered: Option<u32>,
+    /// The digest.
+    pub digest: Option<DigestFacts>,
+    /// Earlier revisions, oldest first.
+    pub earlier: Vec<RevisionFacts>,
+    /// `jobhost replay KEY`.
+    pub replay: String,
+}
+
+/// `jobhost replay KEY` (with `--revision N` for an earlier one), the key
+/// quoted for a shell.
+pub fn replay_command(key: &WindowKey, revision: Option<u32>) -> String {
+    let quoted = shell_quote(key.as_str());
+    match revision {
+        Some(n) => format!("jobhost replay {quoted} --revision {n}"),
+        None => format!("jobhost replay {quoted}"),
+    }
+}
+
+/// `text` as one shell word.
+pub fn shell_quote(text: &str) -> String {
+    if text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_:.+@/".contains(c))
+    {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+fn long(text: Option<&str>) -> Option<String> {
+    text.map(|t| cap(t, PAGE_TEXT).into_owned())
+}
+
+/// Run `key` in detail, or `None` when the store knows nothing of it.
+///
+/// # Errors
+///
+/// `Error::Store` when the store cannot be read.
+pub fn run_detail(
+    key: &WindowKey,
+    reads: &mut Reads<'_>,
+    cache: Option<&DigestCache>,
+) -> Result<Option<RunDetail>> {
+    let run = reads.peek(key)?;
+    let revisions = reads.revisions(key)?;
+    if run.is_none() && revisions.is_empty() {
+        return Ok(None);
+    }
+    let messages = match &run {
+        Some(_) => reads.message_records(key)?,
+        None => Vec::new(),
+    };
+    let skipped = |s: RunState| s == RunState::Skipped;
+    let current = run.as_ref().map(|r| RevisionFacts {
+        revision: r.revision,
+        state: r.state.as_str(),
+        attempt: r.attempt,
+        fence: r.fence.0,
+        owner: r.owner.clone(),
+        component: r.component.clone(),
+        summary: long(r.report.as_ref().map(|p| p.summary.as_str())),
+        cursor: long(r.report.as_ref().and_then(|p| p.cursor.as_deref())),
+        error: long(r.error.as_deref().filter(|_| !skipped(r.state))),
+        skip_reason: long(r.error.as_deref().filter(|_| skipped(r.state))),
+        revision_reason: long(r.reason.as_deref()),
+        journal_bytes: r.journal_bytes,
+        created_at: rfc3339(r.created_at),
+        updated_at: rfc3339(r.updated_at),
+        pruned_at: r.pruned_at.map(rfc3339),
+        messages: messages.iter().map(MessageFacts::of).collect(),
+        replay: r.report.as_ref().map(|_| replay_command(key, None)),
+    });
+    let earlier = revisions
+        .iter()
+        .map(|r| RevisionFacts {
+            revision: r.revision,
+            state: r.state.as_str(),
+            attempt: r.attempt,
+            fence: r.fence.0,
+            owner: r.owner.clone(),
+            component: r.component.clone(),
+            summary: long(r.report.as_ref().map(|p| p.summary.as_str())),
+            cursor: long(r.report.as_ref().and_then(|p| p.cursor.as_deref())),
+            error: long(r.error.as_deref()),
+            skip_reason: None,
+            revision_reason: long(r.reason.as_deref()),
+            journal_bytes: r.journal_bytes,
+            created_at: rfc3339(r.created_at),
+            updated_at: rfc3339(r.updated_at),
+            pruned_at: r.pruned_at.map(rfc3339),
+            messages: r.messages.iter().map(MessageFacts::of).collect(),
+            replay: Some(replay_command(key, Some(r.revision))),
+        })
+        .collect();
+    Ok(Some(RunDetail {
+        key: key.to_string(),
+        job: key
+            .as_str()
+            .split_once(':')
+            .map_or_else(|| key.to_string(), |(j, _)| j.to_string()),
+        window: run.as_ref().map(|r| WindowRef {
+            key: r.key.to_string(),
+            label: label_of(&r.key),
+            start: rfc3339(r.window_start),
+            end: rfc3339(r.window_end),
+            due: String::new(),
+        }),
+        tz: run.as_ref().map(|r| r.timezone.clone()),
+        lease_until: run.as_ref().map(|r| rfc3339(r.lease_until)),
+        retry_at: run.as_ref().and_then(|r| r.retry_at.map(rfc3339)),
+        delivered: run.as_ref().map(|r| r.delivered),
+        digest: run.as_ref().and_then(|r| digest_facts(r, cache)),
+        current,
+        earlier,
+        replay: replay_command(key, None),
+    }))
+}

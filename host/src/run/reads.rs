@@ -1,0 +1,111 @@
+//! A store lent to one page of the dashboard, counting what it is asked:
+//! every read a page makes goes through here, so the page can say how many
+//! queries it made and how many rows came back (and a test can hold that
+//! to a bound however long the job's history).
+
+use jiff::Timestamp;
+
+use crate::core::error::Result;
+use crate::core::window::{JobName, WindowKey};
+use crate::store::{Ledger, MessageRecord, Pause, RangeQuery, Revision, RunRecord, RunState};
+
+/// A counted, read-only view of a store.
+pub struct Reads<'a> {
+    store: &'a mut dyn Ledger,
+    /// Queries made so far.
+    pub queries: u32,
+    /// Rows they returned.
+    pub rows: u64,
+}
+
+impl<'a> Reads<'a> {
+    /// Counts the reads of `store` from now on.
+    pub fn new(store: &'a mut dyn Ledger) -> Reads<'a> {
+        Reads {
+            store,
+            queries: 0,
+            rows: 0,
+        }
+    }
+
+    fn counted<T>(&mut self, rows: usize, value: T) -> T {
+        self.queries += 1;
+        self.rows += rows as u64;
+        value
+    }
+
+    /// [`Ledger::runs_in_range`].
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    pub fn range(&mut self, q: &RangeQuery<'_>) -> Result<Vec<RunRecord>> {
+        let v = self.store.runs_in_range(q)?;
+        Ok(self.counted(v.len(), v))
+    }
+
+    /// [`Ledger::state_counts`].
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    pub fn counts(
+        &mut self,
+        job: &str,
+        from: Option<Timestamp>,
+        until: Option<Timestamp>,
+    ) -> Result<Vec<(RunState, u64)>> {
+        let v = self.store.state_counts(job, from, until)?;
+        Ok(self.counted(v.len(), v))
+    }
+
+    /// [`Ledger::peek`].
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    pub fn peek(&mut self, key: &WindowKey) -> Result<Option<RunRecord>> {
+        let v = self.store.peek(key)?;
+        Ok(self.counted(usize::from(v.is_some()), v))
+    }
+
+    /// [`Ledger::decided_until`].
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    pub fn decided_until(&mut self, job: &JobName) -> Result<Option<Timestamp>> {
+        let v = self.store.decided_until(job)?;
+        Ok(self.counted(usize::from(v.is_some()), v))
+    }
+
+    /// [`Ledger::paused`].
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    pub fn paused(&mut self, job: &str) -> Result<Option<Pause>> {
+        let v = self.store.paused(job)?;
+        Ok(self.counted(usize::from(v.is_some()), v))
+    }
+
+    /// [`Ledger::message_records`].
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    pub fn message_records(&mut self, key: &WindowKey) -> Result<Vec<MessageRecord>> {
+        let v = self.store.message_records(key)?;
+        Ok(self.counted(v.len(), v))
+    }
+
+    /// [`Ledger::revisions`].
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    pub fn revisions(&mut self, key: &WindowKey) -> Result<Vec<Revision>> {
+        let v = self.store.revisions(key)?;
+        Ok(self.counted(v.len(), v))
+    }
+}

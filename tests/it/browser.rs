@@ -1,0 +1,223 @@
+//! The dashboard in a real browser: headless Chromium driven over
+//! WebDriver (`chromedriver`) reads each job's health on the jobs page,
+//! clicks a failed window's cell and finds the error and the replay
+//! command on its run page, and runs no script a guest wrote. A
+//! screenshot of each page is written under `target/dashboard-screenshots/`.
+//! Without `chromium` and `chromedriver` the test says SKIPPED on stderr
+//! (`.ci/run` installs them).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+
+use crate::dashboard::{Served, every_state, serve};
+use crate::harness::*;
+
+/// `chromedriver` on a port of its own, killed when dropped.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn find(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    names.iter().find_map(|n| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(n))
+            .find(|p| p.is_file())
+    })
+}
+
+/// The driver and the browser, or `None` with a visible SKIPPED line.
+fn driver(test: &str) -> Option<(Driver, PathBuf)> {
+    let (Some(driver), Some(browser)) = (
+        find(&["chromedriver"]),
+        find(&["chromium", "chromium-browser", "google-chrome"]),
+    ) else {
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "SKIPPED {test}: chromium and chromedriver are not installed \
+             (Debian: apt-get install chromium chromium-driver; .ci/run installs them)"
+        );
+        return None;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new(driver)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver starts");
+    let url = format!("http://127.0.0.1:{port}");
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    Some((Driver { child, url }, browser))
+}
+
+async fn browser(driver: &Driver, binary: &PathBuf) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".to_string(),
+        serde_json::json!({
+            "binary": binary,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,900"],
+        }),
+    );
+    caps.insert(
+        "goog:loggingPrefs".to_string(),
+        serde_json::json!({"browser": "ALL"}),
+    );
+    ClientBuilder::native()
+        .capabilities(caps)
+        .connect(&driver.url)
+        .await
+        .expect("a browser session")
+}
+
+fn screenshots() -> PathBuf {
+    let dir = root().join("target").join("dashboard-screenshots");
+    std::fs::create_dir_all(&dir).expect("screenshot folder");
+    dir
+}
+
+async fn shoot(c: &Client, name: &str) {
+    let png = c.screenshot().await.expect("a screenshot");
+    std::fs::write(screenshots().join(name), png).expect("screenshot written");
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(f)
+}
+
+#[test]
+fn in_a_browser_the_jobs_page_shows_health_and_a_failed_cell_leads_to_its_error() {
+    let Some((driver, binary)) = driver("dashboard browser test") else {
+        return;
+    };
+    let dir = scratch();
+    let (cfg, db, _sink) = every_state(dir.path());
+    let srv: Served = serve(&[
+        "serve",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&db),
+        "--now",
+        "2026-12-02T00:00:00Z",
+    ]);
+    let base = format!("http://{}", srv.addr);
+    block_on(async {
+        let c = browser(&driver, &binary).await;
+        c.goto(&format!("{base}/")).await.unwrap();
+        let health = c
+            .find(Locator::Css("tr[data-job='daily-report'] .health"))
+            .await
+            .unwrap();
+        assert_eq!(health.text().await.unwrap(), "failed");
+        shoot(&c, "jobs.png").await;
+        c.goto(&format!("{base}/jobs/daily-report?at=2026-11-10"))
+            .await
+            .unwrap();
+        shoot(&c, "job.png").await;
+        let cell = c
+            .find(Locator::Css("a.cell[data-key='daily-report:2026-11-05']"))
+            .await
+            .unwrap();
+        assert_eq!(
+            cell.attr("data-state").await.unwrap().as_deref(),
+            Some("failed")
+        );
+        cell.click().await.unwrap();
+        let error = c.find(Locator::Css("#error")).await.unwrap();
+        assert!(error.text().await.unwrap().contains("400"));
+        let replay = c.find(Locator::Css("#replay")).await.unwrap();
+        assert_eq!(
+            replay.text().await.unwrap(),
+            "jobhost replay daily-report:2026-11-05"
+        );
+        shoot(&c, "run.png").await;
+        c.close().await.unwrap();
+    });
+}
+
+#[test]
+fn in_a_browser_guest_markup_is_text_and_no_script_runs() {
+    let Some((driver, binary)) = driver("dashboard hostile browser test") else {
+        return;
+    };
+    let dir = scratch();
+    sales_db(dir.path(), 100);
+    let db = dir.path().join("s.db");
+    let cfg = config(
+        dir.path(),
+        &format!(
+            "job = \"html-report\"\ncomponent = \"{}\"\n\
+             [source]\npath = \"sales.db\"\n\
+             query = \"SELECT ts, region, product, quantity, amount FROM sales WHERE ts >= :start AND ts < :end\"\n\
+             [destinations.sink]\ntype = \"file\"\npath = \"sink.jsonl\"\n",
+            guests().hostile.display()
+        ),
+    );
+    assert_eq!(run_job(&cfg, &db, "2026-11-09T00:05:00Z").event(), "ran");
+    let srv = serve(&[
+        "serve",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&db),
+        "--now",
+        "2026-11-09T00:05:00Z",
+    ]);
+    let base = format!("http://{}", srv.addr);
+    block_on(async {
+        let c = browser(&driver, &binary).await;
+        c.goto(&format!("{base}/runs/html-report:2026-11-08"))
+            .await
+            .unwrap();
+        let summary = c.find(Locator::Css("#summary")).await.unwrap();
+        let text = summary.text().await.unwrap();
+        assert!(
+            text.starts_with("<script>window.__pwned=1</script>"),
+            "{text}"
+        );
+        assert!(text.contains("<img src=x onerror="), "{text}");
+        let pwned = c
+            .execute(
+                "return window.__pwned === undefined ? null : window.__pwned;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(pwned, serde_json::Value::Null, "a guest's script ran");
+        let injected = c
+            .execute(
+                "return document.querySelectorAll('main script, main img, main b').length;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(injected, serde_json::json!(0));
+        shoot(&c, "hostile-run.png").await;
+        c.close().await.unwrap();
+    });
+}
