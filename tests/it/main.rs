@@ -8,6 +8,7 @@ mod compile_cache;
 mod crashes;
 mod daemon;
 mod default_store;
+mod deploy;
 mod digest;
 mod docs;
 mod durable_store;
