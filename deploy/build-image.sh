@@ -62,6 +62,10 @@ rm -rf "$context"
 mkdir -p "$context/etc" "$context/cache" "$context/empty"
 touch "$context/.jobhost-image-context"
 cp "$bin" "$context/jobhost"
+# A debug build carries ~400 MB of debug info; the image does not need it.
+if [ "$profile" = debug ] && command -v strip >/dev/null 2>&1; then
+    strip --strip-debug "$context/jobhost"
+fi
 cp "$target/wasm32-wasip2/release/guest_report.wasm" "$context/report.wasm"
 cp examples/sales.db "$context/sales.db"
 cp deploy/container/daily-sales.toml "$context/etc/daily-sales.toml"
