@@ -21,6 +21,17 @@ guest-python:
 demo: guest
     cargo run -p jobhost -- run --config examples/daily-sales.toml --now {{now}}
 
+# The field report's duplicate on one machine, and jobhost's fix.
+field-report:
+    cargo build -p jobhost
+    cargo build --release -p guest-report --target wasm32-wasip2
+    bash examples/field-report.sh
+
+# The container image (static musl binary, reference component), built
+# without network access inside the build; `just image --debug` for a quick one.
+image *args:
+    bash deploy/build-image.sh {{args}}
+
 # Show what the demo's store (examples/state/jobhost.db, beside its config) holds.
 history:
     cargo run -p jobhost -- history --config examples/daily-sales.toml

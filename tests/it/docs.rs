@@ -32,9 +32,10 @@ fn toml_blocks(text: &str) -> Vec<(usize, String)> {
     blocks
 }
 
-/// Every Markdown file the docs test reads: the README and `docs/*.md`.
+/// Every Markdown file the docs test reads: the README, `deploy/README.md`
+/// and `docs/*.md`.
 fn documents() -> Vec<PathBuf> {
-    let mut files = vec![root().join("README.md")];
+    let mut files = vec![root().join("README.md"), root().join("deploy/README.md")];
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
         .expect("a docs folder")
         .map(|e| e.expect("a docs entry").path())

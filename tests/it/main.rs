@@ -10,6 +10,7 @@ mod crashes;
 mod daemon;
 mod dashboard;
 mod default_store;
+mod deploy;
 mod digest;
 mod docs;
 mod durable_store;

@@ -32,3 +32,57 @@ pub fn store_location(
     })?
     .store(&env)
 }
+
+/// The environment variable that requires a durable store, as
+/// `--require-durable-store` does, for every command that runs a job.
+pub const REQUIRE_DURABLE_STORE: &str = "JOBHOST_REQUIRE_DURABLE_STORE";
+
+/// `--require-durable-store`, or `$JOBHOST_REQUIRE_DURABLE_STORE` set to
+/// `1`, `true` or `yes` (`0`, `false`, `no` or empty: not required by the
+/// environment; the flag and the config's `require_durable_store` still
+/// decide).
+///
+/// # Errors
+///
+/// `Error::Input` naming the variable for any other value.
+pub fn require_durable_store(flag: bool) -> Result<bool, Error> {
+    let from_env = match std::env::var_os(REQUIRE_DURABLE_STORE) {
+        None => false,
+        Some(value) => parse_switch(REQUIRE_DURABLE_STORE, &value)?,
+    };
+    Ok(flag || from_env)
+}
+
+/// A yes/no environment variable: `1`/`true`/`yes` or `0`/`false`/`no`
+/// (any case; surrounding blanks ignored), or empty for no.
+fn parse_switch(name: &str, value: &std::ffi::OsStr) -> Result<bool, Error> {
+    let text = value.to_string_lossy();
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" => Ok(true),
+        "" | "0" | "false" | "no" => Ok(false),
+        _ => Err(Error::input(format!(
+            "${name} is `{}`: it takes 1, true or yes (require a durable store) or 0, false or \
+             no; set one of them or unset it",
+            crate::core::text::printable(&text)
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_switch;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn switch_values() {
+        for yes in ["1", "true", "YES", " yes "] {
+            assert!(parse_switch("X", OsStr::new(yes)).unwrap(), "{yes}");
+        }
+        for no in ["", "0", "false", "No"] {
+            assert!(!parse_switch("X", OsStr::new(no)).unwrap(), "{no}");
+        }
+        let err = parse_switch("X", OsStr::new("maybe")).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("$X is `maybe`"), "{err}");
+    }
+}

@@ -137,6 +137,11 @@ struct DaemonArgs {
     /// The claim store, for every job [default: $JOBHOST_STORE, else each config's `store`, else state/jobhost.db beside each config].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
+    /// Refuse a SQLite store on a filesystem that dies with its machine or
+    /// container (tmpfs, ramfs, overlayfs) instead of warning [also:
+    /// $JOBHOST_REQUIRE_DURABLE_STORE=1].
+    #[arg(long)]
+    require_durable_store: bool,
     /// On start, also consider every window from this instant on that the
     /// store does not hold (a fresh store otherwise starts with the newest
     /// due window).
@@ -316,7 +321,8 @@ struct RunArgs {
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
     /// Refuse a SQLite store on a filesystem that dies with its machine or
-    /// container (tmpfs, ramfs, overlayfs) instead of warning.
+    /// container (tmpfs, ramfs, overlayfs) instead of warning [also:
+    /// $JOBHOST_REQUIRE_DURABLE_STORE=1].
     #[arg(long)]
     require_durable_store: bool,
     /// Run as if it were this instant: RFC 3339 with an offset or Z, or RFC 9557 with a [Zone].
@@ -501,7 +507,7 @@ fn report_error(result: crate::core::error::Result<()>) -> i32 {
 }
 
 fn run(args: RunArgs, runtime: &Runtime) -> i32 {
-    let flags = RunFlags {
+    let mut flags = RunFlags {
         component: args.component,
         config: args.config,
         job: args.job,
@@ -512,7 +518,12 @@ fn run(args: RunArgs, runtime: &Runtime) -> i32 {
         now: args.now,
         cache_dir: args.cache_dir,
     };
-    let job = JobConfig::load(&flags).and_then(|c| Ok((c.job(&env)?, c.now()?)));
+    let job = crate::app::args::require_durable_store(flags.require_durable_store)
+        .and_then(|require| {
+            flags.require_durable_store = require;
+            JobConfig::load(&flags)
+        })
+        .and_then(|c| Ok((c.job(&env)?, c.now()?)));
     let outcome = match job {
         Ok((job, now)) => {
             let runtime = runtime.at(now.or(runtime.now));
@@ -671,6 +682,8 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
         instant("--until", &args.until)?,
         instant("--now", &args.now)?,
     );
+    let require_durable_store =
+        crate::app::args::require_durable_store(args.require_durable_store)?;
     let jobs = args
         .config
         .iter()
@@ -679,6 +692,7 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
                 config: Some(file.clone()),
                 store: args.store.clone(),
                 component: args.component.clone(),
+                require_durable_store,
                 ..RunFlags::default()
             })?
             .job(&env)

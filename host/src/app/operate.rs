@@ -28,6 +28,11 @@ pub struct JobFlags {
     /// The claim store [default: $JOBHOST_STORE, else the config's `store`, else state/jobhost.db beside the config].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
+    /// Refuse a SQLite store on a filesystem that dies with its machine or
+    /// container (tmpfs, ramfs, overlayfs) instead of warning [also:
+    /// $JOBHOST_REQUIRE_DURABLE_STORE=1].
+    #[arg(long)]
+    require_durable_store: bool,
     /// The report component, instead of the config's `component`.
     #[arg(long, value_name = "PATH")]
     component: Option<PathBuf>,
@@ -47,6 +52,9 @@ impl JobFlags {
             component: self.component.clone(),
             now: self.now.clone(),
             cache_dir: self.cache_dir.clone(),
+            require_durable_store: crate::app::args::require_durable_store(
+                self.require_durable_store,
+            )?,
             ..RunFlags::default()
         })
     }
@@ -186,6 +194,7 @@ pub fn rerun(args: RerunArgs, runtime: &Runtime) -> i32 {
     let result = (|| {
         let config = args.job.load()?;
         let job = config.job(&env)?;
+        crate::run::refuse_ephemeral_store(&job)?;
         let runtime = runtime.at(config.now()?.or(runtime.now));
         let reason = needed_reason("--reason", &args.reason)?;
         operate::rerun(&job, &args.key, &reason, &runtime)
@@ -238,6 +247,7 @@ fn backfill_inner(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
     let only = Only::parse(&args.only)?;
     let config = args.job.load()?;
     let job = config.job(&env)?;
+    crate::run::refuse_ephemeral_store(&job)?;
     let now = config.now()?.or(runtime.now).unwrap_or_else(Timestamp::now);
     let from = job.schedule.bound("--from", &args.from, now)?;
     let to = job.schedule.bound("--to", &args.to, now)?;

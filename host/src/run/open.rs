@@ -35,21 +35,9 @@ pub(crate) fn open_store(
 ///
 /// `Error::Input` when the store is ephemeral and a durable one is required.
 fn check_durable(job: &Job, receipt: &mut Receipt) -> Result<()> {
-    let StoreLocation::Sqlite(path) = &job.store else {
+    let Some((problem, fix)) = ephemeral_problem(job) else {
         return Ok(());
     };
-    let Some(fs) = ephemeral_filesystem(path) else {
-        return Ok(());
-    };
-    let problem = format!(
-        "store `{}` is on {}: {}, and with it every claim, so a later host would run \
-         every window again",
-        path.display(),
-        fs.name(),
-        fs.dies_with()
-    );
-    let fix = "put the store on a persistent volume, or use a PostgreSQL store \
-               (--store postgres://...)";
     if job.require_durable_store {
         return Err(Error::input(format!(
             "{problem}; {fix} (refused because a durable store is required)"
@@ -64,6 +52,42 @@ fn check_durable(job: &Job, receipt: &mut Receipt) -> Result<()> {
         message: format!("{problem}; {fix}"),
     });
     Ok(())
+}
+
+/// For the commands that open a job's store before running its windows
+/// (`backfill`, `rerun`): refuses an ephemeral SQLite store, before it is
+/// opened or created, when the job requires a durable one. (Each run they
+/// make then warns as `run` does when it is not required.)
+///
+/// # Errors
+///
+/// `Error::Input` when the store is ephemeral and a durable one is required.
+pub fn refuse_ephemeral_store(job: &Job) -> Result<()> {
+    match ephemeral_problem(job) {
+        Some((problem, fix)) if job.require_durable_store => Err(Error::input(format!(
+            "{problem}; {fix} (refused because a durable store is required)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// What is wrong with the job's store, and the fix, when it is a SQLite
+/// store on a filesystem that dies with its machine or container.
+fn ephemeral_problem(job: &Job) -> Option<(String, &'static str)> {
+    let StoreLocation::Sqlite(path) = &job.store else {
+        return None;
+    };
+    let fs = ephemeral_filesystem(path)?;
+    let problem = format!(
+        "store `{}` is on {}: {}, and with it every claim, so a later host would run \
+         every window again",
+        path.display(),
+        fs.name(),
+        fs.dies_with()
+    );
+    let fix = "put the store on a persistent volume, or use a PostgreSQL store \
+               (--store postgres://...)";
+    Some((problem, fix))
 }
 
 /// What is said of a store that was just created: nothing has run in it,
