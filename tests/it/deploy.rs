@@ -480,10 +480,21 @@ fn the_container_image_builds_from_its_containerfile() {
     use std::os::unix::fs::MetadataExt;
     assert_eq!((store_dir.uid(), store_dir.gid()), (65532, 65532));
     drop(mounted);
-    assert!(
-        !has_interpreter(&std::fs::read(&binary).unwrap()),
-        "not static"
-    );
+    if context.join(".host-binary").exists() {
+        // Staged with `build-image.sh --binary` (CI): the host's own build,
+        // which is not the static one the script ships.
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "SKIPPED deploy::the_container_image_builds_from_its_containerfile (its static-binary \
+             check only): the context was staged with \
+             --binary, the host's own build; `deploy/build-image.sh` checks the static one"
+        );
+    } else {
+        assert!(
+            !has_interpreter(&std::fs::read(&binary).unwrap()),
+            "not static"
+        );
+    }
     let version = to_run(Command::new(&binary).arg("--version").output().unwrap());
     assert_eq!(version.code, 0, "{}", version.stderr);
     let expected = format!("jobhost {} (WIT ", env!("CARGO_PKG_VERSION"));
