@@ -1773,14 +1773,7 @@ impl Ledger for SqliteStore {
             .query_row(
                 "SELECT job, note, actor, since FROM pauses WHERE job = ?1",
                 [job],
-                |r| {
-                    Ok(Pause {
-                        job: r.get(0)?,
-                        note: r.get(1)?,
-                        by: r.get(2)?,
-                        since: stored_instant(r, 3)?,
-                    })
-                },
+                pause_row,
             )
             .optional()
             .map_err(|e| failed(&self.path, "read the job's pause", e))
@@ -1792,14 +1785,7 @@ impl Ledger for SqliteStore {
             .query_row(
                 "SELECT job, note, actor, since FROM pauses WHERE job = ?1",
                 [job],
-                |r| {
-                    Ok(Pause {
-                        job: r.get(0)?,
-                        note: r.get(1)?,
-                        by: r.get(2)?,
-                        since: stored_instant(r, 3)?,
-                    })
-                },
+                pause_row,
             )
             .optional()
             .map_err(|e| failed(&self.path, "read the job's pause", e))?;
@@ -1834,14 +1820,7 @@ impl Ledger for SqliteStore {
             .query_row(
                 "DELETE FROM pauses WHERE job = ?1 RETURNING job, note, actor, since",
                 [job],
-                |r| {
-                    Ok(Pause {
-                        job: r.get(0)?,
-                        note: r.get(1)?,
-                        by: r.get(2)?,
-                        since: stored_instant(r, 3)?,
-                    })
-                },
+                pause_row,
             )
             .optional()
             .map_err(|e| failed(&self.path, "resume the job", e))?;
@@ -2301,6 +2280,16 @@ fn audit(tx: &rusqlite::Transaction<'_>, path: &Path, row: &AuditRow<'_>) -> Res
     )
     .map_err(|e| failed(path, "write the audit line", e))?;
     Ok(())
+}
+
+/// A `pauses` row: job, note, actor, since.
+fn pause_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Pause> {
+    Ok(Pause {
+        job: r.get(0)?,
+        note: r.get(1)?,
+        by: r.get(2)?,
+        since: stored_instant(r, 3)?,
+    })
 }
 
 fn message_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<MessageRecord> {
