@@ -193,8 +193,7 @@ pub fn backfill(
             done.stopped = true;
             break;
         }
-        let at = runtime.at(runtime.now);
-        let outcome = run_asked(job, &p.window, &asked, &at);
+        let outcome = run_asked(job, &p.window, &asked, runtime);
         done.ran += 1;
         if outcome.exit_code != 0 {
             done.failed += 1;
