@@ -612,17 +612,33 @@ static STOP: AtomicBool = AtomicBool::new(false);
 /// The handlers restart interrupted reads and writes, so the run in
 /// progress goes on undisturbed.
 ///
+/// The signals are counted on one thread of their own, in the order they
+/// arrive: two signals delivered at the same moment to two of the
+/// process's threads would otherwise each find the flag still clear, and
+/// the second would not exit.
+///
 /// # Errors
 ///
 /// `Error::Host` when a handler cannot be installed.
 pub fn stop_on_signals() -> Result<&'static AtomicBool> {
     use signal_hook::consts::{SIGINT, SIGTERM};
-    for signal in [SIGTERM, SIGINT] {
-        // The exit is installed first, so it only fires for a signal that
-        // finds the flag already set by an earlier one.
-        signal_hook::flag::register_conditional_shutdown(signal, 130, &STOP)
-            .and_then(|_| signal_hook::flag::register(signal, &STOP))
-            .map_err(|e| crate::Error::Host(format!("cannot install a signal handler: {e}")))?;
-    }
+    static INSTALLED: std::sync::OnceLock<std::result::Result<(), String>> =
+        std::sync::OnceLock::new();
+    let installed = INSTALLED.get_or_init(|| {
+        let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+            .map_err(|e| format!("cannot install a signal handler: {e}"))?;
+        std::thread::Builder::new()
+            .name("jobhost-signals".into())
+            .spawn(move || {
+                for _ in signals.forever() {
+                    if STOP.swap(true, Ordering::SeqCst) {
+                        signal_hook::low_level::exit(130);
+                    }
+                }
+            })
+            .map(drop)
+            .map_err(|e| format!("cannot start the signal thread: {e}"))
+    });
+    installed.clone().map_err(crate::Error::Host)?;
     Ok(&STOP)
 }
