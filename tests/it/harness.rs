@@ -244,44 +244,24 @@ pub fn resume(child: Child) -> Run {
     to_run(child.wait_with_output().expect("wait"))
 }
 
-/// Runs `cmd` to its end and returns what it printed with its peak
-/// resident memory, in KiB (the kernel's account of that one child, read
-/// when it is reaped).
+/// Runs `cmd` (a `jobhost-under-test` command) to its end and returns what
+/// it printed with its peak resident memory, in KiB, as the process itself
+/// measured it on its way out (`JOBHOST_TEST_PEAK_FILE`). The kernel's
+/// account to the parent (`ru_maxrss`) is no use here: it is never below
+/// the test process's own peak at the spawn, which is larger than the
+/// child's while other tests run.
 pub fn run_measured(mut cmd: Command) -> (Run, u64) {
-    use std::io::Read;
-    let mut child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("jobhost runs");
-    let read = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = r.read_to_end(&mut buf);
-            buf
-        })
-    };
-    let out = read(Box::new(child.stdout.take().expect("stdout")));
-    let err = read(Box::new(child.stderr.take().expect("stderr")));
-    let mut status = 0;
-    // SAFETY: waits for (and reaps) our own child, writing only into the
-    // zeroed struct and the status integer we own. The `Child` is never
-    // waited on afterwards.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as i32, "wait4 reaps the child");
-    drop(child);
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        -1
-    };
-    let run = Run {
-        code,
-        stdout: String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned(),
-        stderr: String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned(),
-    };
-    (run, usage.ru_maxrss as u64)
+    let file = tempfile::NamedTempFile::new().expect("a file for the peak");
+    cmd.env("JOBHOST_TEST_PEAK_FILE", file.path());
+    let run = to_run(cmd.output().expect("jobhost runs"));
+    let text = std::fs::read_to_string(file.path()).unwrap_or_default();
+    let peak = text.trim().parse().unwrap_or_else(|_| {
+        panic!(
+            "the command wrote no peak ({text:?}): exit {}, {}",
+            run.code, run.stderr
+        )
+    });
+    (run, peak)
 }
 
 /// The raw bytes a terminal must never receive from a guest: C0 controls

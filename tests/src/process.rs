@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 pub struct Measured {
     /// From spawn to reaping.
     pub wall: Duration,
-    /// Its peak resident set, in KiB.
+    /// Its peak resident set, in KiB: as `jobhost-under-test` measured it
+    /// on its way out (`JOBHOST_TEST_PEAK_FILE`), else the kernel's
+    /// `ru_maxrss`, which is never below this process's own peak when it
+    /// spawned the child.
     pub peak_kib: u64,
     /// User plus system CPU time.
     pub cpu: Duration,
@@ -23,6 +26,14 @@ pub struct Measured {
 ///
 /// When the process cannot be started or reaped: a benchmark cannot go on.
 pub fn measure(mut cmd: Command) -> Measured {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let peak_file = std::env::temp_dir().join(format!(
+        "jobhost-bench-peak-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_file(&peak_file);
+    cmd.env("JOBHOST_TEST_PEAK_FILE", &peak_file);
     let started = Instant::now();
     let mut child = cmd
         .stdout(Stdio::piped())
@@ -43,9 +54,13 @@ pub fn measure(mut cmd: Command) -> Measured {
     let wall = started.elapsed();
     assert_eq!(reaped, pid, "wait4 reaps the child");
     drop(child);
+    let own_peak = std::fs::read_to_string(&peak_file)
+        .ok()
+        .and_then(|t| t.trim().parse().ok());
+    let _ = std::fs::remove_file(&peak_file);
     Measured {
         wall,
-        peak_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+        peak_kib: own_peak.unwrap_or_else(|| u64::try_from(usage.ru_maxrss).unwrap_or(0)),
         cpu: cpu_time(&usage),
         stdout,
     }

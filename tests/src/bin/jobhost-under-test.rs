@@ -8,6 +8,12 @@
 //!   (default the first) the run reaches `<boundary>` (`after-claim`,
 //!   `in-guest`, `after-prepare`, `before-send`, `after-send`), `kill`
 //!   sends the process SIGKILL and `stop` sends it SIGSTOP.
+//! - `JOBHOST_TEST_PEAK_FILE=<path>`: when the command returns, its peak
+//!   resident set (`VmHWM`, in KiB) is written to `<path>`. This is the
+//!   process's own: the peak the kernel reports to a parent (`ru_maxrss`)
+//!   is at least the parent's own peak when it spawned the child, because
+//!   it is carried over from the memory the child had before `exec`, so a
+//!   large test process would hide a small child.
 
 use std::sync::Arc;
 
@@ -27,5 +33,17 @@ fn main() {
         failpoints: failpoints.map(|f| Arc::new(f) as Arc<_>),
         ..Runtime::default()
     };
-    std::process::exit(jobhost::app::cli::main_with(&runtime));
+    let code = jobhost::app::cli::main_with(&runtime);
+    if let Some(path) = std::env::var_os("JOBHOST_TEST_PEAK_FILE") {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let peak = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .map(|v| v.trim().trim_end_matches("kB").trim().to_string())
+            .unwrap_or_default();
+        if let Err(e) = std::fs::write(&path, peak) {
+            eprintln!("jobhost-under-test: cannot write the peak to JOBHOST_TEST_PEAK_FILE: {e}");
+        }
+    }
+    std::process::exit(code);
 }
