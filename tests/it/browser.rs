@@ -1,8 +1,10 @@
 //! The dashboard in a real browser: headless Chromium driven over
 //! WebDriver (`chromedriver`) reads each job's health on the jobs page,
 //! clicks a failed window's cell and finds the error and the replay
-//! command on its run page, and runs no script a guest wrote. A
-//! screenshot of each page is written under `target/dashboard-screenshots/`.
+//! command on its run page, and runs no script a guest wrote; the
+//! browser's console (read through ChromeDriver's log command) holds no
+//! error, no refused script and no failed load. A screenshot of each
+//! page is written under `target/dashboard-screenshots/`.
 //! Without `chromium` and `chromedriver` the test says SKIPPED on stderr
 //! (`.ci/run` installs them).
 
@@ -90,6 +92,45 @@ async fn browser(driver: &Driver, binary: &PathBuf) -> Client {
         .expect("a browser session")
 }
 
+/// ChromeDriver's command for the browser's console log (`POST
+/// /session/{id}/se/log`), which W3C WebDriver does not define and
+/// `fantoccini` has no call for. Each call returns the entries logged
+/// since the last one.
+#[derive(Debug)]
+struct BrowserLog;
+
+impl fantoccini::wd::WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(
+        &self,
+        base: &url::Url,
+        session: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base.join(&format!("session/{}/se/log", session.unwrap_or_default()))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+        (
+            http::Method::POST,
+            Some(r#"{"type":"browser"}"#.to_string()),
+        )
+    }
+}
+
+/// The console's entries since the last call, as `(level, message)`.
+async fn console(c: &Client) -> Vec<(String, String)> {
+    let log = c.issue_cmd(BrowserLog).await.expect("the browser log");
+    log.as_array()
+        .expect("the log is a list of entries")
+        .iter()
+        .map(|e| {
+            (
+                e["level"].as_str().unwrap_or_default().to_string(),
+                e["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
 fn screenshots() -> PathBuf {
     let dir = root().join("target").join("dashboard-screenshots");
     std::fs::create_dir_all(&dir).expect("screenshot folder");
@@ -156,6 +197,10 @@ fn in_a_browser_the_jobs_page_shows_health_and_a_failed_cell_leads_to_its_error(
             "jobhost replay daily-report:2026-11-05"
         );
         shoot(&c, "run.png").await;
+        // Three pages and a click, and nothing on the console: no failed
+        // load, no refused script, no error from the refresh script.
+        let logged = console(&c).await;
+        assert!(logged.is_empty(), "the pages logged {logged:?}");
         c.close().await.unwrap();
     });
 }
@@ -217,6 +262,25 @@ fn in_a_browser_guest_markup_is_text_and_no_script_runs() {
             .await
             .unwrap();
         assert_eq!(injected, serde_json::json!(0));
+        // The console: nothing a guest wrote ran or was refused by the
+        // Content-Security-Policy (a refused inline script logs an error),
+        // and the page itself logged no error. A line logged here first
+        // shows the log is read at all.
+        c.execute("console.error('jobhost-console-probe');", vec![])
+            .await
+            .unwrap();
+        let logged = console(&c).await;
+        assert!(
+            logged
+                .iter()
+                .any(|(_, m)| m.contains("jobhost-console-probe")),
+            "the console is read: {logged:?}"
+        );
+        let others: Vec<_> = logged
+            .iter()
+            .filter(|(_, m)| !m.contains("jobhost-console-probe"))
+            .collect();
+        assert!(others.is_empty(), "the page logged {others:?}");
         shoot(&c, "hostile-run.png").await;
         c.close().await.unwrap();
     });

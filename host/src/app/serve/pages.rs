@@ -52,6 +52,9 @@ impl Route {
             "/metrics" if !suffix => Route::Metrics,
             "/static/app.css" if !suffix => Route::Static("app.css"),
             "/static/app.js" if !suffix => Route::Static("app.js"),
+            // Browsers ask for `/favicon.ico` unprompted; the same icon
+            // answers, so the console shows no failed load.
+            "/static/icon.svg" | "/favicon.ico" if !suffix => Route::Static("icon.svg"),
             _ => {
                 if let Some(name) = path.strip_prefix("/jobs/").and_then(decode) {
                     let at = query
@@ -291,7 +294,7 @@ pub(super) fn with_reads<T>(
     result
 }
 
-/// The stylesheet and the refresh script.
+/// The stylesheet, the refresh script and the icon.
 pub(super) fn static_file(name: &str) -> Reply {
     match name {
         "app.css" => Reply {
@@ -303,6 +306,11 @@ pub(super) fn static_file(name: &str) -> Reply {
             status: 200,
             content_type: "text/javascript; charset=utf-8",
             body: include_bytes!("static/app.js").to_vec(),
+        },
+        "icon.svg" => Reply {
+            status: 200,
+            content_type: "image/svg+xml",
+            body: include_bytes!("static/icon.svg").to_vec(),
         },
         _ => Reply::text(404, "not found\n"),
     }
