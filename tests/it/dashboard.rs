@@ -35,11 +35,17 @@ impl Drop for Served {
 /// Starts `jobhost ARGS --listen 127.0.0.1:0` and waits for the address
 /// it says it serves on.
 pub fn serve(args: &[&str]) -> Served {
+    serve_with(args, &[])
+}
+
+/// [`serve`] with the environment variables `env` set.
+pub fn serve_with(args: &[&str], env: &[(&str, &str)]) -> Served {
     let mut all: Vec<&str> = args.to_vec();
     if !args.contains(&"--listen") {
         all.extend(["--listen", "127.0.0.1:0"]);
     }
     let mut child = command(&root(), &all)
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -572,3 +572,51 @@ fn without_a_model_nothing_changes_and_a_component_that_describes_nothing_asks_n
     assert_eq!(missing.code, 2);
     assert!(missing.stderr.contains("no run `daily-report:2020-01-01`"));
 }
+
+#[test]
+fn the_run_page_of_serve_and_of_a_daemons_dashboard_shows_the_digest_text() {
+    use crate::dashboard::{get, serve_with};
+    let sink = Sink::start();
+    sink.script(MODEL_PATH, &[Reply::Body(200, ANSWER)]);
+    let dir = scratch();
+    let cfg = job(dir.path(), &sink, "", "");
+    let store = dir.path().join("s.db");
+    let ran = run(&cfg, &store, "2026-11-09T00:05:00Z");
+    assert_eq!(
+        ran.receipt()["digest"]["status"],
+        "generated",
+        "{}",
+        ran.stderr
+    );
+    for verb in ["serve", "daemon"] {
+        let srv = serve_with(
+            &[
+                verb,
+                "--config",
+                s(&cfg),
+                "--store",
+                s(&store),
+                "--now",
+                "2026-11-09T00:10:00Z",
+            ],
+            &[(KEY_VAR, API_KEY)],
+        );
+        let twin = get(&srv.addr, &format!("/runs/{KEY}.json"), &[]).json();
+        assert_eq!(twin["digest"]["status"], "cached", "{verb}: {twin}");
+        assert_eq!(twin["digest"]["text"], CONTENT, "{verb}");
+        let page = get(&srv.addr, &format!("/runs/{KEY}"), &[]);
+        assert_eq!(page.status, 200, "{verb}");
+        // The page shows the text escaped: the apostrophe of "Sunday's".
+        assert!(
+            page.body
+                .contains("Sunday&#x27;s orders were led by the North region"),
+            "{verb}: {}",
+            page.body
+        );
+    }
+    assert_eq!(
+        model_calls(&sink),
+        1,
+        "the dashboards asked the model nothing"
+    );
+}

@@ -741,7 +741,7 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
                     .map(|j| crate::app::serve::ServedJob {
                         schedule: j.schedule.clone(),
                         location: j.store.clone(),
-                        digest_cache: None,
+                        digest_cache: j.digest.as_ref().map(|d| d.cache_dir.clone()),
                     })
                     .collect(),
                 listen: addr,
