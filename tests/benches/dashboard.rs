@@ -2,8 +2,12 @@
 //! answer the job page (HTML) and `/metrics` over HTTP from an in-process
 //! server, for stores of 1k, 10k and 100k hour windows, on SQLite and on
 //! PostgreSQL (the server named by `JOBHOST_TEST_POSTGRES`; skipped, and
-//! said, without it). The goal is a flat page time; `/metrics` counts
-//! windows by state with one `GROUP BY`, which grows with the history.
+//! said, without it). The goal is a page time flat in the history's
+//! length: reads by state go through the `(job, state, window_start)`
+//! index and `/metrics` reads the counts SQLite keeps (PostgreSQL counts
+//! each state's index range, which grows with the history). With no daemon's
+//! `decided_until`, `status` counts the rows of the last 10,000 due windows
+//! for holes, so the times grow up to 10k windows and are flat after.
 //!
 //! `cargo bench -p jobhost-tests --bench dashboard` (add `-- --quick` for
 //! fewer samples).

@@ -766,8 +766,8 @@ fn prune_frees_old_journals_and_bodies_keeps_the_rows_and_refuses_their_replay()
     assert!(bad.stderr.contains("`90d`"), "{}", bad.stderr);
 }
 
-/// Takes the store back to the previous schema version, as an older
-/// jobhost left it (what the latest migration added is dropped).
+/// Takes the store back to the schema before the operator's tables, as an
+/// older jobhost left it (what the later migrations added is dropped).
 fn downgrade(store: &str) {
     if store.starts_with("postgres") {
         let mut c =
@@ -781,17 +781,20 @@ fn downgrade(store: &str) {
             .unwrap();
         c.batch_execute(&format!(
             "SET search_path = {schema};
+             DROP INDEX jobhost_runs_by_state;
              DROP TABLE jobhost_revisions, jobhost_revision_messages, jobhost_audit, jobhost_pauses,
                  jobhost_forgotten;
              DROP INDEX jobhost_runs_prunable;
              ALTER TABLE jobhost_runs DROP COLUMN revision, DROP COLUMN reason, DROP COLUMN pruned_at;
-             DELETE FROM jobhost_schema WHERE version = (SELECT max(version) FROM jobhost_schema);"
+             DELETE FROM jobhost_schema WHERE version > 3;"
         ))
         .unwrap();
     } else {
         let c = rusqlite::Connection::open(store).unwrap();
         c.execute_batch(
-            "DROP TABLE revisions; DROP TABLE revision_messages; DROP TABLE audit;
+            "DROP TRIGGER runs_counted_insert; DROP TRIGGER runs_counted_delete;
+             DROP TRIGGER runs_counted_update; DROP TABLE run_counts; DROP INDEX runs_by_state;
+             DROP TABLE revisions; DROP TABLE revision_messages; DROP TABLE audit;
              DROP TABLE pauses; DROP TABLE forgotten; DROP INDEX runs_prunable;
              ALTER TABLE runs DROP COLUMN revision; ALTER TABLE runs DROP COLUMN reason;
              ALTER TABLE runs DROP COLUMN pruned_at;

@@ -125,8 +125,8 @@ fn several_hosts_racing_the_same_windows_on_postgres_run_each_window_once() {
     };
     assert_eq!(
         (versions, distinct),
-        (4, 4),
-        "each of the four migrations was applied once"
+        (5, 5),
+        "each of the five migrations was applied once"
     );
 }
 
@@ -777,7 +777,8 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
     // Back to the tables of version 1, as the previous jobhost left them.
     db.client()
         .batch_execute(
-            "DROP TABLE jobhost_revisions, jobhost_revision_messages, jobhost_audit,
+            "DROP INDEX jobhost_runs_by_state;
+             DROP TABLE jobhost_revisions, jobhost_revision_messages, jobhost_audit,
                  jobhost_pauses, jobhost_forgotten;
              DROP INDEX jobhost_runs_prunable;
              ALTER TABLE jobhost_runs DROP COLUMN revision, DROP COLUMN reason,
@@ -846,5 +847,5 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, [1, 2, 3, 4]);
+    assert_eq!(versions, [1, 2, 3, 4, 5]);
 }

@@ -730,6 +730,140 @@ fn a_plan_reads_only_the_rows_from_a_point_and_the_unfinished_ones_of_any_age(f:
     );
 }
 
+/// The whole history's counts of `job` as the store keeps them, the same
+/// counted from its rows, and a range's counts spanning it all: the three
+/// must agree.
+fn assert_counts_agree(s: &mut dyn Store, job: &str, when: &str) {
+    let mut kept = s.state_counts(job, None, None).unwrap();
+    kept.sort_by_key(|(st, _)| st.as_str());
+    let mut counted = std::collections::BTreeMap::new();
+    for r in s.history(Some(job)).unwrap() {
+        *counted.entry(r.state.as_str()).or_insert(0u64) += 1;
+    }
+    let counted: Vec<(&str, u64)> = counted.into_iter().collect();
+    let kept_named: Vec<(&str, u64)> = kept.iter().map(|(st, n)| (st.as_str(), *n)).collect();
+    assert_eq!(
+        kept_named, counted,
+        "{job}, {when}: kept counts against the rows"
+    );
+    let (from, until) = (window("2000-01-01").start, window("2100-01-01").start);
+    let mut ranged = s.state_counts(job, Some(from), Some(until)).unwrap();
+    ranged.sort_by_key(|(st, _)| st.as_str());
+    assert_eq!(ranged, kept, "{job}, {when}: a range holding everything");
+}
+
+fn the_counts_of_a_whole_history_follow_every_change_of_its_rows(f: &mut Fixture) {
+    let mut s = f.open();
+    let job = "daily-report";
+    let days: Vec<String> = (1..=12).map(|d| format!("2026-10-{d:02}")).collect();
+    let ws: Vec<Window> = days.iter().map(|d| window(d)).collect();
+    assert!(s.state_counts(job, None, None).unwrap().is_empty());
+    let skips: Vec<Skip<'_>> = ws[..6]
+        .iter()
+        .map(|w| Skip {
+            window: w,
+            reason: "catch_up = \"latest\"",
+        })
+        .collect();
+    s.record_skips(&skips, "daemon", f.now).unwrap();
+    s.record_skips(&skips, "daemon", f.now).unwrap();
+    assert_counts_agree(s.as_mut(), job, "after skips, recorded twice");
+    // A run on purpose takes a skip over; others run, fail, stay claimed.
+    done_with_one_message(f, s.as_mut(), &ws[0], "c0");
+    done_with_one_message(f, s.as_mut(), &ws[6], "c6");
+    let failed = f.run(s.as_mut(), &ws[7], "a", 3);
+    s.fail(&failed, "boom", Failure::Permanent, None, f.now)
+        .unwrap();
+    let retrying = f.run(s.as_mut(), &ws[8], "a", 3);
+    let after = Duration::from_secs(3600);
+    s.fail(&retrying, "flaky", Failure::Retry { after }, None, f.now)
+        .unwrap();
+    f.run(s.as_mut(), &ws[9], "dead", 1);
+    let p = f.run(s.as_mut(), &ws[10], "a", 3);
+    s.prepare(
+        &p,
+        &report(None),
+        &[message(&ws[10], 1, b"owed")],
+        b"j",
+        f.now,
+    )
+    .unwrap();
+    assert_counts_agree(s.as_mut(), job, "after runs");
+    // The dead owner's only attempt is abandoned when claimed again.
+    f.expire();
+    f.claim(s.as_mut(), &ws[9], "b", 1);
+    // A rerun, a forget, a prune.
+    let Claim::Run { lease, .. } = s.claim(&rerun(f, &ws[6], None)).unwrap() else {
+        panic!("rerun")
+    };
+    assert_counts_agree(s.as_mut(), job, "while a rerun is claimed");
+    s.prepare(&lease, &report(None), &[], b"j", f.now).unwrap();
+    s.finish(&lease, None, f.now).unwrap();
+    let who = Actor {
+        by: "ann@host",
+        reason: "bad data",
+    };
+    s.forget(&ws[7].key(), false, who, f.now).unwrap();
+    s.prune(Some(job), ws[11].start, false, who, f.now).unwrap();
+    assert_counts_agree(s.as_mut(), job, "after a rerun, a forget and a prune");
+    // Another job's rows are its own.
+    let other = Window::containing(
+        &JobName::new("other").unwrap(),
+        WindowKind::Day,
+        &Zone::utc(),
+        "2026-10-03T12:00:00Z".parse().unwrap(),
+    )
+    .unwrap();
+    f.run(s.as_mut(), &other, "a", 3);
+    assert_counts_agree(s.as_mut(), job, "after another job's claim");
+    assert_counts_agree(s.as_mut(), "other", "its own");
+    // Hosts writing one job's rows at once: no change is lost or counted
+    // twice.
+    let more: Vec<Window> = (1..=24)
+        .map(|d| window(&format!("2026-09-{d:02}")))
+        .collect();
+    std::thread::scope(|scope| {
+        for (i, chunk) in more.chunks(6).enumerate() {
+            let f = &*f;
+            scope.spawn(move || {
+                let mut s = f.open();
+                for (j, w) in chunk.iter().enumerate() {
+                    if j % 2 == 0 {
+                        done_with_one_message(f, s.as_mut(), w, "c");
+                    } else {
+                        let skip = Skip {
+                            window: w,
+                            reason: "r",
+                        };
+                        s.record_skips(&[skip], &format!("host-{i}"), f.now)
+                            .unwrap();
+                    }
+                }
+            });
+        }
+    });
+    let mut s = f.open();
+    assert_counts_agree(s.as_mut(), job, "after hosts wrote at once");
+    let newest_failed = s
+        .runs_in_range(&jobhost::store::RangeQuery {
+            job,
+            from: None,
+            until: None,
+            states: &[RunState::Abandoned, RunState::Failed],
+            oldest_first: false,
+            limit: 1,
+        })
+        .unwrap();
+    assert_eq!(
+        newest_failed
+            .iter()
+            .map(|r| r.key.to_string())
+            .collect::<Vec<_>>(),
+        [ws[9].key().to_string()],
+        "the newest row of either state"
+    );
+}
+
 /// Runs each listed contract test on every backend.
 macro_rules! contract {
     ($($name:ident),* $(,)?) => {
@@ -1109,4 +1243,5 @@ contract!(
     forget_removes_only_what_did_not_finish_and_says_why_not_otherwise,
     a_paused_job_claims_nothing_on_any_connection_until_resumed,
     prune_drops_old_journals_and_delivered_bodies_and_nothing_unfinished,
+    the_counts_of_a_whole_history_follow_every_change_of_its_rows,
 );

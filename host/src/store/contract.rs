@@ -185,7 +185,8 @@ pub trait Ledger {
     fn history_from(&mut self, job: &str, from: Option<Timestamp>) -> Result<Vec<RunRecord>>;
 
     /// The rows [`RangeQuery`] asks for: bounded by its limit and read
-    /// through the `(job, window_start)` index.
+    /// through the `(job, window_start)` index, or with states through the
+    /// `(job, state, window_start)` one, one bounded read per state.
     ///
     /// # Errors
     ///
@@ -193,8 +194,10 @@ pub trait Ledger {
     fn runs_in_range(&mut self, q: &RangeQuery<'_>) -> Result<Vec<RunRecord>>;
 
     /// How many of `job`'s rows whose window starts in `[from, until)`
-    /// (either end open when `None`) are in each state, in one `GROUP BY`
-    /// over the index; states with no row are left out.
+    /// (either end open when `None`) are in each state; states with no row
+    /// are left out. The whole history's (both ends open) come from counts
+    /// the store keeps as rows change, at a cost that does not grow with
+    /// the history; a range's from one `GROUP BY` over the index.
     ///
     /// # Errors
     ///

@@ -118,10 +118,10 @@ impl PostgresStore {
         match schema_version(&mut store.client, url)? {
             None => Ok(None),
             Some(v) if v == latest() => Ok(Some(store)),
-            // The previous version is read as it is, what it lacks read as
+            // An older version is read as it is, what it lacks read as
             // empty: a monitor keeps working between a deploy and the first
             // run that migrates.
-            Some(v) if v == latest() - 1 => {
+            Some(v) if (READABLE..latest()).contains(&v) => {
                 store.version = v;
                 Ok(Some(store))
             }
@@ -129,8 +129,7 @@ impl PostgresStore {
                 check_version(url, v)?;
                 Err(Error::input(format!(
                     "store `{url}` has schema version {v}, older than this jobhost reads without \
-                     upgrading it ({}); run `jobhost run` with it once to upgrade it",
-                    latest() - 1
+                     upgrading it ({READABLE}); run `jobhost run` with it once to upgrade it"
                 )))
             }
         }
@@ -179,9 +178,9 @@ impl PostgresStore {
         }
     }
 
-    /// Whether the store has the tables of the latest schema.
+    /// Whether the store has the tables of [`OPERATOR_SCHEMA`].
     fn current(&self) -> bool {
-        self.version == latest()
+        self.version >= OPERATOR_SCHEMA
     }
 
     fn begin(&mut self, what: &str) -> Result<Tx<'_>> {
@@ -274,6 +273,28 @@ const RUN_COLUMNS: &str = run_columns!(concat!("r.revision, r.reason, ", us!("r.
 /// [`RUN_COLUMNS`] of a store of the previous schema, which has no
 /// revisions and was never pruned.
 const RUN_COLUMNS_PREVIOUS: &str = run_columns!("1::int8, NULL::text, NULL::int8");
+
+/// The schema whose tables and columns the latest reads and writes: v4.
+/// Later ones add only ways to read it faster.
+const OPERATOR_SCHEMA: i64 = 4;
+
+/// The oldest schema read-only commands still read, treating what it lacks
+/// as empty: the one before [`OPERATOR_SCHEMA`].
+const READABLE: i64 = OPERATOR_SCHEMA - 1;
+
+/// The first schema with the `jobhost_runs_by_state` index.
+const STATE_INDEX_SCHEMA: i64 = 5;
+
+/// `(state, count)` rows, as [`Ledger::state_counts`] returns them.
+fn state_rows(rows: &[postgres::Row]) -> Vec<(RunState, u64)> {
+    rows.iter()
+        .filter_map(|r| {
+            let state: String = r.get(0);
+            let n: i64 = r.get(1);
+            Some((RunState::parse(&state)?, u64::try_from(n).unwrap_or(0)))
+        })
+        .collect()
+}
 
 /// The tables [`RUN_COLUMNS`] reads.
 const RUN_TABLES: &str = "jobhost_runs r LEFT JOIN jobhost_digests d ON d.key = r.key";
@@ -1119,15 +1140,24 @@ impl Ledger for PostgresStore {
     }
 
     fn runs_in_range(&mut self, q: &RangeQuery<'_>) -> Result<Vec<RunRecord>> {
-        let states = q
-            .state_condition()
-            .map(|c| format!(" AND {c}"))
-            .unwrap_or_default();
+        let range = "job = $1
+               AND ($2::float8 IS NULL OR window_start >= to_timestamp($2))
+               AND ($3::float8 IS NULL OR window_start < to_timestamp($3))";
+        // With states, the rows are looked up by key from what each
+        // state's read found (see the SQLite store).
+        let tables = match q.keys_by_state("jobhost_runs", range, "$4", " COLLATE \"C\"") {
+            Some(keys) => format!(
+                "({keys}) AS k JOIN jobhost_runs r ON r.key = k.key
+                 LEFT JOIN jobhost_digests d ON d.key = r.key"
+            ),
+            None => format!(
+                "{RUN_TABLES} WHERE r.job = $1
+                   AND ($2::float8 IS NULL OR r.window_start >= to_timestamp($2))
+                   AND ($3::float8 IS NULL OR r.window_start < to_timestamp($3))"
+            ),
+        };
         let sql = format!(
-            "SELECT {} FROM {RUN_TABLES}
-             WHERE r.job = $1
-               AND ($2::float8 IS NULL OR r.window_start >= to_timestamp($2))
-               AND ($3::float8 IS NULL OR r.window_start < to_timestamp($3)){states}
+            "SELECT {} FROM {tables}
              ORDER BY r.window_start {order}, r.key COLLATE \"C\" LIMIT $4",
             self.run_columns(),
             order = q.order()
@@ -1152,24 +1182,18 @@ impl Ledger for PostgresStore {
     ) -> Result<Vec<(RunState, u64)>> {
         let from = from.map(unix_seconds);
         let until = until.map(unix_seconds);
-        let rows = self.read("count windows", |tx| {
-            tx.query_typed(
-                "SELECT state, count(*) FROM jobhost_runs
-                 WHERE job = $1
+        let filter = "job = $1
                    AND ($2::float8 IS NULL OR window_start >= to_timestamp($2))
-                   AND ($3::float8 IS NULL OR window_start < to_timestamp($3))
-                 GROUP BY state",
-                &[text(&job), float8(&from), float8(&until)],
-            )
+                   AND ($3::float8 IS NULL OR window_start < to_timestamp($3))";
+        let sql = if self.version >= STATE_INDEX_SCHEMA {
+            RunState::counts_sql("jobhost_runs", filter)
+        } else {
+            format!("SELECT state, count(*) FROM jobhost_runs WHERE {filter} GROUP BY state")
+        };
+        let rows = self.read("count windows", |tx| {
+            tx.query_typed(&sql, &[text(&job), float8(&from), float8(&until)])
         })?;
-        Ok(rows
-            .iter()
-            .filter_map(|r| {
-                let state: String = r.get(0);
-                let n: i64 = r.get(1);
-                Some((RunState::parse(&state)?, u64::try_from(n).unwrap_or(0)))
-            })
-            .collect())
+        Ok(state_rows(&rows))
     }
 
     fn unfinished(&mut self, job: &str) -> Result<Vec<RunRecord>> {

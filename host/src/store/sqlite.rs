@@ -211,12 +211,45 @@ const MIGRATIONS: &[&str] = &[
         at               INTEGER NOT NULL
     ) STRICT;
     CREATE INDEX forgotten_by_job ON forgotten (job, window_start);",
+    // v6: what `status` and the dashboard read of a long history at a cost
+    // that does not grow with it: a job's newest rows in one state (an
+    // index), and how many rows it has in each state (counts the triggers
+    // keep in the same transaction as the change; a migration that rebuilds
+    // `runs` must create them again).
+    "CREATE INDEX runs_by_state ON runs (job, state, window_start);
+    CREATE TABLE run_counts (
+        job              TEXT NOT NULL,
+        state            TEXT NOT NULL,
+        n                INTEGER NOT NULL,
+        PRIMARY KEY (job, state)
+    ) STRICT, WITHOUT ROWID;
+    INSERT INTO run_counts (job, state, n) SELECT job, state, count(*) FROM runs GROUP BY job, state;
+    CREATE TRIGGER runs_counted_insert AFTER INSERT ON runs BEGIN
+        INSERT INTO run_counts (job, state, n) VALUES (new.job, new.state, 1)
+            ON CONFLICT (job, state) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER runs_counted_delete AFTER DELETE ON runs BEGIN
+        UPDATE run_counts SET n = n - 1 WHERE job = old.job AND state = old.state;
+    END;
+    CREATE TRIGGER runs_counted_update AFTER UPDATE OF job, state ON runs
+        WHEN old.state IS NOT new.state OR old.job IS NOT new.job BEGIN
+        UPDATE run_counts SET n = n - 1 WHERE job = old.job AND state = old.state;
+        INSERT INTO run_counts (job, state, n) VALUES (new.job, new.state, 1)
+            ON CONFLICT (job, state) DO UPDATE SET n = n + 1;
+    END;",
 ];
 
-/// The schema version before the latest: read-only commands still read a
-/// store of it (a monitor keeps working between a deploy and the first run
-/// that migrates), treating what it lacks as empty.
-const PREVIOUS: i64 = MIGRATIONS.len() as i64 - 1;
+/// The schema whose tables and columns the latest reads and writes: v5.
+/// Later ones add only ways to read it faster.
+const OPERATOR_SCHEMA: i64 = 5;
+
+/// The oldest schema read-only commands still read, treating what it lacks
+/// as empty (a monitor keeps working between a deploy and the first run
+/// that migrates): the one before [`OPERATOR_SCHEMA`].
+const READABLE: i64 = OPERATOR_SCHEMA - 1;
+
+/// The first schema with `run_counts` and the `runs_by_state` index.
+const COUNTED_SCHEMA: i64 = 6;
 
 /// How many runs one transaction of `prune` takes on.
 const PRUNE_BATCH: i64 = 500;
@@ -230,8 +263,8 @@ pub struct SqliteStore {
     path: PathBuf,
     /// Whether opening it created the file.
     created: bool,
-    /// The schema version: the latest, or [`PREVIOUS`] when opened read
-    /// only.
+    /// The schema version: the latest, or down to [`READABLE`] when
+    /// opened read only.
     version: i64,
     /// Test hooks inside the commit of a report.
     failpoints: Option<Arc<dyn Failpoints>>,
@@ -498,10 +531,10 @@ impl SqliteStore {
         };
         store.refuse_foreign_database()?;
         let version = store.user_version()?;
-        if version < PREVIOUS {
+        if version < READABLE {
             return Err(Error::input(format!(
                 "store `{}` has schema version {version}, older than this jobhost reads without \
-                 upgrading it ({PREVIOUS}); run `jobhost run` with it once to upgrade it",
+                 upgrading it ({READABLE}); run `jobhost run` with it once to upgrade it",
                 path.display()
             )));
         }
@@ -522,17 +555,47 @@ impl SqliteStore {
 
     /// The columns [`run_record`] reads, for this store's schema.
     fn run_columns(&self) -> &'static str {
-        if self.version == PREVIOUS {
+        if self.version < OPERATOR_SCHEMA {
             RUN_COLUMNS_PREVIOUS
         } else {
             RUN_COLUMNS
         }
     }
 
-    /// Whether the store has the tables of the latest schema (a store of
-    /// the previous one, opened read only, has not).
+    /// Whether the store has the tables of [`OPERATOR_SCHEMA`] (a store
+    /// of an older one, opened read only, has not).
     fn current(&self) -> bool {
-        self.version > PREVIOUS
+        self.version >= OPERATOR_SCHEMA
+    }
+
+    /// The statement of [`Ledger::runs_in_range`] for `q`, with the job,
+    /// the range's ends and the limit as `?1` to `?4`.
+    fn range_sql(&self, q: &RangeQuery<'_>) -> String {
+        let range = "job = ?1 AND window_start >= ?2 AND window_start < ?3";
+        // With states, each state's read is held to the state index, and
+        // the rows are looked up by key from what they found, in that order
+        // (CROSS JOIN): given the choice, the planner walks the job's rows
+        // in window order to spare itself a sort, which for a state with no
+        // row is every row.
+        let by_state = if self.version >= COUNTED_SCHEMA {
+            "runs INDEXED BY runs_by_state"
+        } else {
+            "runs"
+        };
+        let tables = match q.keys_by_state(by_state, range, "?4", "") {
+            Some(keys) => format!(
+                "({keys}) AS k CROSS JOIN runs r ON r.key = k.key
+                 LEFT JOIN digests d ON d.key = r.key"
+            ),
+            None => format!(
+                "{RUN_TABLES} WHERE r.job = ?1 AND r.window_start >= ?2 AND r.window_start < ?3"
+            ),
+        };
+        format!(
+            "SELECT {} FROM {tables} ORDER BY r.window_start {order}, r.key LIMIT ?4",
+            self.run_columns(),
+            order = q.order()
+        )
     }
 
     /// One batch of [`Ledger::prune`] over DONE runs; `None` when nothing
@@ -1449,17 +1512,7 @@ impl Ledger for SqliteStore {
     }
 
     fn runs_in_range(&mut self, q: &RangeQuery<'_>) -> Result<Vec<RunRecord>> {
-        let states = q
-            .state_condition()
-            .map(|c| format!(" AND {c}"))
-            .unwrap_or_default();
-        let sql = format!(
-            "SELECT {} FROM {RUN_TABLES}
-             WHERE r.job = ?1 AND r.window_start >= ?2 AND r.window_start < ?3{states}
-             ORDER BY r.window_start {order}, r.key LIMIT ?4",
-            self.run_columns(),
-            order = q.order()
-        );
+        let sql = self.range_sql(q);
         let from = q.from.map_or(i64::MIN, secs);
         let until = q.until.map_or(i64::MAX, secs);
         let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
@@ -1479,22 +1532,37 @@ impl Ledger for SqliteStore {
         from: Option<Timestamp>,
         until: Option<Timestamp>,
     ) -> Result<Vec<(RunState, u64)>> {
-        let from = from.map_or(i64::MIN, secs);
-        let until = until.map_or(i64::MAX, secs);
-        let mut stmt = self
-            .conn
-            .prepare_cached(
+        let read = |r: &rusqlite::Row<'_>| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?));
+        let fail = |e| failed(&self.path, "count windows", e);
+        // The whole history's counts are kept as it changes; a range's are
+        // counted over the index.
+        let rows = if from.is_none() && until.is_none() && self.version >= COUNTED_SCHEMA {
+            let mut stmt = self
+                .conn
+                .prepare_cached("SELECT state, n FROM run_counts WHERE job = ?1 AND n > 0")
+                .map_err(fail)?;
+            stmt.query_map([job], read)
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(fail)?
+        } else {
+            let from = from.map_or(i64::MIN, secs);
+            let until = until.map_or(i64::MAX, secs);
+            let sql = if self.version >= COUNTED_SCHEMA {
+                RunState::counts_sql(
+                    "runs",
+                    "job = ?1 AND window_start >= ?2 AND window_start < ?3",
+                )
+            } else {
                 "SELECT state, count(*) FROM runs
                  WHERE job = ?1 AND window_start >= ?2 AND window_start < ?3
-                 GROUP BY state",
-            )
-            .map_err(|e| failed(&self.path, "count windows", e))?;
-        let rows = stmt
-            .query_map(params![job, from, until], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
-            })
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(|e| failed(&self.path, "count windows", e))?;
+                 GROUP BY state"
+                    .to_string()
+            };
+            let mut stmt = self.conn.prepare_cached(&sql).map_err(fail)?;
+            stmt.query_map(params![job, from, until], read)
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(fail)?
+        };
         Ok(rows
             .into_iter()
             .filter_map(|(s, n)| Some((RunState::parse(&s)?, u64::try_from(n).unwrap_or(0))))
@@ -2309,6 +2377,77 @@ fn message_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<MessageRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The virtual machine steps of `sql`'s cached statement since the
+    /// last call, as SQLite counts them: a measure of the rows a read
+    /// visits that does not depend on the machine's speed.
+    fn steps(s: &SqliteStore, sql: &str) -> i32 {
+        let stmt = s.conn.prepare_cached(sql).unwrap();
+        stmt.reset_status(rusqlite::StatementStatus::VmStep)
+    }
+
+    #[test]
+    fn reads_by_state_and_whole_counts_visit_what_they_return_not_the_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let mut s = SqliteStore::open(&path).unwrap();
+        // A long history of skipped hours, and one failed window in it.
+        let insert = |n: i64| {
+            format!(
+                "WITH RECURSIVE i(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM i WHERE n < {n} - 1)
+                 INSERT INTO runs (key, job, window_start, window_end, timezone, state, fence,
+                     owner, lease_expires_at, attempt, component, error, created_at, updated_at)
+                 SELECT 'big:' || n, 'big', n * 3600, n * 3600 + 3600, 'UTC',
+                     CASE n WHEN 7 THEN 'FAILED' ELSE 'SKIPPED' END, 0, 'o', 0, 0, '', 'r', 0, 0
+                 FROM i"
+            )
+        };
+        let measure = |s: &mut SqliteStore| {
+            let mut out = Vec::new();
+            for states in [
+                &[RunState::Done][..],
+                &[RunState::Abandoned, RunState::Failed, RunState::Claimed][..],
+            ] {
+                let q = RangeQuery {
+                    job: "big",
+                    from: None,
+                    until: None,
+                    states,
+                    oldest_first: false,
+                    limit: 200,
+                };
+                let sql = s.range_sql(&q);
+                steps(s, &sql);
+                let rows = s.runs_in_range(&q).unwrap();
+                out.push((rows.len(), steps(s, &sql)));
+            }
+            let counts = s.state_counts("big", None, None).unwrap();
+            assert_eq!(counts.iter().map(|(_, n)| n).sum::<u64>(), s_rows(s));
+            out
+        };
+        fn s_rows(s: &SqliteStore) -> u64 {
+            s.conn
+                .query_row("SELECT count(*) FROM runs", [], |r| r.get::<_, i64>(0))
+                .unwrap() as u64
+        }
+        s.conn.execute_batch(&insert(1_000)).unwrap();
+        let small = measure(&mut s);
+        s.conn.execute_batch("DELETE FROM runs").unwrap();
+        s.conn.execute_batch(&insert(50_000)).unwrap();
+        let large = measure(&mut s);
+        assert_eq!(small.iter().map(|m| m.0).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(large.iter().map(|m| m.0).collect::<Vec<_>>(), [0, 1]);
+        // The same rows come back from 50 times the history for the same
+        // work, give or take the index's depth.
+        for (a, b) in small.iter().zip(&large) {
+            assert!(
+                b.1 < a.1 * 2 + 100,
+                "steps grew with the history: {} for 1k rows, {} for 50k",
+                a.1,
+                b.1
+            );
+        }
+    }
 
     #[test]
     fn migrate_twice_is_a_no_op() {

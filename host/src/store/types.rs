@@ -40,6 +40,38 @@ pub enum RunState {
 }
 
 impl RunState {
+    /// Every state.
+    pub const ALL: [RunState; 6] = [
+        RunState::Claimed,
+        RunState::Prepared,
+        RunState::Done,
+        RunState::Failed,
+        RunState::Abandoned,
+        RunState::Skipped,
+    ];
+
+    /// One count per state of the rows of `table` that match `filter`, as
+    /// `(state, n)` rows with `n > 0`: each a range of the `(job, state,
+    /// window_start)` index, so that counting a range costs the rows in it
+    /// and not the job's whole history (one `GROUP BY` would walk the
+    /// index from the job's first row, or fetch each row's state).
+    pub(crate) fn counts_sql(table: &str, filter: &str) -> String {
+        let counts: Vec<String> = RunState::ALL
+            .iter()
+            .map(|s| {
+                let s = s.as_str();
+                format!(
+                    "SELECT '{s}' AS state, count(*) AS n FROM {table} \
+                     WHERE {filter} AND state = '{s}'"
+                )
+            })
+            .collect();
+        format!(
+            "SELECT state, n FROM ({}) AS c WHERE n > 0",
+            counts.join(" UNION ALL ")
+        )
+    }
+
     /// The state's name as stored.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -443,8 +475,9 @@ pub struct RunRecord {
 /// A bounded read of one job's rows: windows starting in `[from, until)`
 /// (either end open when `None`), in one of `states` (any when empty),
 /// newest window first (oldest first with `oldest_first`), at most `limit`.
-/// It reads the `(job, window_start)` index, so it costs what it returns,
-/// however long the job's history.
+/// It reads the `(job, window_start)` index, or with states the
+/// `(job, state, window_start)` one, so it costs what it returns, however
+/// long the job's history.
 #[derive(Debug, Clone, Copy)]
 pub struct RangeQuery<'a> {
     /// The job.
@@ -462,18 +495,37 @@ pub struct RangeQuery<'a> {
 }
 
 impl RangeQuery<'_> {
-    /// `r.state IN (...)` for the wanted states, or `None` for any: the
-    /// names are the store's own constants, never text from outside.
-    pub(crate) fn state_condition(&self) -> Option<String> {
+    /// When states are wanted, a query of the keys of the rows wanted (a
+    /// column `key`): one read per state through the `(job, state,
+    /// window_start)` index, each bounded by the limit, so that a state
+    /// with few rows costs what it returns however many rows the job has in
+    /// others. `filter` is the job and range condition over `table`,
+    /// `limit` the limit's parameter; the state names are the store's own
+    /// constants, never text from outside. `None` when any state will do.
+    pub(crate) fn keys_by_state(
+        &self,
+        table: &str,
+        filter: &str,
+        limit: &str,
+        collate: &str,
+    ) -> Option<String> {
         if self.states.is_empty() {
             return None;
         }
-        let names: Vec<String> = self
+        let order = self.order();
+        let reads: Vec<String> = self
             .states
             .iter()
-            .map(|s| format!("'{}'", s.as_str()))
+            .enumerate()
+            .map(|(i, s)| {
+                format!(
+                    "SELECT key FROM (SELECT key FROM {table} WHERE {filter} AND state = '{}' \
+                     ORDER BY window_start {order}, key{collate} LIMIT {limit}) AS s{i}",
+                    s.as_str()
+                )
+            })
             .collect();
-        Some(format!("r.state IN ({})", names.join(", ")))
+        Some(reads.join(" UNION ALL "))
     }
 
     /// The `ORDER BY` of the read.
