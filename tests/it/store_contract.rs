@@ -114,9 +114,14 @@ impl Fixture {
 }
 
 fn window(day: &str) -> Window {
+    job_window("daily-report", day)
+}
+
+/// `job`'s UTC day window of `day`.
+fn job_window(job: &str, day: &str) -> Window {
     let now: Timestamp = format!("{day}T12:00:00Z").parse().unwrap();
     Window::containing(
-        &JobName::new("daily-report").unwrap(),
+        &JobName::new(job).unwrap(),
         WindowKind::Day,
         &Zone::utc(),
         now,
@@ -560,13 +565,7 @@ fn history_lists_newest_windows_first_with_their_messages(f: &mut Fixture) {
     .unwrap();
     s.mark_delivered(&la, &delivered(1), f.now).unwrap();
     f.run(s.as_mut(), &b, "b", 3);
-    let other = Window::containing(
-        &JobName::new("other-job").unwrap(),
-        WindowKind::Day,
-        &Zone::utc(),
-        "2026-11-09T12:00:00Z".parse().unwrap(),
-    )
-    .unwrap();
+    let other = job_window("other-job", "2026-11-09");
     f.run(s.as_mut(), &other, "c", 3);
     let h = s.history(Some("daily-report")).unwrap();
     let keys: Vec<String> = h.iter().map(|r| r.key.to_string()).collect();
@@ -807,13 +806,7 @@ fn the_counts_of_a_whole_history_follow_every_change_of_its_rows(f: &mut Fixture
     s.prune(Some(job), ws[11].start, false, who, f.now).unwrap();
     assert_counts_agree(s.as_mut(), job, "after a rerun, a forget and a prune");
     // Another job's rows are its own.
-    let other = Window::containing(
-        &JobName::new("other").unwrap(),
-        WindowKind::Day,
-        &Zone::utc(),
-        "2026-10-03T12:00:00Z".parse().unwrap(),
-    )
-    .unwrap();
+    let other = job_window("other", "2026-10-03");
     f.run(s.as_mut(), &other, "a", 3);
     assert_counts_agree(s.as_mut(), job, "after another job's claim");
     assert_counts_agree(s.as_mut(), "other", "its own");

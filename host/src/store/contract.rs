@@ -195,9 +195,10 @@ pub trait Ledger {
 
     /// How many of `job`'s rows whose window starts in `[from, until)`
     /// (either end open when `None`) are in each state; states with no row
-    /// are left out. The whole history's (both ends open) come from counts
-    /// the store keeps as rows change, at a cost that does not grow with
-    /// the history; a range's from one `GROUP BY` over the index.
+    /// are left out. One indexed count per state, so a range costs the
+    /// rows in it; SQLite answers the whole history (both ends open) from
+    /// counts it keeps as rows change, at a cost that does not grow with
+    /// the history.
     ///
     /// # Errors
     ///

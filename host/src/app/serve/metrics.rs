@@ -117,16 +117,6 @@ impl crate::run::daemon::Observer for DaemonMetrics {
     }
 }
 
-/// Every state a window row can be in, as the metric's label says it.
-const STATES: [RunState; 6] = [
-    RunState::Claimed,
-    RunState::Prepared,
-    RunState::Done,
-    RunState::Failed,
-    RunState::Abandoned,
-    RunState::Skipped,
-];
-
 pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> {
     let mut registry = Registry::default();
     let windows = Family::<JobState, Gauge>::default();
@@ -147,7 +137,7 @@ pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> 
             }
             None => Ok((status_bounded(&j.schedule, now, None)?, Vec::new())),
         })?;
-        for s in STATES {
+        for s in RunState::ALL {
             let n = counts.iter().find(|(c, _)| *c == s).map_or(0, |(_, n)| *n);
             windows
                 .get_or_create(&JobState {
