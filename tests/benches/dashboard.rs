@@ -95,6 +95,7 @@ fn measure(
             schedule,
             location,
             digest_cache: None,
+            target: jobhost::core::command::Target::default(),
         }],
         listen: "127.0.0.1:0".parse().unwrap(),
         token: None,

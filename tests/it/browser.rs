@@ -194,7 +194,11 @@ fn in_a_browser_the_jobs_page_shows_health_and_a_failed_cell_leads_to_its_error(
         let replay = c.find(Locator::Css("#replay")).await.unwrap();
         assert_eq!(
             replay.text().await.unwrap(),
-            "jobhost replay daily-report:2026-11-05"
+            format!(
+                "jobhost replay daily-report:2026-11-05 --config {} --store {}",
+                s(&cfg),
+                s(&db)
+            )
         );
         shoot(&c, "run.png").await;
         // Three pages and a click, and nothing on the console: no failed

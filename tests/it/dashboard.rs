@@ -282,7 +282,18 @@ fn the_pages_and_their_json_twins_show_every_window_state_and_the_replay_command
         run["current"]["error"].as_str().unwrap().contains("400"),
         "{run}"
     );
-    assert_eq!(run["replay"], "jobhost replay daily-report:2026-11-05");
+    // The printed command names the job's config and store, and pastes.
+    assert_eq!(
+        run["replay"],
+        format!(
+            "jobhost replay daily-report:2026-11-05 --config {} --store {}",
+            s(&cfg),
+            s(&db)
+        )
+    );
+    let pasted = paste(&root(), run["replay"].as_str().unwrap());
+    assert_eq!(pasted.code, 0, "{}{}", pasted.stdout, pasted.stderr);
+    assert!(pasted.stdout.contains("identical"), "{}", pasted.stdout);
     assert_eq!(run["current"]["messages"][0]["destination"], "digest");
     assert!(
         run["current"]["messages"][0]["last_status"]
@@ -315,7 +326,13 @@ fn the_pages_and_their_json_twins_show_every_window_state_and_the_replay_command
         );
     }
     let run_page = get(&srv.addr, "/runs/daily-report:2026-11-05", &[]).body;
-    assert!(run_page.contains("jobhost replay daily-report:2026-11-05"));
+    assert_eq!(
+        run_page
+            .matches("jobhost replay daily-report:2026-11-05 --config")
+            .count(),
+        1,
+        "the replay command once: {run_page}"
+    );
     assert_eq!(get(&srv.addr, "/healthz", &[]).body, "ok\n");
     assert_eq!(
         get(&srv.addr, "/runs/daily-report:2030-01-01", &[]).status,

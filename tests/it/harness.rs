@@ -101,6 +101,28 @@ pub fn command(cwd: &Path, args: &[&str]) -> Command {
     cmd
 }
 
+/// Runs a command jobhost printed for a person (`jobhost replay KEY
+/// --config FILE`) as a person pastes it into a shell in `cwd`, with this
+/// build standing in for `jobhost`.
+pub fn paste(cwd: &Path, printed: &str) -> Run {
+    let rest = printed
+        .strip_prefix("jobhost ")
+        .unwrap_or_else(|| panic!("not a jobhost command: {printed}"));
+    let jobhost = command(cwd, &[]);
+    let mut sh = Command::new("sh");
+    sh.current_dir(cwd)
+        .arg("-c")
+        .arg(format!("\"$JOBHOST\" {rest}"))
+        .env("JOBHOST", jobhost.get_program());
+    for (name, value) in jobhost.get_envs() {
+        match value {
+            Some(v) => sh.env(name, v),
+            None => sh.env_remove(name),
+        };
+    }
+    to_run(sh.output().expect("run sh"))
+}
+
 pub fn to_run(out: Output) -> Run {
     Run {
         code: out.status.code().unwrap_or(-1),

@@ -6,6 +6,7 @@ mod bad_input;
 mod browser;
 mod compile;
 mod compile_cache;
+mod counts;
 mod crashes;
 mod daemon;
 mod dashboard;

@@ -66,6 +66,10 @@ enum Command {
     /// Run a DONE window again on purpose, as a new revision whose messages
     /// carry new idempotency keys.
     Rerun(crate::app::operate::RerunArgs),
+    /// Try a FAILED or ABANDONED window, or a committed report whose
+    /// delivery waits out its backoff, again now, as a new series of
+    /// attempts (its messages keep their idempotency keys).
+    Retry(crate::app::operate::RetryArgs),
     /// Remove a FAILED, ABANDONED or SKIPPED window's decision so that it
     /// runs again as if new; kept as an audit line.
     Forget(crate::app::operate::ForgetArgs),
@@ -421,10 +425,25 @@ pub fn main_with(runtime: &Runtime) -> i32 {
             return 2;
         }
     };
+    // The commands jobhost prints name the config or store this command
+    // line gave, so that they paste (commands over several jobs name each
+    // job's own config where they print one).
+    let single = match &cli.command {
+        Command::Run(a) => Some((a.store.as_deref(), a.config.as_deref())),
+        Command::History(a) => Some((a.store.as_deref(), a.config.as_deref())),
+        Command::Replay(a) => Some((a.store.as_deref(), a.config.as_deref())),
+        Command::Export(a) => Some((a.store.as_deref(), a.config.as_deref())),
+        Command::Digest(a) => Some((a.store.as_deref(), Some(a.config.as_path()))),
+        _ => None,
+    };
+    if let Some((store, config)) = single {
+        crate::core::command::set_process_target(crate::app::config::command_target(store, config));
+    }
     match cli.command {
         Command::Run(args) => run(args, runtime),
         Command::Backfill(args) => crate::app::operate::backfill(args, runtime),
         Command::Rerun(args) => crate::app::operate::rerun(args, runtime),
+        Command::Retry(args) => crate::app::operate::retry(args, runtime),
         Command::Forget(args) => crate::app::operate::forget(args),
         Command::Pause(args) => crate::app::operate::pause(args),
         Command::Resume(args) => crate::app::operate::resume(args),
@@ -738,10 +757,12 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
             let served = crate::app::serve::start(crate::app::serve::Settings {
                 jobs: jobs
                     .iter()
-                    .map(|j| crate::app::serve::ServedJob {
+                    .zip(&args.config)
+                    .map(|(j, file)| crate::app::serve::ServedJob {
                         schedule: j.schedule.clone(),
                         location: j.store.clone(),
                         digest_cache: j.digest.as_ref().map(|d| d.cache_dir.clone()),
+                        target: page_target(args.store.as_deref(), file),
                     })
                     .collect(),
                 listen: addr,
@@ -824,6 +845,14 @@ fn job_view(
     })
 }
 
+/// How a dashboard page names the job of the config `file` in the commands
+/// it prints: by its absolute path, since whoever reads the page is not in
+/// the folder the server was started from.
+fn page_target(store: Option<&Path>, file: &Path) -> crate::core::command::Target {
+    let absolute = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    crate::app::config::command_target(store, Some(&absolute))
+}
+
 /// A store that may not exist, lent out for reading.
 fn lend(store: &mut Option<Box<dyn store::Store>>) -> Option<&mut dyn store::Ledger> {
     store.as_mut().map(|s| s.as_mut() as &mut dyn store::Ledger)
@@ -857,6 +886,7 @@ fn serve(args: ServeArgs) -> Result<(), Error> {
         jobs.push(crate::app::serve::ServedJob {
             location: config.store(&env)?,
             digest_cache: config.digest_cache_dir(),
+            target: page_target(args.store.as_deref(), file),
             schedule,
         });
     }
@@ -884,6 +914,7 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
     use crate::run::status::Health;
     let mut worst = Health::Healthy;
     let mut out = std::io::stdout().lock();
+    let real_now = jiff::Timestamp::now();
     for file in &args.config {
         let JobView {
             schedule,
@@ -891,10 +922,26 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
             mut store,
             ..
         } = job_view(file, &args.store, &args.now)?;
+        let target = crate::app::config::command_target(args.store.as_deref(), Some(file));
         let st = crate::run::status::status(&schedule, now, lend(&mut store))?;
         worst = worst.max(st.health);
         let expected_state = st.expected_state.map_or("not claimed", |s| s.as_str());
         let last_done = st.last_done.as_ref().map(|r| r.key.to_string());
+        let retry = |key: &crate::core::window::WindowKey| {
+            target.command(&format!(
+                "retry {}",
+                crate::core::command::shell_quote(key.as_str())
+            ))
+        };
+        // When an unfinished run can be taken over: its lease's end (on
+        // the store's clock, which real time stands in for here).
+        let resumable = |r: &RunRecord| {
+            if r.lease_until <= real_now {
+                "now".to_string()
+            } else {
+                format!("at {}", rfc3339(r.lease_until))
+            }
+        };
         if args.json {
             let people: Vec<serde_json::Value> = st
                 .needs_a_person
@@ -902,6 +949,7 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                 .map(|r| {
                     serde_json::json!({
                         "key": r.key.as_str(), "state": r.state.as_str(), "error": r.error,
+                        "retry_command": retry(&r.key),
                     })
                 })
                 .collect();
@@ -910,8 +958,22 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                 .iter()
                 .map(|r| {
                     serde_json::json!({
-                        "key": r.key.as_str(), "attempt": r.attempt,
+                        "key": r.key.as_str(), "state": r.state.as_str(), "attempt": r.attempt,
                         "retry_at": r.retry_at.map(rfc3339), "error": r.error,
+                        "retry_command": retry(&r.key),
+                    })
+                })
+                .collect();
+            let unfinished: Vec<serde_json::Value> = st
+                .unfinished
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "key": r.key.as_str(), "state": r.state.as_str(), "owner": r.owner,
+                        "attempt": r.attempt, "lease_until": rfc3339(r.lease_until),
+                        "messages": r.messages, "delivered": r.delivered,
+                        "resumable_at": rfc3339(r.lease_until),
+                        "retry_command": retry(&r.key),
                     })
                 })
                 .collect();
@@ -931,6 +993,10 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                         "end": rfc3339(h.window.end),
                         "due": rfc3339(h.due),
                         "late_seconds": now.duration_since(h.due).as_secs().max(0),
+                        "run_command": target.command(&format!(
+                            "run --for {}",
+                            crate::core::command::shell_quote(&h.window.label)
+                        )),
                     })
                 })
                 .collect();
@@ -941,16 +1007,20 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                 "expected": st.expected.key().as_str(),
                 "expected_due": rfc3339(st.expected_due),
                 "expected_state": expected_state,
+                "expected_late_seconds": st.expected_late.as_secs(),
                 "late_seconds": st.late_by.as_secs(),
                 "grace_seconds": schedule.grace.as_secs(),
                 "last_done": last_done,
                 "needs_a_person": people,
                 "retrying": retrying,
+                "unfinished": unfinished,
+                "stuck": st.stuck,
                 "skipped_since_last_done": skipped,
                 "holes": {
                     "count": st.holes.count,
                     "listed": listed,
                     "truncated": st.holes.truncated,
+                    "oldest_late_seconds": st.hole_late.as_secs(),
                 },
                 "paused": st.paused.as_ref().map(|p| serde_json::json!({
                     "note": p.note, "by": p.by, "since": rfc3339(p.since),
@@ -960,13 +1030,13 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
             continue;
         }
         let last = last_done.unwrap_or_else(|| "none".to_string());
+        let expected = format!(
+            "{} due {} is {expected_state}",
+            st.expected.key(),
+            rfc3339(st.expected_due)
+        );
         let line = match st.health {
-            Health::Healthy => format!(
-                "{}: healthy; {} due {} is {expected_state}; last done {last}",
-                schedule.job,
-                st.expected.key(),
-                rfc3339(st.expected_due)
-            ),
+            Health::Healthy => format!("{}: healthy; {expected}; last done {last}", schedule.job),
             Health::Paused => {
                 let (since, by, note) = st
                     .paused
@@ -974,26 +1044,61 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                     .map(|p| (rfc3339(p.since), p.by.clone(), p.note.clone()))
                     .unwrap_or_default();
                 format!(
-                    "{}: paused since {since} by {by}: {note}; {} due {} is {expected_state}; \
-                     last done {last}; `jobhost resume {}` lets it run",
+                    "{}: paused since {since} by {by}: {note}; {expected}; last done {last}; \
+                     `{}` lets it run",
                     schedule.job,
-                    st.expected.key(),
-                    rfc3339(st.expected_due),
-                    schedule.job
+                    target.command(&format!("resume {}", schedule.job))
                 )
             }
             Health::Late => {
-                let hole = st.holes.first.first().filter(|_| st.late_for_hole);
-                let (key, due, state) = match hole {
-                    Some(h) => (h.window.key(), h.due, "not run (a hole)"),
-                    None => (st.expected.key(), st.expected_due, expected_state),
+                // Each late thing with its own age, the latest first: the
+                // newest due window, the oldest hole.
+                let mut late = Vec::new();
+                if st.expected_late > st.grace {
+                    late.push((st.expected_late, expected.clone()));
+                }
+                if let Some(h) = st.holes.first.first().filter(|_| st.hole_late > st.grace) {
+                    late.push((
+                        st.hole_late,
+                        format!(
+                            "{} due {} has no run (the oldest of {}{} hole(s))",
+                            h.window.key(),
+                            rfc3339(h.due),
+                            if st.holes.truncated { "at least " } else { "" },
+                            st.holes.count
+                        ),
+                    ));
+                }
+                late.sort_by_key(|l| std::cmp::Reverse(l.0));
+                let mut parts: Vec<String> = late
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (by, what))| {
+                        if i == 0 {
+                            what.clone()
+                        } else {
+                            format!("also {what}, late by {}", human_duration(*by))
+                        }
+                    })
+                    .collect();
+                if st.stuck {
+                    parts.push(
+                        "an older run is stuck past the grace (its lease or retry time passed)"
+                            .to_string(),
+                    );
+                }
+                if st.expected_late <= st.grace {
+                    parts.push(expected.clone());
+                }
+                let head = match late.first() {
+                    Some((by, _)) => format!("late by {}", human_duration(*by)),
+                    None => "late".to_string(),
                 };
                 format!(
-                    "{}: late by {} (grace {}): {key} due {} is {state}; last done {last}",
+                    "{}: {head} (grace {}): {}; last done {last}",
                     schedule.job,
-                    human_duration(st.late_by),
                     human_duration(st.grace),
-                    rfc3339(due)
+                    parts.join("; ")
                 )
             }
             Health::Failed => {
@@ -1002,13 +1107,14 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                     .iter()
                     .map(|r| {
                         format!(
-                            "{} {}{}",
+                            "{} {}{} (`{}` tries it again)",
                             r.key,
                             r.state,
                             r.error
                                 .as_deref()
-                                .map(|e| format!(" ({e})"))
-                                .unwrap_or_default()
+                                .map(|e| format!(": {e}"))
+                                .unwrap_or_default(),
+                            retry(&r.key)
                         )
                     })
                     .collect();
@@ -1020,13 +1126,44 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
             }
         };
         let mut notes = Vec::new();
+        for r in st.unfinished.iter().take(3) {
+            let what = match r.state {
+                crate::store::RunState::Prepared => format!(
+                    "PREPARED (report committed, {} of {} message(s) delivered)",
+                    r.delivered, r.messages
+                ),
+                _ => format!("CLAIMED (attempt {})", r.attempt),
+            };
+            let when = resumable(r);
+            notes.push(format!(
+                "{} is {what}, held by {} until {}; it can be taken over {when} (the daemon \
+                 does, or `{}`)",
+                r.key,
+                r.owner,
+                rfc3339(r.lease_until),
+                retry(&r.key)
+            ));
+        }
+        if st.unfinished.len() > 3 {
+            notes.push(format!(
+                "{} more window(s) CLAIMED or PREPARED",
+                st.unfinished.len() - 3
+            ));
+        }
         if let Some(r) = st.retrying.first() {
             notes.push(format!(
-                "{} window(s) waiting to retry, the newest {} (attempt {}) at {}",
+                "{} window(s) waiting to retry, the newest {} ({}attempt {}) at {}; `{}` tries \
+                 it now",
                 st.retrying.len(),
                 r.key,
+                if r.state == crate::store::RunState::Prepared {
+                    "delivery of its committed report, "
+                } else {
+                    ""
+                },
                 r.attempt,
-                r.retry_at.map(rfc3339).unwrap_or_default()
+                r.retry_at.map(rfc3339).unwrap_or_default(),
+                retry(&r.key)
             ));
         }
         if !st.skipped.is_empty() {
@@ -1036,7 +1173,7 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
             ));
         }
         if st.holes.count > 0 {
-            notes.push(hole_note(&st.holes));
+            notes.push(hole_note(&st.holes, &target));
         }
         // The line quotes errors a guest or a destination wrote.
         let line = if notes.is_empty() {
@@ -1049,17 +1186,26 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
     Ok(worst.exit_code())
 }
 
-/// The holes of a job in one sentence: how many, the first few, and how
-/// to run one.
-fn hole_note(holes: &crate::run::plan::Holes) -> String {
+/// The holes of a job in one sentence: how many, the first few, and the
+/// command that runs the oldest.
+fn hole_note(holes: &crate::run::plan::Holes, target: &crate::core::command::Target) -> String {
     let keys: Vec<String> = holes
         .first
         .iter()
         .map(|h| h.window.key().to_string())
         .collect();
     let more = holes.count.saturating_sub(keys.len());
+    let run = holes.first.first().map_or_else(String::new, |h| {
+        format!(
+            "; `{}` runs the oldest",
+            target.command(&format!(
+                "run --for {}",
+                crate::core::command::shell_quote(&h.window.label)
+            ))
+        )
+    });
     format!(
-        "{}{} window(s) due with no run (holes): {}{}; `jobhost run --for LABEL` runs one",
+        "{}{} window(s) due with no run (holes): {}{}{run}",
         if holes.truncated { "at least " } else { "" },
         holes.count,
         keys.join(", "),
@@ -1089,6 +1235,13 @@ fn plan(args: PlanArgs) -> Result<(), Error> {
         } = job_view(file, &args.store, &args.now)?;
         let catch_up = config.catch_up()?;
         let plan = crate::run::plan::plan(&s, catch_up, now, since, lend(&mut store))?;
+        let target = crate::app::config::command_target(args.store.as_deref(), Some(file));
+        // Runs another invocation started and did not finish, and
+        // deliveries waiting out a backoff: when each can go on.
+        let unfinished = match lend(&mut store) {
+            Some(st) => st.unfinished(s.job.as_str())?,
+            None => Vec::new(),
+        };
         if !args.json {
             let _ = writeln!(
                 out,
@@ -1112,7 +1265,13 @@ fn plan(args: PlanArgs) -> Result<(), Error> {
             let (what, detail) = match &e.what {
                 What::Hole => (
                     "hole",
-                    "due with no run; `jobhost run --for LABEL` runs it".to_string(),
+                    format!(
+                        "due with no run; `{}` runs it",
+                        target.command(&format!(
+                            "run --for {}",
+                            crate::core::command::shell_quote(&e.window.label)
+                        ))
+                    ),
                 ),
                 What::Run => ("run", String::new()),
                 What::Skip(why) => ("skip", why.clone()),
@@ -1166,6 +1325,51 @@ fn plan(args: PlanArgs) -> Result<(), Error> {
                         ""
                     }
                 );
+            }
+        }
+        for r in &unfinished {
+            let retry = target.command(&format!(
+                "retry {}",
+                crate::core::command::shell_quote(r.key.as_str())
+            ));
+            let (what, at, detail) = match r.retry_at {
+                Some(t) => (
+                    "retry",
+                    t,
+                    format!(
+                        "{} attempt {} failed; the next one at this time; `{retry}` tries it now",
+                        r.state, r.attempt
+                    ),
+                ),
+                None => (
+                    "resume",
+                    r.lease_until,
+                    format!(
+                        "{} by {}: can be taken over when its lease ends, at this time; `{retry}` \
+                         then",
+                        r.state, r.owner
+                    ),
+                ),
+            };
+            if args.json {
+                let line = serde_json::json!({
+                    "job": s.job.as_str(),
+                    "key": r.key.as_str(),
+                    "decision": what,
+                    "state": r.state.as_str(),
+                    "owner": r.owner,
+                    "at": rfc3339(at),
+                    "detail": detail,
+                    "now": rfc3339(now),
+                });
+                let _ = writeln!(out, "{}", json_line(&line.to_string()));
+            } else {
+                let line = format!(
+                    "  {what:<9} {:<32} at  {}  {detail}",
+                    r.key.as_str(),
+                    rfc3339(at)
+                );
+                let _ = writeln!(out, "{}", printable(&line));
             }
         }
     }
@@ -1547,7 +1751,7 @@ fn write_table(
     }
     // Every cell is escaped: errors and reasons quote guests and
     // destinations, and a store is a file anyone with access can edit.
-    let rows: Vec<[String; 12]> = runs
+    let rows: Vec<[String; 13]> = runs
         .iter()
         .map(|r| {
             let component = r.component.strip_prefix("sha256:").unwrap_or(&r.component);
@@ -1561,6 +1765,7 @@ fn write_table(
                 rfc3339(r.window_start),
                 rfc3339(r.window_end),
                 r.state.to_string(),
+                r.revision.to_string(),
                 if r.state == store::RunState::Skipped {
                     "-".to_string()
                 } else {
@@ -1582,6 +1787,7 @@ fn write_table(
         "START",
         "END",
         "STATE",
+        "REV",
         "RAN",
         "ATTEMPT",
         "FENCE",

@@ -35,6 +35,7 @@ pub fn show(
         Some(_) => store.message_records(key)?,
         None => Vec::new(),
     };
+    let target = crate::core::command::process_target();
     if json {
         let mut v = serde_json::json!({"key": key.as_str()});
         if let Some(r) = &run {
@@ -43,7 +44,9 @@ pub fn show(
                 cur["digest"] = d;
             }
             cur["messages"] = messages.iter().map(message_json).collect();
-            cur["replay"] = replay_command(key, None).into();
+            if r.report.is_some() {
+                cur["replay"] = replay_command(key, None, &target).into();
+            }
             v["current"] = cur;
         }
         v["earlier_revisions"] = revisions
@@ -64,7 +67,7 @@ pub fn show(
                     "updated_at": rfc3339(r.updated_at),
                     "pruned_at": r.pruned_at.map(rfc3339),
                     "messages": r.messages.iter().map(message_json).collect::<Vec<_>>(),
-                    "replay": replay_command(key, Some(r.revision)),
+                    "replay": replay_command(key, Some(r.revision), &target),
                 })
             })
             .collect();
@@ -85,11 +88,18 @@ pub fn show(
             lines.push(format!("  rerun because: {why}"));
         }
         lines.push(format!(
-            "  attempt {}, fence {}, owner {}, lease until {}",
+            "  attempt {}, fence {}, owner {}{}",
             r.attempt,
             r.fence,
             r.owner,
-            rfc3339(r.lease_until)
+            if matches!(
+                r.state,
+                store::RunState::Claimed | store::RunState::Prepared
+            ) {
+                format!(", lease until {}", rfc3339(r.lease_until))
+            } else {
+                String::new()
+            }
         ));
         lines.push(format!(
             "  claimed {}, last change {}{}",
@@ -136,7 +146,7 @@ pub fn show(
         }
         message_lines(&messages, &mut lines);
         if r.report.is_some() {
-            lines.push(format!("  replay: {}", replay_command(key, None)));
+            lines.push(format!("  replay: {}", replay_command(key, None, &target)));
         }
     } else {
         lines.push(format!(
@@ -168,7 +178,7 @@ pub fn show(
         if r.journal_bytes.is_some() {
             lines.push(format!(
                 "    replay: {}",
-                replay_command(key, Some(r.revision))
+                replay_command(key, Some(r.revision), &target)
             ));
         }
     }

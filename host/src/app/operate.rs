@@ -97,6 +97,19 @@ pub struct RerunArgs {
     reason: String,
 }
 
+/// `jobhost retry`.
+#[derive(Debug, clap::Args)]
+pub struct RetryArgs {
+    /// The window's key, as `history` shows it (or its label).
+    #[arg(value_name = "KEY")]
+    key: String,
+    #[command(flatten)]
+    job: JobFlags,
+    /// Why (kept in the audit line) [default: `jobhost retry`].
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+}
+
 /// Where a command that changes only the store finds it.
 #[derive(Debug, clap::Args)]
 pub struct StoreFlags {
@@ -106,6 +119,16 @@ pub struct StoreFlags {
     /// A job config whose store it is.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+}
+
+impl StoreFlags {
+    /// Makes the commands this process prints name the same store.
+    fn name_in_printed_commands(&self) {
+        crate::core::command::set_process_target(crate::app::config::command_target(
+            self.store.as_deref(),
+            self.config.as_deref(),
+        ));
+    }
 }
 
 /// `jobhost forget`.
@@ -212,6 +235,24 @@ pub fn rerun(args: RerunArgs, runtime: &Runtime) -> i32 {
     }
 }
 
+/// `jobhost retry KEY`: exit codes as for `run`.
+pub fn retry(args: RetryArgs, runtime: &Runtime) -> i32 {
+    let result = (|| {
+        let config = args.job.load()?;
+        let job = config.job(&env)?;
+        crate::run::refuse_ephemeral_store(&job)?;
+        let runtime = runtime.at(config.now()?.or(runtime.now));
+        let reason = match &args.reason {
+            Some(r) => needed_reason("--reason", r)?,
+            None => "jobhost retry".to_string(),
+        };
+        operate::retry(&job, &args.key, &reason, &runtime)
+    })();
+    let outcome = result.unwrap_or_else(|e| Outcome::refused(&e));
+    print_receipt(&outcome);
+    outcome.exit_code
+}
+
 /// A reason a person must give: not empty.
 fn needed_reason(what: &str, text: &str) -> Result<String> {
     let text = reason_text(what, text)?;
@@ -275,12 +316,12 @@ fn backfill_inner(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
         if let Some(p) = store.paused(job.name().as_str())? {
             return Err(Error::input(format!(
                 "job `{}` is paused (since {} by {}: {}); nothing of it runs, so nothing would be \
-                 backfilled: `jobhost resume {}` first",
+                 backfilled: `{}` first",
                 job.name(),
                 rfc3339(p.since),
                 p.by,
                 p.note,
-                job.name()
+                job.target.command(&format!("resume {}", job.name()))
             )));
         }
         operate::backfill_plan(&job, store.as_mut(), (from, to), only, now)?
@@ -331,23 +372,51 @@ fn backfill_inner(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
         },
     );
     progress.finish();
-    let end = format!(
-        "{} run, {} of them not successful, {} left as they were",
-        ended.ran, ended.failed, ended.left
-    );
+    let end = ended_summary(&ended);
     if ended.stopped {
         say(
             "stopped",
             &format!(
                 "asked to stop after {} of {todo} window(s) ({end}); the same backfill again \
                  goes on from there",
-                ended.ran
+                ended.attempted
             ),
         );
         return Ok(130);
     }
     say("backfill", &format!("done: {end}"));
     Ok(ended.exit_code)
+}
+
+/// What a backfill did, counted by outcome: `3 ran, 1 skipped (busy), 0
+/// failed, 2 left as they were`.
+fn ended_summary(ended: &operate::Backfilled) -> String {
+    let mut text = format!("{} ran", ended.ran);
+    let skipped = ended.skipped_total();
+    if skipped > 0 {
+        let reasons: Vec<String> = ended
+            .skipped
+            .iter()
+            .map(|(reason, n)| {
+                if *n == skipped {
+                    reason.as_str().to_string()
+                } else {
+                    format!("{n} {}", reason.as_str())
+                }
+            })
+            .collect();
+        text.push_str(&format!(", {skipped} skipped ({})", reasons.join(", ")));
+    } else {
+        text.push_str(", 0 skipped");
+    }
+    text.push_str(&format!(
+        ", {} failed, {} left as they were",
+        ended.failed, ended.left
+    ));
+    if ended.not_closed > 0 {
+        text.push_str(&format!(", {} not closed yet", ended.not_closed));
+    }
+    text
 }
 
 fn plan_line(p: &Planned, now: Timestamp) -> serde_json::Value {
@@ -385,7 +454,10 @@ impl Progress {
     }
 
     fn step(&self, n: usize, total: usize, p: &Planned, outcome: &Outcome) {
-        let what = outcome.receipt.event.as_str();
+        let what = match outcome.receipt.reason {
+            Some(reason) => format!("{} ({})", outcome.receipt.event.as_str(), reason.as_str()),
+            None => outcome.receipt.event.as_str().to_string(),
+        };
         let key = p.window.key();
         match &self.bar {
             Some(bar) => {
@@ -412,6 +484,8 @@ impl Progress {
 
 /// `jobhost forget KEY`: 0 forgotten, 2 refused.
 pub fn forget(args: ForgetArgs) -> i32 {
+    args.store.name_in_printed_commands();
+    let config_given = args.store.config.is_some();
     let result = (|| {
         let reason = needed_reason("--reason", &args.reason)?;
         let key = operate::typed_key(&args.key)?;
@@ -439,9 +513,18 @@ pub fn forget(args: ForgetArgs) -> i32 {
                 "by": by,
             });
             println!("{}", json_line(&line.to_string()));
+            let label = key
+                .as_str()
+                .split_once(':')
+                .map_or(key.as_str(), |(_, l)| l);
+            let run = crate::core::command::process_target().command(&format!(
+                "run --for {}{}",
+                crate::core::command::shell_quote(label),
+                if config_given { "" } else { " --config FILE" }
+            ));
             let mut said = format!(
                 "forgot {key} ({}); the daemon decides it again by the job's catch_up policy, \
-                 and `jobhost run --for LABEL` runs it as if new",
+                 and `{run}` runs it as if new",
                 f.old_state
             );
             if f.undelivered > 0 {
@@ -491,6 +574,7 @@ pub fn resume(args: ResumeArgs) -> i32 {
 }
 
 fn pause_or_resume(job: &str, note: &str, flags: &StoreFlags, pausing: bool) -> i32 {
+    flags.name_in_printed_commands();
     let result = (|| {
         let name = named_job(job, flags.config.as_deref())?;
         let note = reason_text("--note", note)?;
@@ -534,15 +618,15 @@ fn pause_or_resume(job: &str, note: &str, flags: &StoreFlags, pausing: bool) -> 
     let line = serde_json::json!({
         "event": if pausing { "paused" } else { "resumed" },
         "job": name.as_str(),
-        "note": note,
+        "note": (!note.is_empty()).then_some(&note),
         "by": by,
         "was_paused": before.is_some(),
     });
     println!("{}", json_line(&line.to_string()));
     let said = match (pausing, &before) {
         (true, None) => format!(
-            "paused {name}: nothing of it is claimed, on any host sharing the store, until \
-             `jobhost resume {name}`"
+            "paused {name}: nothing of it is claimed, on any host sharing the store, until `{}`",
+            crate::core::command::process_target().command(&format!("resume {name}"))
         ),
         (true, Some(p)) => format!(
             "{name} was already paused (since {} by {}); its note is now: {note}",
@@ -564,6 +648,7 @@ fn pause_or_resume(job: &str, note: &str, flags: &StoreFlags, pausing: bool) -> 
 
 /// `jobhost prune`: 0, or 2 for bad input.
 pub fn prune(args: PruneArgs) -> i32 {
+    args.store.name_in_printed_commands();
     let result = (|| {
         let older_than = parse_age(&args.older_than)?;
         let now = match &args.now {

@@ -6,6 +6,7 @@
 //! (see ARCHITECTURE.md).
 
 pub mod clock;
+pub mod command;
 pub mod env;
 pub mod error;
 pub mod failpoint;

@@ -3,6 +3,7 @@
 //! receipt as a typed [`SkipReason`] and one sentence for a person.
 
 use crate::core::clock::rfc3339;
+use crate::core::command::{Target, shell_quote};
 use crate::core::error::ErrorKind;
 use crate::core::window::WindowKey;
 use crate::run::receipt::{Event, Receipt, SkipReason};
@@ -17,21 +18,31 @@ pub(crate) enum Granted {
 }
 
 /// The lease `claim` grants, or `None` with the receipt saying why nothing
-/// runs.
-pub(crate) fn answer(claim: Claim, key: &WindowKey, receipt: &mut Receipt) -> Option<Granted> {
+/// runs; the commands it suggests name the job as `target` does.
+pub(crate) fn answer(
+    claim: Claim,
+    key: &WindowKey,
+    label: &str,
+    target: &Target,
+    receipt: &mut Receipt,
+) -> Option<Granted> {
+    let quoted = shell_quote(key.as_str());
     match claim {
         Claim::Run { lease, .. } => return Some(Granted::Run(lease)),
         Claim::Resume { lease } => return Some(Granted::Resume(lease)),
         Claim::Done { attempt, fence } => done(receipt, key, attempt, fence.0),
-        Claim::Skipped { reason } => skipped_by_scheduler(receipt, key, reason.as_deref(), 0, 0),
+        Claim::Skipped { reason } => {
+            skipped_by_scheduler(receipt, key, label, target, reason.as_deref(), 0, 0);
+        }
         Claim::Paused { note, by, since } => {
             let job = receipt.job.clone().unwrap_or_default();
             receipt.skip(
                 SkipReason::Paused,
                 format!(
                     "job `{job}` is paused (since {} by {by}: {note}); nothing of it runs until \
-                     `jobhost resume {job}`",
-                    rfc3339(since)
+                     `{}`",
+                    rfc3339(since),
+                    target.command(&format!("resume {}", shell_quote(&job)))
                 ),
             );
         }
@@ -75,9 +86,11 @@ pub(crate) fn answer(claim: Claim, key: &WindowKey, receipt: &mut Receipt) -> Op
             receipt.skip(
                 SkipReason::RetryLater,
                 format!(
-                    "attempt {attempts} at window `{key}` failed; the next attempt waits until {}{}",
+                    "attempt {attempts} at window `{key}` failed; the next attempt waits until {}{}; \
+                     `{}` tries it now",
                     rfc3339(until),
-                    last_error(error.as_deref())
+                    last_error(error.as_deref()),
+                    target.command(&format!("retry {quoted}"))
                 ),
             );
         }
@@ -95,8 +108,9 @@ pub(crate) fn answer(claim: Claim, key: &WindowKey, receipt: &mut Receipt) -> Op
                     ErrorKind::Abandoned,
                     format!(
                         "gave up on window `{key}` after {attempts} attempt(s){last}; look at it, \
-                         then `jobhost backfill --only failed` tries it again, or `jobhost \
-                         forget {key}` lets it run as new"
+                         then `{}` tries it again, or `{}` lets it run as new",
+                        target.command(&format!("retry {quoted}")),
+                        target.command(&format!("forget {quoted} --reason TEXT"))
                     ),
                 );
             } else {
@@ -104,7 +118,8 @@ pub(crate) fn answer(claim: Claim, key: &WindowKey, receipt: &mut Receipt) -> Op
                     SkipReason::GaveUp,
                     format!(
                         "window `{key}` is not attempted again after {attempts} attempt(s){last}; \
-                         `jobhost backfill --only failed` starts a new series of attempts"
+                         `{}` starts a new series of attempts",
+                        target.command(&format!("retry {quoted}"))
                     ),
                 );
             }
@@ -127,6 +142,8 @@ pub(crate) fn done(receipt: &mut Receipt, key: &WindowKey, attempt: u32, fence: 
 pub(crate) fn skipped_by_scheduler(
     receipt: &mut Receipt,
     key: &WindowKey,
+    label: &str,
+    target: &Target,
     why: Option<&str>,
     attempt: u32,
     fence: i64,
@@ -135,9 +152,9 @@ pub(crate) fn skipped_by_scheduler(
     receipt.skip(
         SkipReason::CatchUp,
         format!(
-            "window `{key}` was skipped by a scheduler ({}); `jobhost run` for that window runs \
-             it on purpose",
-            why.unwrap_or("no reason recorded")
+            "window `{key}` was skipped by a scheduler ({}); `{}` runs it on purpose",
+            why.unwrap_or("no reason recorded"),
+            target.command(&format!("run --for {}", shell_quote(label)))
         ),
     );
 }

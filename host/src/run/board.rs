@@ -9,7 +9,7 @@
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
-use crate::core::clock::rfc3339;
+use crate::core::command::{Target, shell_quote};
 use crate::core::error::Result;
 use crate::core::schedule::Schedule;
 use crate::core::text::cap;
@@ -18,6 +18,13 @@ use crate::effects::digest::cache::{DigestCache, Lookup};
 use crate::run::reads::Reads;
 use crate::run::status::{Status, status_bounded};
 use crate::store::{MessageRecord, RangeQuery, RunRecord, RunState};
+
+/// An instant as the dashboard shows it: RFC 3339 UTC to the second (the
+/// store keeps when a row changed to the nanosecond, which no person
+/// reads).
+fn rfc3339(ts: Timestamp) -> String {
+    Timestamp::from_second(ts.as_second()).map_or_else(|_| ts.to_string(), |t| t.to_string())
+}
 
 /// How many windows the overview's strip shows per job.
 pub const STRIP: usize = 30;
@@ -56,8 +63,10 @@ pub struct WindowRef {
     pub start: String,
     /// Its end.
     pub end: String,
-    /// When it is or was due.
-    pub due: String,
+    /// When it is or was due (left out where the page does not know the
+    /// job's schedule: a run page).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due: Option<String>,
 }
 
 impl WindowRef {
@@ -67,7 +76,24 @@ impl WindowRef {
             label: w.label.clone(),
             start: rfc3339(w.start),
             end: rfc3339(w.end),
-            due: rfc3339(schedule.due_at(w)),
+            due: Some(rfc3339(schedule.due_at(w))),
+        }
+    }
+
+    /// The window of the row `r`, as `schedule` times it (its due moment
+    /// left out when the row's window is not one of the schedule's: the
+    /// job's zone or window changed since).
+    fn of_row(schedule: &Schedule, r: &RunRecord) -> WindowRef {
+        let due = Window::containing(&schedule.job, schedule.kind, &schedule.zone, r.window_start)
+            .ok()
+            .filter(|w| w.start == r.window_start && w.end == r.window_end)
+            .map(|w| rfc3339(schedule.due_at(&w)));
+        WindowRef {
+            key: r.key.to_string(),
+            label: label_of(&r.key),
+            start: rfc3339(r.window_start),
+            end: rfc3339(r.window_end),
+            due,
         }
     }
 }
@@ -82,9 +108,11 @@ pub struct Cell {
     /// Its start.
     pub start: String,
     /// `done`, `skipped`, `failed`, `retrying` (failed, a retry pending),
-    /// `abandoned`, `prepared`, `claimed`, `hole` (due, with no row: not
-    /// decided yet), `not-due`, or `before` (older than the job's first
-    /// row: nothing was expected).
+    /// `abandoned`, `prepared`, `claimed`, `due` (the newest due window,
+    /// with no row yet), `hole` (an older due window with no row, which
+    /// nothing decides on its own: as `status` counts them), `not-due`, or
+    /// `before` (older than where the job's history starts: nothing was
+    /// expected).
     pub state: &'static str,
     /// The skip's reason or the last error, shortened.
     pub detail: Option<String>,
@@ -104,13 +132,17 @@ fn cell_state(r: &RunRecord) -> &'static str {
     }
 }
 
-/// The cells of `windows`, given the rows read for them.
+/// The cells of `windows`, given the rows read for them: a due window with
+/// no row is a `hole` from `holes_from` on (where `status` counts holes
+/// from), except `expected`, the newest due window, which `status` shows
+/// apart and a cell shows as `due`.
 fn cells(
     schedule: &Schedule,
     now: Timestamp,
     windows: &[Window],
     rows: &[RunRecord],
-    history_from: Option<Timestamp>,
+    holes_from: Option<Timestamp>,
+    expected: &WindowKey,
 ) -> Vec<Cell> {
     let by_key: std::collections::HashMap<&str, &RunRecord> =
         rows.iter().map(|r| (r.key.as_str(), r)).collect();
@@ -125,7 +157,8 @@ fn cells(
                     r.error.as_deref().map(|e| cap(e, CELL_TEXT).into_owned()),
                 ),
                 None if schedule.due_at(w) > now => ("not-due", None),
-                None if history_from.is_some_and(|f| w.start >= f) => ("hole", None),
+                None if key == *expected => ("due", None),
+                None if holes_from.is_some_and(|f| w.start >= f) => ("hole", None),
                 None => ("before", None),
             };
             Cell {
@@ -140,8 +173,16 @@ fn cells(
         .collect()
 }
 
-/// The start of the job's first row, or where the daemon decided from:
-/// a due window after it with no row is a hole.
+/// Where `status` counts holes from: the point up to which a scheduler
+/// decided every window, else the job's first row.
+fn holes_from(schedule: &Schedule, reads: &mut Reads<'_>) -> Result<Option<Timestamp>> {
+    match reads.decided_until(&schedule.job)? {
+        Some(t) => Ok(Some(t)),
+        None => history_from(schedule, reads),
+    }
+}
+
+/// The start of the job's first row.
 fn history_from(schedule: &Schedule, reads: &mut Reads<'_>) -> Result<Option<Timestamp>> {
     let oldest = reads.range(&RangeQuery {
         job: schedule.job.as_str(),
@@ -214,6 +255,9 @@ pub struct JobRow {
     pub holes: usize,
     /// More holes may exist than were counted.
     pub holes_truncated: bool,
+    /// The command that runs the oldest hole, with the flags that name the
+    /// job.
+    pub hole_command: Option<String>,
     /// The pause, when paused.
     pub paused: Option<PauseFacts>,
     /// The last [`STRIP`] due windows, oldest first.
@@ -226,6 +270,8 @@ pub struct BoardJob<'a> {
     pub schedule: &'a Schedule,
     /// Its store as shown (password hidden).
     pub store: String,
+    /// How the commands a page prints name the job (`--config FILE`).
+    pub target: &'a Target,
 }
 
 /// The overview of one job at `now`, from `reads` (`None`: no store yet).
@@ -253,7 +299,7 @@ pub fn job_row(
                 oldest_first: false,
                 limit: STRIP + 1,
             })?,
-            history_from(schedule, r)?,
+            holes_from(schedule, r)?,
         ),
         None => (Vec::new(), None),
     };
@@ -264,13 +310,10 @@ pub fn job_row(
         window: schedule.kind.to_string(),
         tz: schedule.zone.name().to_string(),
         store: job.store.clone(),
-        last_done: st.last_done.as_ref().map(|r| WindowRef {
-            key: r.key.to_string(),
-            label: label_of(&r.key),
-            start: rfc3339(r.window_start),
-            end: rfc3339(r.window_end),
-            due: String::new(),
-        }),
+        last_done: st
+            .last_done
+            .as_ref()
+            .map(|r| WindowRef::of_row(schedule, r)),
         expected: WindowRef::of(schedule, &st.expected),
         expected_state: st.expected_state.map(RunState::as_str),
         next_due: WindowRef::of(schedule, &next),
@@ -280,12 +323,16 @@ pub fn job_row(
         needs_a_person: st.needs_a_person.len(),
         holes: st.holes.count,
         holes_truncated: st.holes.truncated,
+        hole_command: st.holes.first.first().map(|h| {
+            job.target
+                .command(&format!("run --for {}", shell_quote(&h.window.label)))
+        }),
         paused: st.paused.as_ref().map(|p| PauseFacts {
             note: p.note.clone(),
             by: p.by.clone(),
             since: rfc3339(p.since),
         }),
-        strip: cells(schedule, now, &windows, &rows, from),
+        strip: cells(schedule, now, &windows, &rows, from, &st.expected.key()),
     };
     Ok((row, st))
 }
@@ -357,14 +404,14 @@ pub fn grid(
     mut reads: Option<&mut Reads<'_>>,
 ) -> Result<Grid> {
     let schedule = job.schedule;
-    let (row, _) = job_row(job, now, reads.as_deref_mut())?;
+    let (row, st) = job_row(job, now, reads.as_deref_mut())?;
     let anchor = at.unwrap_or(now);
     let (unit, n) = page_shape(schedule.kind);
     let last = Window::containing(&schedule.job, unit, &schedule.zone, anchor)?;
     let first = back(&schedule.job, unit, &last, n - 1);
     let (from, until) = (first.start, last.end);
     let windows = schedule.between(from, until, 2_000)?;
-    let (rows, hist) = match reads {
+    let (rows, hist, holes) = match reads {
         Some(r) => (
             r.range(&RangeQuery {
                 job: schedule.job.as_str(),
@@ -375,10 +422,11 @@ pub fn grid(
                 limit: windows.len() + 1,
             })?,
             history_from(schedule, r)?,
+            holes_from(schedule, r)?,
         ),
-        None => (Vec::new(), None),
+        None => (Vec::new(), None, None),
     };
-    let all = cells(schedule, now, &windows, &rows, hist);
+    let all = cells(schedule, now, &windows, &rows, holes, &st.expected.key());
     let mut counts = std::collections::BTreeMap::new();
     for c in &all {
         *counts.entry(c.state).or_insert(0) += 1;
@@ -447,6 +495,10 @@ pub struct MessageFacts {
     pub last_status: Option<String>,
     /// A send is in flight whose fate is unknown.
     pub in_flight: bool,
+    /// The body as text, its first [`BODY_TEXT`] bytes, when it is UTF-8
+    /// and still stored (a current revision's only; pruned bodies are
+    /// gone).
+    pub body: Option<String>,
 }
 
 impl MessageFacts {
@@ -461,8 +513,28 @@ impl MessageFacts {
             attempts: m.attempts,
             last_status: m.last_status.clone(),
             in_flight: m.in_flight,
+            body: None,
         }
     }
+}
+
+/// The most of a message body a run page shows.
+pub const BODY_TEXT: usize = 16 * 1024;
+
+/// A body as a page shows it: its text, cut at [`BODY_TEXT`], when it is
+/// UTF-8 (binary bodies show only their size).
+fn shown_body(body: &[u8]) -> Option<String> {
+    if body.is_empty() {
+        return None;
+    }
+    let text = match std::str::from_utf8(body) {
+        Ok(t) => t,
+        // A body cut inside a character by an earlier limit: show the
+        // part that is text.
+        Err(e) if e.error_len().is_none() => std::str::from_utf8(&body[..e.valid_up_to()]).ok()?,
+        Err(_) => return None,
+    };
+    Some(cap(text, BODY_TEXT).into_owned())
 }
 
 /// A run's digest as the host's cache holds it.
@@ -542,7 +614,8 @@ pub struct RevisionFacts {
     pub pruned_at: Option<String>,
     /// Its messages.
     pub messages: Vec<MessageFacts>,
-    /// `jobhost replay ...` for it (when it has a report).
+    /// `jobhost replay ... --revision N` for an earlier revision with a
+    /// report (the current one's is [`RunDetail::replay`]).
     pub replay: Option<String>,
 }
 
@@ -559,7 +632,8 @@ pub struct RunDetail {
     pub tz: Option<String>,
     /// The current revision (`None`: forgotten; see `earlier`).
     pub current: Option<RevisionFacts>,
-    /// Lease expiry of the current revision.
+    /// Lease expiry of the current revision, while it is CLAIMED or
+    /// PREPARED (a finished run holds no lease).
     pub lease_until: Option<String>,
     /// Next attempt, after a retryable failure.
     pub retry_at: Option<String>,
@@ -569,29 +643,18 @@ pub struct RunDetail {
     pub digest: Option<DigestFacts>,
     /// Earlier revisions, oldest first.
     pub earlier: Vec<RevisionFacts>,
-    /// `jobhost replay KEY`.
-    pub replay: String,
+    /// `jobhost replay KEY` with the flags that name the job, when the
+    /// current revision has a report to replay.
+    pub replay: Option<String>,
 }
 
-/// `jobhost replay KEY` (with `--revision N` for an earlier one), the key
-/// quoted for a shell.
-pub fn replay_command(key: &WindowKey, revision: Option<u32>) -> String {
+/// `jobhost replay KEY` (with `--revision N` for an earlier one) and the
+/// flags `target` names the job or store with, the key quoted for a shell.
+pub fn replay_command(key: &WindowKey, revision: Option<u32>, target: &Target) -> String {
     let quoted = shell_quote(key.as_str());
     match revision {
-        Some(n) => format!("jobhost replay {quoted} --revision {n}"),
-        None => format!("jobhost replay {quoted}"),
-    }
-}
-
-/// `text` as one shell word.
-pub fn shell_quote(text: &str) -> String {
-    if text
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "-_:.+@/".contains(c))
-    {
-        text.to_string()
-    } else {
-        format!("'{}'", text.replace('\'', "'\\''"))
+        Some(n) => target.command(&format!("replay {quoted} --revision {n}")),
+        None => target.command(&format!("replay {quoted}")),
     }
 }
 
@@ -608,15 +671,22 @@ pub fn run_detail(
     key: &WindowKey,
     reads: &mut Reads<'_>,
     cache: Option<&DigestCache>,
+    target: &Target,
 ) -> Result<Option<RunDetail>> {
     let run = reads.peek(key)?;
     let revisions = reads.revisions(key)?;
     if run.is_none() && revisions.is_empty() {
         return Ok(None);
     }
-    let messages = match &run {
-        Some(_) => reads.message_records(key)?,
-        None => Vec::new(),
+    let (messages, bodies) = match &run {
+        Some(_) => (reads.message_records(key)?, reads.messages(key)?),
+        None => (Vec::new(), Vec::new()),
+    };
+    let body_of = |seq: u32| {
+        bodies
+            .iter()
+            .find(|b| b.seq == seq)
+            .and_then(|b| shown_body(&b.body))
     };
     let skipped = |s: RunState| s == RunState::Skipped;
     let current = run.as_ref().map(|r| RevisionFacts {
@@ -635,8 +705,14 @@ pub fn run_detail(
         created_at: rfc3339(r.created_at),
         updated_at: rfc3339(r.updated_at),
         pruned_at: r.pruned_at.map(rfc3339),
-        messages: messages.iter().map(MessageFacts::of).collect(),
-        replay: r.report.as_ref().map(|_| replay_command(key, None)),
+        messages: messages
+            .iter()
+            .map(|m| MessageFacts {
+                body: body_of(m.seq),
+                ..MessageFacts::of(m)
+            })
+            .collect(),
+        replay: None,
     });
     let earlier = revisions
         .iter()
@@ -657,7 +733,10 @@ pub fn run_detail(
             updated_at: rfc3339(r.updated_at),
             pruned_at: r.pruned_at.map(rfc3339),
             messages: r.messages.iter().map(MessageFacts::of).collect(),
-            replay: Some(replay_command(key, Some(r.revision))),
+            replay: r
+                .report
+                .as_ref()
+                .map(|_| replay_command(key, Some(r.revision), target)),
         })
         .collect();
     Ok(Some(RunDetail {
@@ -671,15 +750,21 @@ pub fn run_detail(
             label: label_of(&r.key),
             start: rfc3339(r.window_start),
             end: rfc3339(r.window_end),
-            due: String::new(),
+            due: None,
         }),
         tz: run.as_ref().map(|r| r.timezone.clone()),
-        lease_until: run.as_ref().map(|r| rfc3339(r.lease_until)),
+        lease_until: run
+            .as_ref()
+            .filter(|r| matches!(r.state, RunState::Claimed | RunState::Prepared))
+            .map(|r| rfc3339(r.lease_until)),
         retry_at: run.as_ref().and_then(|r| r.retry_at.map(rfc3339)),
         delivered: run.as_ref().map(|r| r.delivered),
         digest: run.as_ref().and_then(|r| digest_facts(r, cache)),
         current,
         earlier,
-        replay: replay_command(key, None),
+        replay: run
+            .as_ref()
+            .and_then(|r| r.report.as_ref())
+            .map(|_| replay_command(key, None, target)),
     }))
 }

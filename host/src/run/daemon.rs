@@ -352,9 +352,9 @@ fn wake_job(
                 "job": name,
                 "now": rfc3339(now),
                 "detail": format!(
-                    "job `{name}` is paused (since {} by {}: {}); nothing of it runs until \
-                     `jobhost resume {name}`",
-                    rfc3339(p.since), p.by, p.note
+                    "job `{name}` is paused (since {} by {}: {}); nothing of it runs until `{}`",
+                    rfc3339(p.since), p.by, p.note,
+                    job.target.command(&format!("resume {name}"))
                 ),
             });
             emit(out, &line.to_string());
@@ -604,8 +604,12 @@ fn sleep_until(opts: &Options<'_>, wake: Timestamp) {
     }
 }
 
-/// Set by the first SIGTERM or SIGINT.
-static STOP: AtomicBool = AtomicBool::new(false);
+/// Set by the first SIGTERM or SIGINT, in the signal handler itself.
+static STOP: std::sync::LazyLock<std::sync::Arc<AtomicBool>> =
+    std::sync::LazyLock::new(|| std::sync::Arc::new(AtomicBool::new(false)));
+
+/// Set by the signal thread once it has counted a first signal.
+static COUNTED: AtomicBool = AtomicBool::new(false);
 
 /// Installs SIGTERM and SIGINT handlers: the first asks the daemon to stop
 /// between runs, a second exits at once (130). Returns the flag they set.
@@ -615,7 +619,10 @@ static STOP: AtomicBool = AtomicBool::new(false);
 /// The signals are counted on one thread of their own, in the order they
 /// arrive: two signals delivered at the same moment to two of the
 /// process's threads would otherwise each find the flag still clear, and
-/// the second would not exit.
+/// the second would not exit. The flag itself is set in the handler, so a
+/// run that checks it right after the signal arrives (a process stopped,
+/// signalled, then continued runs on before the signal thread is
+/// scheduled) sees it.
 ///
 /// # Errors
 ///
@@ -625,13 +632,17 @@ pub fn stop_on_signals() -> Result<&'static AtomicBool> {
     static INSTALLED: std::sync::OnceLock<std::result::Result<(), String>> =
         std::sync::OnceLock::new();
     let installed = INSTALLED.get_or_init(|| {
+        for sig in [SIGTERM, SIGINT] {
+            signal_hook::flag::register(sig, std::sync::Arc::clone(&STOP))
+                .map_err(|e| format!("cannot install a signal handler: {e}"))?;
+        }
         let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
             .map_err(|e| format!("cannot install a signal handler: {e}"))?;
         std::thread::Builder::new()
             .name("jobhost-signals".into())
             .spawn(move || {
                 for _ in signals.forever() {
-                    if STOP.swap(true, Ordering::SeqCst) {
+                    if COUNTED.swap(true, Ordering::SeqCst) {
                         signal_hook::low_level::exit(130);
                     }
                 }

@@ -122,9 +122,12 @@ fn make(job: &Job, settings: &DigestSettings, wanted: &Wanted, clock: &dyn Clock
         crate::core::text::say(
             "warning",
             &format!(
-                "no digest of `{}`: {why}; the run is done all the same, and \
-                 `jobhost digest {}` asks again",
-                wanted.key, wanted.key
+                "no digest of `{}`: {why}; the run is done all the same, and `{}` asks again",
+                wanted.key,
+                job.target.command(&format!(
+                    "digest {}",
+                    crate::core::command::shell_quote(wanted.key.as_str())
+                ))
             ),
         );
     }

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::core::command::Target;
 use crate::core::redact::Redactor;
 use crate::core::schedule::{CatchUp, Schedule};
 use crate::core::window::JobName;
@@ -54,6 +55,9 @@ pub struct Job {
     pub digest: Option<DigestSettings>,
     /// What the daemon prunes once a day (`[retention]`), if anything.
     pub retention: Option<Retention>,
+    /// How the commands printed for this job name it (`--config FILE`),
+    /// so that they paste.
+    pub target: Target,
 }
 
 /// `[retention]`: the journals and delivered message bodies of DONE runs

@@ -10,9 +10,11 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
+use crate::core::command::shell_quote;
 use crate::core::error::{Error, Result};
 use crate::core::window::{Window, WindowKey};
 use crate::run::phases::{Asked, run_asked};
+use crate::run::receipt::{Event, SkipReason};
 use crate::run::{Job, Outcome, Runtime};
 use crate::store::{RunRecord, RunState, Store};
 
@@ -122,7 +124,13 @@ pub fn backfill_plan(
             let act = if window.end > now {
                 Act::Open
             } else {
+                let backing_off = row.is_some_and(|r| r.retry_at.is_some());
                 match (state, only) {
+                    // A delivery waiting out its backoff goes now when
+                    // failed windows are asked for.
+                    (Some(RunState::Prepared), Only::Failed | Only::All) if backing_off => {
+                        Act::Retry
+                    }
                     (None | Some(RunState::Skipped), _)
                     | (Some(RunState::Claimed | RunState::Prepared), _) => Act::Run,
                     (Some(RunState::Failed | RunState::Abandoned), Only::Failed | Only::All) => {
@@ -142,19 +150,46 @@ pub fn backfill_plan(
         .collect())
 }
 
-/// How a backfill ended.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+/// How a backfill ended: each window it took on counted once, by what
+/// its run did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Backfilled {
-    /// Windows it ran (or retried, or reran), whatever the outcome.
+    /// Windows it asked to run (or retry, or rerun), whatever came of it.
+    pub attempted: usize,
+    /// Of those, the ones that ran (or resumed a committed report's
+    /// delivery) and succeeded.
     pub ran: usize,
-    /// Of those, the ones whose outcome was not a success (exit 1).
+    /// Of those, the ones whose run failed or was abandoned (or refused).
     pub failed: usize,
-    /// Windows it left as they were.
+    /// Of those, the ones the claim answered without running, by reason
+    /// (another process holds it, a retry is pending, ...).
+    pub skipped: std::collections::BTreeMap<SkipReason, usize>,
+    /// Windows the plan left as they were (a state `--only` did not ask for).
     pub left: usize,
+    /// Windows the plan left because they have not closed yet.
+    pub not_closed: usize,
     /// Whether a stop request ended it before the plan's end.
     pub stopped: bool,
     /// The worst exit code of its runs (0, 1 or 2).
     pub exit_code: i32,
+}
+
+impl Backfilled {
+    /// How many of the windows it asked to run were answered with a skip.
+    pub fn skipped_total(&self) -> usize {
+        self.skipped.values().sum()
+    }
+
+    /// Counts one run's outcome.
+    fn count(&mut self, outcome: &Outcome) {
+        self.attempted += 1;
+        match (outcome.receipt.event, outcome.receipt.reason) {
+            (Event::Skipped, Some(reason)) => *self.skipped.entry(reason).or_default() += 1,
+            (Event::Ran | Event::Resumed, _) if outcome.exit_code == 0 => self.ran += 1,
+            _ => self.failed += 1,
+        }
+        self.exit_code = self.exit_code.max(outcome.exit_code);
+    }
 }
 
 /// Runs `plan` in order, each window through [`run_asked`], calling
@@ -184,8 +219,12 @@ pub fn backfill(
                 of_revision: p.revision,
                 by: by.clone(),
             },
-            Act::Leave | Act::Open => {
+            Act::Leave => {
                 done.left += 1;
+                continue;
+            }
+            Act::Open => {
+                done.not_closed += 1;
                 continue;
             }
         };
@@ -194,11 +233,7 @@ pub fn backfill(
             break;
         }
         let outcome = run_asked(job, &p.window, &asked, runtime);
-        done.ran += 1;
-        if outcome.exit_code != 0 {
-            done.failed += 1;
-        }
-        done.exit_code = done.exit_code.max(outcome.exit_code);
+        done.count(&outcome);
         each(i, p, &outcome);
     }
     done
@@ -221,26 +256,33 @@ pub fn rerun(job: &Job, key: &str, reason: &str, runtime: &Runtime) -> Result<Ou
         Some(r) if r.state == RunState::Done => r.revision,
         Some(r) => {
             return Err(Error::input(format!(
-                "window `{key}` is {}, not DONE: rerun is for a window that finished; \
-                 `jobhost run --for {}` runs it{}",
+                "window `{key}` is {}, not DONE: rerun is for a window that finished; `{}` {}",
                 r.state,
-                window.label,
-                if matches!(r.state, RunState::Failed | RunState::Abandoned) {
-                    format!(
-                        " once it may be retried, or `jobhost backfill --from {0} --to {0} \
-                         --only failed` starts a new series of attempts now",
-                        window.label
-                    )
+                if matches!(
+                    r.state,
+                    RunState::Failed | RunState::Abandoned | RunState::Prepared
+                ) {
+                    job.target
+                        .command(&format!("retry {}", shell_quote(key.as_str())))
                 } else {
-                    String::new()
+                    job.target
+                        .command(&format!("run --for {}", shell_quote(&window.label)))
+                },
+                if matches!(
+                    r.state,
+                    RunState::Failed | RunState::Abandoned | RunState::Prepared
+                ) {
+                    "tries it again now"
+                } else {
+                    "runs it"
                 }
             )));
         }
         None => {
             return Err(Error::input(format!(
-                "window `{key}` has never run: there is nothing to rerun; \
-                 `jobhost run --for {}` runs it",
-                window.label
+                "window `{key}` has never run: there is nothing to rerun; `{}` runs it",
+                job.target
+                    .command(&format!("run --for {}", shell_quote(&window.label)))
             )));
         }
     };
@@ -248,6 +290,57 @@ pub fn rerun(job: &Job, key: &str, reason: &str, runtime: &Runtime) -> Result<Ou
     let asked = Asked::Rerun {
         reason: reason.to_string(),
         of_revision: Some(revision),
+        by: actor_id(),
+    };
+    Ok(run_asked(job, &window, &asked, runtime))
+}
+
+/// `jobhost retry KEY`: tries the window `key` of `job` again now, as a
+/// new series of attempts: a FAILED or ABANDONED window runs again (or, with
+/// its report committed, delivers it), and a committed report whose
+/// delivery waits out its backoff is delivered now, its messages keeping
+/// their idempotency keys. The claim decides, as for `backfill --only
+/// failed`: a window another process holds is answered `busy`.
+///
+/// # Errors
+///
+/// `Error::Input` for a key that is not one of the job's windows, a window
+/// that has never run, is DONE or SKIPPED (naming the verb that fits);
+/// `Error::Store`.
+pub fn retry(job: &Job, key: &str, reason: &str, runtime: &Runtime) -> Result<Outcome> {
+    let window = window_of(job, key, runtime)?;
+    let key = window.key();
+    let mut store = crate::store::open(&job.store)?;
+    let row = store.peek(&key)?;
+    drop(store);
+    let fits = |verb: &str| {
+        Err(Error::input(format!(
+            "window `{key}` is {}: retry is for a window that failed or waits to deliver; {verb}",
+            row.as_ref()
+                .map_or("not run yet".to_string(), |r| r.state.to_string()),
+        )))
+    };
+    match row.as_ref().map(|r| r.state) {
+        None | Some(RunState::Skipped) => {
+            return fits(&format!(
+                "`{}` runs it",
+                job.target
+                    .command(&format!("run --for {}", shell_quote(&window.label)))
+            ));
+        }
+        Some(RunState::Done) => {
+            return fits(&format!(
+                "`{}` runs it again as a new revision",
+                job.target.command(&format!(
+                    "rerun {} --reason TEXT",
+                    shell_quote(key.as_str())
+                ))
+            ));
+        }
+        Some(RunState::Failed | RunState::Abandoned | RunState::Prepared | RunState::Claimed) => {}
+    }
+    let asked = Asked::Retry {
+        reason: reason.to_string(),
         by: actor_id(),
     };
     Ok(run_asked(job, &window, &asked, runtime))
@@ -262,8 +355,8 @@ fn window_of(job: &Job, key: &str, runtime: &Runtime) -> Result<Window> {
         Some(label) => job.schedule.named("KEY", label, now),
         None => job.schedule.named("KEY", key, now).map_err(|e| {
             Error::input(format!(
-                "{e} (window keys of job `{name}` are `{name}:<label>`; `jobhost history` \
-                 lists them)"
+                "{e} (window keys of job `{name}` are `{name}:<label>`; `{}` lists them)",
+                job.target.command("history")
             ))
         }),
     }

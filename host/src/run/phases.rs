@@ -271,7 +271,15 @@ impl<'a> Run<'a> {
                 }
                 RunState::Skipped if *self.asked == Asked::Scheduled => {
                     let why = run.error.as_deref();
-                    answer::skipped_by_scheduler(receipt, &self.key, why, run.attempt, run.fence.0);
+                    answer::skipped_by_scheduler(
+                        receipt,
+                        &self.key,
+                        &self.window.label,
+                        &self.job.target,
+                        why,
+                        run.attempt,
+                        run.fence.0,
+                    );
                     return Ok(Peeked::Answered);
                 }
                 _ => {}
@@ -349,7 +357,13 @@ impl<'a> Run<'a> {
             max_attempts: self.job.attempts.max_attempts,
             purpose: self.asked.purpose(),
         })?;
-        let granted = answer::answer(claim, &self.key, receipt);
+        let granted = answer::answer(
+            claim,
+            &self.key,
+            &self.window.label,
+            &self.job.target,
+            receipt,
+        );
         if let Some(Granted::Run(lease) | Granted::Resume(lease)) = &granted {
             receipt.note_claim(lease.attempt, lease.fence.0);
             receipt.note_revision(lease.revision, self.asked.purpose().reason());

@@ -7,7 +7,9 @@ use jiff::Timestamp;
 
 use crate::core::error::Result;
 use crate::core::window::{JobName, WindowKey};
-use crate::store::{Ledger, MessageRecord, Pause, RangeQuery, Revision, RunRecord, RunState};
+use crate::store::{
+    Ledger, MessageRecord, Pause, RangeQuery, Revision, RunRecord, RunState, StagedMessage,
+};
 
 /// A counted, read-only view of a store.
 pub struct Reads<'a> {
@@ -96,6 +98,16 @@ impl<'a> Reads<'a> {
     /// The store's.
     pub fn message_records(&mut self, key: &WindowKey) -> Result<Vec<MessageRecord>> {
         let v = self.store.message_records(key)?;
+        Ok(self.counted(v.len(), v))
+    }
+
+    /// [`Ledger::messages`]: a run's staged messages with their bodies.
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    pub fn messages(&mut self, key: &WindowKey) -> Result<Vec<StagedMessage>> {
+        let v = self.store.messages(key)?;
         Ok(self.counted(v.len(), v))
     }
 

@@ -75,7 +75,7 @@ pub struct ErrorInfo {
 }
 
 /// Why an invocation ran nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SkipReason {
     /// The window was already reported.
@@ -91,6 +91,20 @@ pub enum SkipReason {
     GaveUp,
     /// The job is paused (`jobhost pause`); `jobhost resume` lets it run.
     Paused,
+}
+
+impl SkipReason {
+    /// The reason's name, as the receipt writes it (`retry-later`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::Done => "done",
+            SkipReason::CatchUp => "catch-up",
+            SkipReason::Busy => "busy",
+            SkipReason::RetryLater => "retry-later",
+            SkipReason::GaveUp => "gave-up",
+            SkipReason::Paused => "paused",
+        }
+    }
 }
 
 /// What a warning is about.

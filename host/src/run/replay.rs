@@ -55,7 +55,8 @@ impl Recording {
     pub fn from_store(store: &mut dyn Ledger, key: &WindowKey) -> Result<Recording> {
         let run = store.peek(key)?.ok_or_else(|| {
             Error::input(format!(
-                "no run `{key}` in the store; `jobhost history` lists the keys"
+                "no run `{key}` in the store; `{}` lists the keys",
+                crate::core::command::process_target().command("history")
             ))
         })?;
         let Some(report) = run.report else {
@@ -847,7 +848,8 @@ pub fn last_recorded(store: &mut dyn Ledger, job: &str, n: usize) -> Result<Vec<
     if keys.is_empty() {
         return Err(Error::input(format!(
             "job `{job}` has no run with a committed report and journal to replay; \
-             `jobhost history --job {job}` lists its runs"
+             `{}` lists its runs",
+            crate::core::command::process_target().command(&format!("history --job {job}"))
         )));
     }
     keys.reverse();

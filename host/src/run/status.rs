@@ -76,12 +76,25 @@ pub struct Status {
     /// Where `expected` stands in the store (`None`: not claimed yet).
     pub expected_state: Option<RunState>,
     /// How long `expected`, or the oldest hole, has been due without being
-    /// DONE (zero when `expected` is DONE and there is no hole).
+    /// DONE (zero when `expected` is DONE and there is no hole): the larger
+    /// of [`Status::expected_late`] and [`Status::hole_late`].
     pub late_by: SignedDuration,
+    /// How long `expected` has been due without being DONE.
+    pub expected_late: SignedDuration,
+    /// How long the oldest hole has been due (zero without one).
+    pub hole_late: SignedDuration,
+    /// Windows a run holds or held: CLAIMED (running, or its owner died)
+    /// or PREPARED (a committed report being delivered) with no retry
+    /// pending, newest first; each can be taken over once its lease ends.
+    pub unfinished: Vec<RunRecord>,
+    /// Whether an unfinished run or a retry is stuck: ready to be taken
+    /// over (its lease or its retry time passed) for longer than the grace,
+    /// in a window past its grace.
+    pub stuck: bool,
     /// Windows that failed for good or were abandoned, newest first.
     pub needs_a_person: Vec<RunRecord>,
-    /// Windows whose last attempt failed and that wait for a retry,
-    /// newest first.
+    /// Windows whose last attempt failed and that wait for a retry (FAILED,
+    /// or PREPARED with a delivery waiting out its backoff), newest first.
     pub retrying: Vec<RunRecord>,
     /// Windows the scheduler skipped (catch-up) since the last DONE one,
     /// newest first.
@@ -246,7 +259,16 @@ fn judge(
         .collect();
     let retrying: Vec<RunRecord> = runs
         .iter()
-        .filter(|r| r.state == RunState::Failed && r.retry_at.is_some())
+        .filter(|r| {
+            matches!(r.state, RunState::Failed | RunState::Prepared) && r.retry_at.is_some()
+        })
+        .cloned()
+        .collect();
+    let unfinished: Vec<RunRecord> = runs
+        .iter()
+        .filter(|r| {
+            matches!(r.state, RunState::Claimed | RunState::Prepared) && r.retry_at.is_none()
+        })
         .cloned()
         .collect();
     let skipped: Vec<RunRecord> = runs
@@ -303,6 +325,10 @@ fn judge(
         expected_due,
         expected_state,
         late_by,
+        expected_late,
+        hole_late,
+        unfinished,
+        stuck,
         needs_a_person,
         retrying,
         skipped,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::{Claim, ClaimRequest, Failure, Fence, Lease, Purpose, RunState};
+use crate::core::command::{process_target, shell_quote};
 use crate::core::error::{Error, Result};
 use crate::core::window::WindowKey;
 
@@ -24,7 +25,8 @@ pub fn window_mismatch(key: &WindowKey, start: Timestamp, end: Timestamp, zone: 
 /// The error for a digest recorded for a run the store does not hold.
 pub fn no_such_run(key: &WindowKey) -> Error {
     Error::input(format!(
-        "no run `{key}` in the store; `jobhost history` lists the keys"
+        "no run `{key}` in the store; `{}` lists the keys",
+        process_target().command("history")
     ))
 }
 
@@ -134,6 +136,13 @@ pub fn decide(existing: &Existing, req: &ClaimRequest<'_>) -> Result<Decision> {
                 resume: existing.has_report,
             }
         }
+        // A committed report whose delivery waits out its backoff, retried
+        // on purpose: its messages go now, as a new series of attempts.
+        RunState::Prepared
+            if matches!(req.purpose, Purpose::Retry { .. }) && existing.retry_pending.is_some() =>
+        {
+            Decision::Restart { resume: true }
+        }
         RunState::Abandoned => gave_up(),
         RunState::Skipped if !req.purpose.takes_skipped() => Decision::Answer(Claim::Skipped {
             reason: existing.error.clone(),
@@ -216,15 +225,21 @@ pub fn may_forget(key: &WindowKey, state: RunState, live: bool, force: bool) -> 
         RunState::Failed | RunState::Abandoned | RunState::Skipped => Ok(()),
         RunState::Done => refuse(format!(
             "window `{key}` is DONE: forget is for windows that did not finish; \
-             `jobhost rerun {key} --reason TEXT` runs it again as a new revision"
+             `{}` runs it again as a new revision",
+            process_target().command(&format!(
+                "rerun {} --reason TEXT",
+                shell_quote(key.as_str())
+            ))
         )),
         RunState::Claimed | RunState::Prepared if live => refuse(format!(
             "window `{key}` is {state} under a live claim: a run is under way; wait for it \
-             to end (`jobhost history {key}` shows its owner and lease)"
+             to end (`{}` shows its owner and lease)",
+            process_target().command(&format!("history {}", shell_quote(key.as_str())))
         )),
         RunState::Claimed => refuse(format!(
-            "window `{key}` is CLAIMED by a process that died; the next `jobhost run` of it \
-             takes it over, so there is nothing to forget"
+            "window `{key}` is CLAIMED by a process that died; the next run of it (`{}`) \
+             takes it over, so there is nothing to forget",
+            process_target().command(&format!("retry {}", shell_quote(key.as_str())))
         )),
         RunState::Prepared if !force => refuse(format!(
             "window `{key}` is PREPARED: its committed report still owes messages to their \

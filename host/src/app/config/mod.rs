@@ -26,6 +26,7 @@ use jiff::Timestamp;
 use serde::Deserialize;
 
 use crate::core::clock;
+use crate::core::command::Target;
 use crate::core::env::Env;
 use crate::core::error::{Error, Result};
 use crate::core::redact::Redactor;
@@ -148,6 +149,23 @@ pub struct RunFlags {
     pub now: Option<String>,
     /// `--cache-dir`, or `$JOBHOST_CACHE_DIR`.
     pub cache_dir: Option<PathBuf>,
+}
+
+/// The flags a command jobhost prints must carry to act on what this
+/// invocation was given: its `--config`, and its `--store` unless that
+/// came from `$JOBHOST_STORE` (which a pasted command reads as well).
+/// A store URL shows its password as `***`.
+pub fn command_target(store_flag: Option<&Path>, config: Option<&Path>) -> Target {
+    let from_env = std::env::var_os("JOBHOST_STORE");
+    let store = store_flag
+        .filter(|s| from_env.as_deref() != Some(s.as_os_str()))
+        .map(|s| match s.to_str() {
+            Some(text) if crate::store::location::is_postgres_url(text) => {
+                crate::store::location::redacted(text)
+            }
+            _ => s.to_string_lossy().into_owned(),
+        });
+    Target::new(config, store.as_deref())
 }
 
 /// A job's config file and flags, read and parsed; each part is
@@ -278,6 +296,12 @@ impl JobConfig {
         }
     }
 
+    /// The flags a command printed for this job carries (see
+    /// [`command_target`]).
+    pub fn target(&self) -> Target {
+        command_target(self.flags.store.as_deref(), self.flags.config.as_deref())
+    }
+
     /// The claim store; only its own `${VAR}`s are filled in.
     ///
     /// # Errors
@@ -389,6 +413,7 @@ impl JobConfig {
             pings,
             digest,
             retention: self.retention()?,
+            target: self.target(),
         })
     }
 
@@ -478,12 +503,7 @@ pub fn load_file(path: &Path) -> Result<ConfigFile> {
         let detail = e.message().to_string();
         let at = e
             .span()
-            .map(|s| {
-                format!(
-                    " (line {})",
-                    text[..s.start.min(text.len())].matches('\n').count() + 1
-                )
-            })
+            .map(|s| format!(" (line {})", error_line(&text, &detail, s)))
             .unwrap_or_default();
         Error::input(format!(
             "invalid job config `{}`{at}: {detail}",
@@ -492,10 +512,57 @@ pub fn load_file(path: &Path) -> Result<ConfigFile> {
     })
 }
 
+/// The line a TOML error is about. The parser places an unknown key of a
+/// table read through a tagged enum (`[destinations.NAME]`) at the table's
+/// header, not at the key: the line of the table that sets the key is the
+/// one a person must fix.
+fn error_line(text: &str, detail: &str, span: std::ops::Range<usize>) -> usize {
+    let line_of = |at: usize| text[..at.min(text.len())].matches('\n').count() + 1;
+    let unknown = detail
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split_once('`'))
+        .map(|(name, _)| name);
+    let (Some(name), Some(table)) = (unknown, text.get(span.start..)) else {
+        return line_of(span.start);
+    };
+    let mut offset = span.start;
+    for (i, line) in table.split_inclusive('\n').enumerate() {
+        // The table ends where the next one starts.
+        if i > 0 && line.trim_start().starts_with('[') {
+            break;
+        }
+        let key = line.trim_start();
+        let key = key
+            .strip_prefix('"')
+            .and_then(|k| k.strip_prefix(name))
+            .and_then(|k| k.strip_prefix('"'))
+            .or_else(|| key.strip_prefix(name));
+        if key.is_some_and(|rest| rest.trim_start().starts_with('=')) {
+            return line_of(offset);
+        }
+        offset += line.len();
+    }
+    line_of(span.start)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::effects::destination::{DeliveryMode, Target};
+
+    #[test]
+    fn a_misspelt_key_of_a_destination_is_reported_at_its_own_line() {
+        let (_d, p) = write(
+            "job = \"j\"\n\n[destinations.webhook]\ntype = \"http\"\nurl = \"http://x/\"\ndelivry = \"at-most-once\"\n",
+        );
+        let err = load_file(&p).unwrap_err().to_string();
+        assert!(err.contains("(line 6)"), "{err}");
+        assert!(err.contains("unknown field `delivry`"), "{err}");
+        // A misspelt top-level key keeps the parser's own line.
+        let (_d, p) = write("job = \"j\"\nwindw = \"day\"\n");
+        let err = load_file(&p).unwrap_err().to_string();
+        assert!(err.contains("(line 2)"), "{err}");
+    }
 
     fn write(text: &str) -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();

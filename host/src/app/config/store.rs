@@ -93,6 +93,23 @@ fn refuse_abandoning_the_old_default(new: &Path) -> Result<()> {
     if same || new == old {
         return Ok(());
     }
+    // A job config in this folder keeps its store there by today's rule
+    // too: the store is that job's, not one left by an older jobhost, and
+    // the command only lacked --config.
+    let configs = configs_keeping_the_default_store_here();
+    if !configs.is_empty() {
+        let shown: Vec<String> = configs.iter().map(|c| format!("`{c}`")).collect();
+        return Err(Error::input(format!(
+            "no job config or store given, so the store would be `{}`, which does not exist; \
+             `{}` here is the store of the job config {} in this folder: pass --config {} (or \
+             --store {})",
+            new.display(),
+            old.display(),
+            shown.join(", "),
+            crate::core::command::shell_quote(&configs[0]),
+            old.display()
+        )));
+    }
     Err(Error::input(format!(
         "the default store is now `{}` (beside the job's config, or in the per-user state \
          folder without one), and there is none there yet, but a store is at `{}` in the \
@@ -103,6 +120,29 @@ fn refuse_abandoning_the_old_default(new: &Path) -> Result<()> {
         old.display(),
         old.display()
     )))
+}
+
+/// The job configs (`*.toml` naming a `job`) in the working directory
+/// that name no store of their own, so keep it at [`DEFAULT_STORE`] here;
+/// at most the first few, sorted.
+fn configs_keeping_the_default_store_here() -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(".") else {
+        return Vec::new();
+    };
+    let mut found: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .take(1000)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".toml"))
+        .filter(|name| {
+            std::fs::metadata(name).is_ok_and(|m| m.is_file() && m.len() < 1 << 20)
+                && super::load_file(Path::new(name))
+                    .is_ok_and(|c| c.job.is_some() && c.store.is_none())
+        })
+        .collect();
+    found.sort();
+    found.truncate(3);
+    found
 }
 
 /// A store named by a flag or the config. `${VAR}` is filled in from the

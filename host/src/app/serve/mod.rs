@@ -50,6 +50,8 @@ pub struct ServedJob {
     pub location: StoreLocation,
     /// Its digest cache folder, if it has one.
     pub digest_cache: Option<PathBuf>,
+    /// How the commands its pages print name it (`--config FILE`).
+    pub target: crate::core::command::Target,
 }
 
 /// What the server serves and how.

@@ -187,6 +187,7 @@ pub(super) fn render(worker: &mut Worker<'_>, route: Route, now: Timestamp) -> R
                 let bj = BoardJob {
                     schedule: &j.schedule,
                     store: j.location.to_string(),
+                    target: &j.target,
                 };
                 let row = with_reads(worker, &j.location, &mut reads, |r| {
                     board::job_row(&bj, now, r).map(|(row, _)| row)
@@ -222,6 +223,7 @@ pub(super) fn render(worker: &mut Worker<'_>, route: Route, now: Timestamp) -> R
             let bj = BoardJob {
                 schedule: &j.schedule,
                 store: j.location.to_string(),
+                target: &j.target,
             };
             let mut reads = ReadCount::default();
             let grid = with_reads(worker, &j.location, &mut reads, |r| {
@@ -250,7 +252,7 @@ pub(super) fn render(worker: &mut Worker<'_>, route: Route, now: Timestamp) -> R
             let key = WindowKey::from_stored(key);
             let mut reads = ReadCount::default();
             let run = with_reads(worker, &j.location, &mut reads, |r| match r {
-                Some(r) => board::run_detail(&key, r, cache.as_ref()),
+                Some(r) => board::run_detail(&key, r, cache.as_ref(), &j.target),
                 None => Ok(None),
             })?;
             let Some(run) = run else {
