@@ -46,6 +46,15 @@ tries = 1
     )
 }
 
+/// A scratch folder with [`job`] in it, its sink, and a store path there.
+fn fixture() -> (tempfile::TempDir, Sink, PathBuf, PathBuf) {
+    let dir = scratch();
+    let sink = Sink::start();
+    let cfg = job(dir.path(), &sink);
+    let db = dir.path().join("s.db");
+    (dir, sink, cfg, db)
+}
+
 /// `jobhost ARGS`: leases and retry times on the real clock, as a pasted
 /// command judges them too.
 fn cli(args: &[&str]) -> Run {
@@ -120,10 +129,7 @@ fn status_text(cfg: &Path, db: &Path, now: &str) -> Run {
 
 #[test]
 fn a_backfill_counts_each_window_by_what_its_run_did() {
-    let dir = scratch();
-    let sink = Sink::start();
-    let cfg = job(dir.path(), &sink);
-    let db = dir.path().join("s.db");
+    let (_dir, sink, cfg, db) = fixture();
     assert_eq!(run_for(&cfg, &db, "2026-11-03").event(), "ran");
     // Another host holds the 4th; the 5th's delivery failed and waits an
     // hour to retry.
@@ -200,10 +206,7 @@ fn a_backfill_counts_each_window_by_what_its_run_did() {
 
 #[test]
 fn retry_delivers_a_report_waiting_out_its_backoff_now_and_names_the_verb_that_fits_otherwise() {
-    let dir = scratch();
-    let sink = Sink::start();
-    let cfg = job(dir.path(), &sink);
-    let db = dir.path().join("s.db");
+    let (_dir, sink, cfg, db) = fixture();
     sink.script("/d", &[Reply::Status(503)]);
     assert_eq!(run_for(&cfg, &db, "2026-11-05").event(), "failed");
     // Asked again, the window waits, and says how to try it now.
@@ -282,10 +285,7 @@ fn retry_delivers_a_report_waiting_out_its_backoff_now_and_names_the_verb_that_f
 
 #[test]
 fn status_and_plan_name_an_unfinished_window_its_owner_and_when_it_can_be_taken_over() {
-    let dir = scratch();
-    let sink = Sink::start();
-    let cfg = job(dir.path(), &sink);
-    let db = dir.path().join("s.db");
+    let (_dir, _sink, cfg, db) = fixture();
     assert_eq!(run_for(&cfg, &db, "2026-12-01").event(), "ran");
     let until = claimed_elsewhere(&db, "2026-11-30").to_string();
 
@@ -327,10 +327,7 @@ fn status_and_plan_name_an_unfinished_window_its_owner_and_when_it_can_be_taken_
 
 #[test]
 fn status_names_the_newest_late_window_and_the_oldest_hole_each_with_its_own_age() {
-    let dir = scratch();
-    let sink = Sink::start();
-    let cfg = job(dir.path(), &sink);
-    let db = dir.path().join("s.db");
+    let (_dir, _sink, cfg, db) = fixture();
     assert_eq!(run_for(&cfg, &db, "2026-11-01").event(), "ran");
     // The 4th fell due at midnight on the 5th, the 2nd (the oldest hole)
     // at midnight on the 3rd.
@@ -365,10 +362,7 @@ fn status_names_the_newest_late_window_and_the_oldest_hole_each_with_its_own_age
 
 #[test]
 fn the_dashboard_counts_holes_as_status_does_and_shows_each_fact_once() {
-    let dir = scratch();
-    let sink = Sink::start();
-    let cfg = job(dir.path(), &sink);
-    let db = dir.path().join("s.db");
+    let (_dir, sink, cfg, db) = fixture();
     for d in ["2026-11-20", "2026-11-23"] {
         assert_eq!(run_for(&cfg, &db, d).event(), "ran");
     }
@@ -431,10 +425,7 @@ fn the_dashboard_counts_holes_as_status_does_and_shows_each_fact_once() {
 
 #[test]
 fn history_shows_revisions_and_its_replay_line_pastes() {
-    let dir = scratch();
-    let sink = Sink::start();
-    let cfg = job(dir.path(), &sink);
-    let db = dir.path().join("s.db");
+    let (_dir, _sink, cfg, db) = fixture();
     assert_eq!(run_for(&cfg, &db, "2026-11-03").event(), "ran");
     let rerun = cli(&[
         "rerun",
@@ -525,10 +516,7 @@ fn a_replay_pasted_in_a_project_folder_without_its_config_is_told_to_name_it() {
 
 #[test]
 fn resume_without_a_note_says_none() {
-    let dir = scratch();
-    let sink = Sink::start();
-    let cfg = job(dir.path(), &sink);
-    let db = dir.path().join("s.db");
+    let (_dir, _sink, cfg, db) = fixture();
     let paused = cli(&[
         "pause",
         "daily-report",
