@@ -45,6 +45,10 @@ fn driver(test: &str) -> Option<(Driver, PathBuf)> {
         find(&["chromedriver"]),
         find(&["chromium", "chromium-browser", "google-chrome"]),
     ) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: chromium and chromedriver are not installed (.ci/run installs them)"
+        );
         let _ = writeln!(
             std::io::stderr().lock(),
             "SKIPPED {test}: chromium and chromedriver are not installed \

@@ -383,7 +383,7 @@ fn metrics_parse_as_prometheus_text_and_agree_with_status_json() {
         "--json",
     ]);
     let st: Value = serde_json::from_str(status.stdout.trim()).expect("status JSON");
-    let job = [("job", "daily-report")];
+    let job = [("jobhost_job", "daily-report"), ("store", s(&db))];
     assert_eq!(st["health"], "failed");
     assert_eq!(value("jobhost_up", &job), 0.0);
     assert_eq!(
@@ -412,7 +412,7 @@ fn metrics_parse_as_prometheus_text_and_agree_with_status_json() {
         assert_eq!(
             value(
                 "jobhost_windows",
-                &[("job", "daily-report"), ("state", state)]
+                &[("jobhost_job", "daily-report"), ("state", state)]
             ),
             n,
             "{state}"
@@ -660,7 +660,8 @@ fn on_a_store_of_100k_windows_a_page_reads_a_bounded_number_of_rows() {
     assert!(html.body.len() < 512 * 1024, "{} bytes", html.body.len());
     let metrics = get(&srv.addr, "/metrics", &[]).body;
     assert!(
-        metrics.contains("jobhost_windows{job=\"big\",state=\"SKIPPED\"} 100000"),
+        metrics.contains("jobhost_windows{jobhost_job=\"big\",store=\"")
+            && metrics.contains("state=\"SKIPPED\"} 100000"),
         "{metrics}"
     );
 }
@@ -686,18 +687,18 @@ fn the_daemon_serves_its_jobs_and_counts_its_runs() {
     let mut text = String::new();
     for _ in 0..600 {
         text = get(&srv.addr, "/metrics", &[]).body;
-        if text.contains("jobhost_runs_total{job=\"daily-report\",event=\"ran\"} 1") {
+        if text.contains("jobhost_runs_total{jobhost_job=\"daily-report\",event=\"ran\"} 1") {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert!(
-        text.contains("jobhost_runs_total{job=\"daily-report\",event=\"ran\"} 1"),
+        text.contains("jobhost_runs_total{jobhost_job=\"daily-report\",event=\"ran\"} 1"),
         "{text}"
     );
-    assert!(text.contains("jobhost_deliveries_total{job=\"daily-report\",destination=\"digest\",status=\"delivered\"} 1"), "{text}");
+    assert!(text.contains("jobhost_deliveries_total{jobhost_job=\"daily-report\",destination=\"digest\",status=\"delivered\"} 1"), "{text}");
     assert!(
-        text.contains("jobhost_run_duration_seconds_count{job=\"daily-report\"} 1"),
+        text.contains("jobhost_run_duration_seconds_count{jobhost_job=\"daily-report\"} 1"),
         "{text}"
     );
     let jobs = get(&srv.addr, "/jobs.json", &[]).json();
@@ -706,4 +707,83 @@ fn the_daemon_serves_its_jobs_and_counts_its_runs() {
         jobs["jobs"][0]["last_done"]["key"],
         "daily-report:2026-11-08"
     );
+}
+
+#[test]
+fn a_store_that_cannot_be_read_costs_only_its_own_jobs() {
+    let dir = scratch();
+    for sub in ["good", "down", "newer"] {
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+    }
+    // A healthy job on a store of its own; one whose PostgreSQL cannot be
+    // reached; one whose SQLite store a newer jobhost migrated.
+    let good = report_config_with(
+        &dir.path().join("good"),
+        50,
+        "job = \"good\"\nstore = \"good.db\"",
+    );
+    let text = std::fs::read_to_string(&good).unwrap();
+    std::fs::write(&good, text.replacen("job = \"daily-report\"\n", "", 1)).unwrap();
+    assert_eq!(
+        run_job(
+            &good,
+            dir.path().join("good/good.db"),
+            "2026-11-09T00:05:00Z"
+        )
+        .event(),
+        "ran"
+    );
+    let unreachable = config(
+        &dir.path().join("down"),
+        "job = \"down\"\nstore = \"postgres://nobody@127.0.0.1:1/none\"\n",
+    );
+    let newer_dir = dir.path().join("newer");
+    let newer = config(&newer_dir, "job = \"newer\"\nstore = \"newer.db\"\n");
+    rusqlite::Connection::open(newer_dir.join("newer.db"))
+        .unwrap()
+        .execute_batch("CREATE TABLE runs (key TEXT PRIMARY KEY); PRAGMA user_version = 999;")
+        .unwrap();
+    let srv = serve(&[
+        "serve",
+        "--config",
+        s(&good),
+        "--config",
+        s(&unreachable),
+        "--config",
+        s(&newer),
+        "--now",
+        "2026-11-09T00:30:00Z",
+    ]);
+    let metrics = get(&srv.addr, "/metrics", &[]);
+    assert_eq!(metrics.status, 200, "{}", metrics.body);
+    let m = &metrics.body;
+    assert!(
+        m.contains("jobhost_store_up{store=\"postgres://nobody@127.0.0.1:1/none\"} 0"),
+        "{m}"
+    );
+    assert!(m.contains("jobhost_up{jobhost_job=\"down\""), "{m}");
+    assert!(
+        m.lines()
+            .any(|l| l.starts_with("jobhost_up{jobhost_job=\"newer\"") && l.ends_with(" 0")),
+        "{m}"
+    );
+    assert!(
+        m.lines()
+            .any(|l| l.starts_with("jobhost_up{jobhost_job=\"good\"") && l.ends_with(" 1")),
+        "the other job answers as usual: {m}"
+    );
+    assert!(
+        m.lines()
+            .any(|l| l.starts_with("jobhost_windows{jobhost_job=\"good\"")
+                && l.contains("state=\"DONE\"")
+                && l.ends_with(" 1")),
+        "{m}"
+    );
+    // A page of a job whose store cannot be read is the server's
+    // condition: 503, not 400.
+    for job in ["down", "newer"] {
+        let page = get(&srv.addr, &format!("/jobs/{job}.json"), &[]);
+        assert_eq!(page.status, 503, "{job}: {}", page.body);
+    }
+    assert_eq!(get(&srv.addr, "/jobs/good.json", &[]).status, 200);
 }

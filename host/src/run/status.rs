@@ -39,7 +39,15 @@ pub enum Health {
 }
 
 impl Health {
-    /// `healthy`, `late` or `failed`.
+    /// Every health, best first.
+    pub const ALL: [Health; 4] = [
+        Health::Healthy,
+        Health::Paused,
+        Health::Late,
+        Health::Failed,
+    ];
+
+    /// `healthy`, `paused`, `late` or `failed`.
     pub fn as_str(self) -> &'static str {
         match self {
             Health::Healthy => "healthy",

@@ -22,26 +22,54 @@ use crate::run::receipt::Receipt;
 use crate::run::status::{Health, status_bounded};
 use crate::store::RunState;
 
+// The job's label is `jobhost_job`, never `job`: Prometheus gives every
+// scraped series a `job` label of its own (the scrape job's name), and
+// renames an exported one to `exported_job` unless the scrape says
+// `honor_labels`, which would make every rule that joins on it wrong.
+
+/// A job's gauges, read from its store: the same on every host sharing
+/// the store, so aggregated across hosts with `max`, never `sum`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct JobLabel {
-    job: String,
+struct StoreJob {
+    jobhost_job: String,
+    store: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct JobState {
-    job: String,
+struct StoreJobState {
+    jobhost_job: String,
+    store: String,
     state: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StoreJobHealth {
+    jobhost_job: String,
+    store: String,
+    health: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StoreLabel {
+    store: String,
+}
+
+/// What one daemon did: counted by the host that did it, so summed
+/// across hosts.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JobLabel {
+    jobhost_job: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RunLabel {
-    job: String,
+    jobhost_job: String,
     event: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DeliveryLabel {
-    job: String,
+    jobhost_job: String,
     destination: String,
     status: String,
 }
@@ -92,7 +120,7 @@ impl crate::run::daemon::Observer for DaemonMetrics {
     fn ran(&self, job: &str, receipt: &Receipt, took: Duration) {
         self.runs
             .get_or_create(&RunLabel {
-                job: job.to_string(),
+                jobhost_job: job.to_string(),
                 event: receipt.event.as_str().to_string(),
             })
             .inc();
@@ -103,7 +131,7 @@ impl crate::run::daemon::Observer for DaemonMetrics {
                 .unwrap_or_default();
             self.deliveries
                 .get_or_create(&DeliveryLabel {
-                    job: job.to_string(),
+                    jobhost_job: job.to_string(),
                     destination: m.destination.clone(),
                     status,
                 })
@@ -111,42 +139,94 @@ impl crate::run::daemon::Observer for DaemonMetrics {
         }
         self.durations
             .get_or_create(&JobLabel {
-                job: job.to_string(),
+                jobhost_job: job.to_string(),
             })
             .observe(took.as_secs_f64());
     }
 }
 
+/// The metrics at `now`. A store that cannot be read costs only its own
+/// jobs: they are exported as not up, the store as unreachable, and every
+/// other job as usual.
+///
+/// # Errors
+///
+/// `Error::Host` when the text cannot be encoded.
 pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> {
     let mut registry = Registry::default();
-    let windows = Family::<JobState, Gauge>::default();
-    let last_done = Family::<JobLabel, Gauge>::default();
-    let late = Family::<JobLabel, Gauge>::default();
-    let up = Family::<JobLabel, Gauge>::default();
-    let holes = Family::<JobLabel, Gauge>::default();
+    let windows = Family::<StoreJobState, Gauge>::default();
+    let last_done = Family::<StoreJob, Gauge>::default();
+    let late = Family::<StoreJob, Gauge>::default();
+    let up = Family::<StoreJob, Gauge>::default();
+    let health = Family::<StoreJobHealth, Gauge>::default();
+    let holes = Family::<StoreJob, Gauge>::default();
+    let reachable = Family::<StoreLabel, Gauge>::default();
     let queries = Gauge::<i64>::default();
     let mut count = ReadCount::default();
     let settings = worker.settings;
+    // A store that failed once in this scrape is not tried again for its
+    // other jobs (a database that is down costs one connect timeout).
+    let mut down: Vec<String> = Vec::new();
     for j in &settings.jobs {
         let job = j.schedule.job.as_str().to_string();
-        let (st, counts) = with_reads(worker, &j.location, &mut count, |r| match r {
+        let store = j.location.to_string();
+        let label = StoreJob {
+            jobhost_job: job.clone(),
+            store: store.clone(),
+        };
+        if down.contains(&store) {
+            up.get_or_create(&label).set(0);
+            continue;
+        }
+        let read = with_reads(worker, &j.location, &mut count, |r| match r {
             Some(r) => {
                 let st = status_bounded(&j.schedule, now, Some(r))?;
                 let counts = r.counts(&job, None, None)?;
                 Ok((st, counts))
             }
             None => Ok((status_bounded(&j.schedule, now, None)?, Vec::new())),
-        })?;
+        });
+        let (st, counts) = match read {
+            Ok(read) => read,
+            Err(e) => {
+                // Said once per scrape on stderr; the gauges say it to
+                // Prometheus.
+                let line = crate::core::text::printable(&e.to_string()).into_owned();
+                crate::core::text::say("error", &format!("metrics: job `{job}`: {line}"));
+                reachable
+                    .get_or_create(&StoreLabel {
+                        store: store.clone(),
+                    })
+                    .set(0);
+                up.get_or_create(&label).set(0);
+                down.push(store);
+                continue;
+            }
+        };
+        reachable
+            .get_or_create(&StoreLabel {
+                store: store.clone(),
+            })
+            .set(1);
         for s in RunState::ALL {
             let n = counts.iter().find(|(c, _)| *c == s).map_or(0, |(_, n)| *n);
             windows
-                .get_or_create(&JobState {
-                    job: job.clone(),
+                .get_or_create(&StoreJobState {
+                    jobhost_job: job.clone(),
+                    store: store.clone(),
                     state: s.as_str().to_string(),
                 })
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
-        let label = JobLabel { job: job.clone() };
+        for h in Health::ALL {
+            health
+                .get_or_create(&StoreJobHealth {
+                    jobhost_job: job.clone(),
+                    store: store.clone(),
+                    health: h.as_str().to_string(),
+                })
+                .set(i64::from(st.health == h));
+        }
         if let Some(d) = &st.last_done {
             last_done
                 .get_or_create(&label)
@@ -162,7 +242,8 @@ pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> 
     queries.set(i64::from(count.queries));
     registry.register(
         "jobhost_windows",
-        "Windows the store holds for the job, by state",
+        "Windows the store holds for the job, by state (the same on every host sharing the \
+         store: aggregate with max)",
         windows,
     );
     registry.register(
@@ -177,13 +258,25 @@ pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> 
     );
     registry.register(
         "jobhost_up",
-        "1 when the job is healthy as `jobhost status` says, else 0",
+        "1 when the job is healthy as `jobhost status` says, else 0 (also 0 when its store \
+         cannot be read)",
         up,
+    );
+    registry.register(
+        "jobhost_health",
+        "1 for the job's health as `jobhost status` says it (healthy, paused, late, failed), \
+         0 for the others",
+        health,
     );
     registry.register(
         "jobhost_holes",
         "Due windows of the job with no run that nothing will decide",
         holes,
+    );
+    registry.register(
+        "jobhost_store_up",
+        "1 when this scrape read the store, 0 when it could not",
+        reachable,
     );
     registry.register(
         "jobhost_scrape_store_queries",

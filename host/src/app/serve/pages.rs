@@ -280,7 +280,13 @@ pub(super) fn with_reads<T>(
     count: &mut ReadCount,
     f: impl FnOnce(Option<&mut Reads<'_>>) -> Result<T>,
 ) -> Result<T> {
-    let result = match worker.store(location) {
+    // A store that cannot be opened (down, or of a newer schema) is the
+    // server's condition, not the request's: never an `Error::Input`.
+    let opened = worker.store(location).map_err(|e| match e {
+        Error::Input(m) => Error::Store(m),
+        other => other,
+    });
+    let result = match opened {
         Ok(Some(s)) => {
             let mut reads = Reads::new(s.as_mut() as &mut dyn crate::store::Ledger);
             let v = f(Some(&mut reads));
