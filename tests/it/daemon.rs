@@ -978,3 +978,50 @@ fn status_lists_windows_skipped_since_the_last_done_one_and_a_skipped_newest_win
     ]);
     assert_eq!(st.code, 0, "{}", st.stdout);
 }
+
+#[test]
+fn a_daemon_run_with_until_exits_1_when_a_window_failed_for_good() {
+    let sink = jobhost_tests::sink::Sink::start();
+    // The destination refuses the message: a permanent failure.
+    sink.script("/digest", &[jobhost_tests::sink::Reply::Status(400)]);
+    let dir = scratch();
+    let cfg = crate::effects::http_config(
+        dir.path(),
+        "",
+        &format!(
+            "[destinations.digest]\ntype = \"http\"\nurl = \"{}\"\ntries = 1\n",
+            sink.url("/digest")
+        ),
+    );
+    let store = dir.path().join("s.db");
+    let run = to_run(
+        daemon_command(
+            &[&cfg],
+            s(&store),
+            "2026-11-09T00:30:00Z",
+            "2026-11-09T01:00:00Z",
+        )
+        .output()
+        .unwrap(),
+    );
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains(
+            "1 window(s) failed for good or were abandoned while the daemon ran: \
+             daily-report:2026-11-08"
+        ),
+        "{}",
+        run.stderr
+    );
+    // The next window succeeds: a daemon whose runs all went well exits 0.
+    let out = daemon(
+        &[&cfg],
+        s(&store),
+        "2026-11-10T00:30:00Z",
+        "2026-11-10T01:00:00Z",
+    );
+    assert_eq!(
+        decided(&out),
+        [("daily-report:2026-11-09".to_string(), "ran".to_string())]
+    );
+}

@@ -140,9 +140,43 @@ fn status_of_a_job_that_never_ran_creates_no_store_and_bad_input_is_exit_2() {
     let dir = scratch();
     let cfg = with(dir.path(), "");
     let store = dir.path().join("none").join("s.db");
-    let (code, lines, _) = status(&[&cfg], &store, "2026-11-09T06:00:00Z");
-    assert_eq!(code, 3, "never ran, six hours past due");
-    assert_eq!(lines[0]["last_done"], Value::Null);
+    // A store that does not exist may be a mistyped path: an error, unless
+    // the deploy is fresh and says so.
+    let missing = jobhost(&[
+        "status",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&store),
+        "--now",
+        "2026-11-09T06:00:00Z",
+    ]);
+    assert_eq!(missing.code, 1, "{}", missing.stderr);
+    assert!(
+        missing.stderr.contains("does not exist") && missing.stderr.contains("--allow-missing"),
+        "{}",
+        missing.stderr
+    );
+    let mut args = vec![
+        "status",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&store),
+        "--now",
+        "2026-11-09T06:00:00Z",
+        "--allow-missing",
+    ];
+    let text = jobhost(&args);
+    args.push("--json");
+    let json = jobhost(&args);
+    assert_eq!(
+        (text.code, json.code),
+        (3, 3),
+        "never ran, six hours past due"
+    );
+    let line: Value = serde_json::from_str(json.stdout.trim()).unwrap();
+    assert_eq!(line["last_done"], Value::Null);
     assert!(!store.exists());
     let bad = with(dir.path(), "grace_seconds = 99999999");
     let run = jobhost(&["status", "--config", s(&bad)]);
@@ -151,5 +185,57 @@ fn status_of_a_job_that_never_ran_creates_no_store_and_bad_input_is_exit_2() {
         run.stderr.contains("invalid `grace_seconds = 99999999`"),
         "{}",
         run.stderr
+    );
+}
+
+#[test]
+fn nagios_exit_codes_are_ok_warning_critical_and_unknown() {
+    let dir = scratch();
+    let cfg = with(dir.path(), "");
+    let store = dir.path().join("s.db");
+    assert_eq!(run_job(&cfg, &store, "2026-11-08T00:05:00Z").event(), "ran");
+    let nagios = |now: &str, store: &Path| {
+        jobhost(&[
+            "status",
+            "--config",
+            s(&cfg),
+            "--store",
+            s(store),
+            "--now",
+            now,
+            "--nagios",
+        ])
+    };
+    let ok = nagios("2026-11-08T00:30:00Z", &store);
+    assert_eq!(ok.code, 0, "{}{}", ok.stdout, ok.stderr);
+    assert!(
+        ok.stdout.starts_with("JOBHOST OK - 1 healthy\n"),
+        "{}",
+        ok.stdout
+    );
+    // The 8th is two hours past due: late is a warning.
+    let late = nagios("2026-11-09T02:00:00Z", &store);
+    assert_eq!(late.code, 1, "{}", late.stdout);
+    assert!(
+        late.stdout
+            .starts_with("JOBHOST WARNING - 1 late (daily-report)\n"),
+        "{}",
+        late.stdout
+    );
+    assert!(
+        late.stdout
+            .lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("daily-report: late by")
+    );
+    // A store that cannot be read is unknown, not a warning.
+    let nowhere = dir.path().join("no-such.db");
+    let unknown = nagios("2026-11-09T02:00:00Z", &nowhere);
+    assert_eq!(unknown.code, 3, "{}{}", unknown.stdout, unknown.stderr);
+    assert!(
+        unknown.stdout.starts_with("JOBHOST UNKNOWN - store "),
+        "{}",
+        unknown.stdout
     );
 }

@@ -210,6 +210,15 @@ struct StatusArgs {
     /// One JSON object per job instead of text.
     #[arg(long)]
     json: bool,
+    /// Exit as a Nagios plugin does: 0 OK (healthy), 1 WARNING (late or
+    /// paused), 2 CRITICAL (failed), 3 UNKNOWN (a store that cannot be
+    /// read, bad input); the first line is `JOBHOST <STATE> - <summary>`.
+    #[arg(long, conflicts_with = "json")]
+    nagios: bool,
+    /// Take a store that does not exist yet as one where nothing has run
+    /// (a fresh deploy), instead of an error.
+    #[arg(long)]
+    allow_missing: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -475,7 +484,7 @@ pub fn main_with(runtime: &Runtime) -> i32 {
             dir: args.dir,
         })),
         Command::Daemon(args) => match daemon(args, runtime) {
-            Ok(()) => 0,
+            Ok(code) => code,
             Err(e) => {
                 crate::core::text::say("error", &e.to_string());
                 e.exit_code()
@@ -488,13 +497,22 @@ pub fn main_with(runtime: &Runtime) -> i32 {
                 e.exit_code()
             }
         },
-        Command::Status(args) => match status(args) {
-            Ok(code) => code,
-            Err(e) => {
-                crate::core::text::say("error", &e.to_string());
-                e.exit_code()
+        Command::Status(args) => {
+            let nagios = args.nagios;
+            match status(args) {
+                Ok(code) => code,
+                Err(e) if nagios => {
+                    let line = printable(&e.to_string()).into_owned();
+                    println!("JOBHOST UNKNOWN - {line}");
+                    crate::core::text::say("error", &line);
+                    3
+                }
+                Err(e) => {
+                    crate::core::text::say("error", &e.to_string());
+                    e.exit_code()
+                }
             }
-        },
+        }
         Command::Plan(args) => match plan(args) {
             Ok(()) => 0,
             Err(e) => {
@@ -691,8 +709,38 @@ fn digest_inner(args: DigestArgs, runtime: &Runtime) -> Result<(serde_json::Valu
     Ok((line, code))
 }
 
-/// Runs the daemon until `--until`, or a signal.
-fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
+/// Counts, for `daemon --until`, the runs that failed for good or were
+/// abandoned, and passes every run on to the metrics.
+struct GaveUp<'a> {
+    metrics: &'a crate::app::serve::DaemonMetrics,
+    keys: std::sync::Mutex<Vec<String>>,
+}
+
+impl crate::run::daemon::Observer for GaveUp<'_> {
+    fn ran(&self, job: &str, receipt: &Receipt, took: std::time::Duration) {
+        crate::run::daemon::Observer::ran(self.metrics, job, receipt, took);
+        let for_good = match receipt.event {
+            Event::Abandoned => true,
+            Event::Failed => receipt
+                .error
+                .as_ref()
+                .is_some_and(|e| e.retryable == Some(false)),
+            _ => false,
+        };
+        if for_good {
+            let key = receipt.key.clone().unwrap_or_else(|| job.to_string());
+            self.keys
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(key);
+        }
+    }
+}
+
+/// Runs the daemon until `--until`, or a signal: 0, or with `--until` 1
+/// when a run in it failed for good or was abandoned (a batch's exit code
+/// says so, as `backfill`'s does).
+fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
     use crate::core::clock::{Clock, SystemClock, VirtualClock, parse_instant};
     let instant =
         |what: &str, t: &Option<String>| t.as_deref().map(|t| parse_instant(what, t)).transpose();
@@ -793,6 +841,10 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
         defer_digests: true,
         ..runtime.clone()
     };
+    let gave_up = GaveUp {
+        metrics: metrics.as_ref(),
+        keys: std::sync::Mutex::new(Vec::new()),
+    };
     let opts = crate::run::daemon::Options {
         clock: clock.as_ref(),
         runtime: &runtime,
@@ -804,11 +856,28 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<(), Error> {
         } else {
             std::time::Duration::from_millis(500)
         },
-        observer: Some(metrics.as_ref()),
+        observer: Some(&gave_up),
     };
     let out: crate::run::daemon::Output =
         std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
-    crate::run::daemon::run(&jobs, &opts, &out)
+    crate::run::daemon::run(&jobs, &opts, &out)?;
+    let keys = gave_up
+        .keys
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if until.is_some() && !keys.is_empty() {
+        crate::core::text::say(
+            "error",
+            &printable(&format!(
+                "{} window(s) failed for good or were abandoned while the daemon ran: {}; \
+                 `jobhost status` says what each needs",
+                keys.len(),
+                keys.join(", ")
+            )),
+        );
+        return Ok(1);
+    }
+    Ok(0)
 }
 
 /// What the commands that only read (`plan`, `status`) take of a job.
@@ -915,16 +984,30 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
     let mut worst = Health::Healthy;
     let mut out = std::io::stdout().lock();
     let real_now = jiff::Timestamp::now();
+    // With --nagios the job lines follow the one-line summary a plugin
+    // prints first.
+    let mut lines: Vec<String> = Vec::new();
+    let mut by_health: Vec<(Health, String)> = Vec::new();
     for file in &args.config {
         let JobView {
+            config,
             schedule,
             now,
             mut store,
-            ..
         } = job_view(file, &args.store, &args.now)?;
+        if store.is_none() && !args.allow_missing {
+            return Err(Error::Store(format!(
+                "store `{}` of job `{}` does not exist: a mistyped path would read as a job \
+                 that never ran; check --store or the config's `store`, or pass \
+                 --allow-missing where nothing has run yet (a fresh deploy)",
+                config.store(&env)?,
+                schedule.job
+            )));
+        }
         let target = crate::app::config::command_target(args.store.as_deref(), Some(file));
         let st = crate::run::status::status(&schedule, now, lend(&mut store))?;
         worst = worst.max(st.health);
+        by_health.push((st.health, schedule.job.to_string()));
         let expected_state = st.expected_state.map_or("not claimed", |s| s.as_str());
         let last_done = st.last_done.as_ref().map(|r| r.key.to_string());
         let retry = |key: &crate::core::window::WindowKey| {
@@ -1181,9 +1264,63 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
         } else {
             format!("{line}; {}", notes.join("; "))
         };
-        let _ = writeln!(out, "{}", printable(&line));
+        lines.push(printable(&line).into_owned());
     }
-    Ok(worst.exit_code())
+    if args.nagios {
+        let _ = writeln!(out, "{}", nagios_summary(worst, &by_health));
+    }
+    for line in &lines {
+        let _ = writeln!(out, "{line}");
+    }
+    Ok(if args.nagios {
+        nagios_code(worst)
+    } else {
+        worst.exit_code()
+    })
+}
+
+/// A Nagios plugin's exit code for the worst job's health: 0 OK, 1
+/// WARNING (late, paused), 2 CRITICAL (failed); 3, UNKNOWN, is for an
+/// error.
+fn nagios_code(worst: crate::run::status::Health) -> i32 {
+    use crate::run::status::Health;
+    match worst {
+        Health::Healthy => 0,
+        Health::Paused | Health::Late => 1,
+        Health::Failed => 2,
+    }
+}
+
+/// The line a Nagios plugin prints first: `JOBHOST CRITICAL - 1 failed
+/// (sales), 1 late (weekly), 3 healthy`.
+fn nagios_summary(
+    worst: crate::run::status::Health,
+    jobs: &[(crate::run::status::Health, String)],
+) -> String {
+    use crate::run::status::Health;
+    let state = ["OK", "WARNING", "CRITICAL"][nagios_code(worst) as usize];
+    let mut parts = Vec::new();
+    for h in [
+        Health::Failed,
+        Health::Late,
+        Health::Paused,
+        Health::Healthy,
+    ] {
+        let names: Vec<&str> = jobs
+            .iter()
+            .filter(|(j, _)| *j == h)
+            .map(|(_, n)| n.as_str())
+            .collect();
+        if names.is_empty() {
+            continue;
+        }
+        parts.push(if h == Health::Healthy {
+            format!("{} healthy", names.len())
+        } else {
+            format!("{} {} ({})", names.len(), h.as_str(), names.join(", "))
+        });
+    }
+    format!("JOBHOST {state} - {}", parts.join(", "))
 }
 
 /// The holes of a job in one sentence: how many, the first few, and the
@@ -1825,6 +1962,31 @@ fn write_table(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nagios_states_follow_the_worst_job() {
+        use crate::run::status::Health;
+        let jobs = [
+            (Health::Healthy, "a".to_string()),
+            (Health::Failed, "sales".to_string()),
+            (Health::Late, "weekly".to_string()),
+            (Health::Healthy, "b".to_string()),
+        ];
+        assert_eq!(
+            nagios_summary(Health::Failed, &jobs),
+            "JOBHOST CRITICAL - 1 failed (sales), 1 late (weekly), 2 healthy"
+        );
+        assert_eq!(
+            [
+                Health::Healthy,
+                Health::Paused,
+                Health::Late,
+                Health::Failed
+            ]
+            .map(nagios_code),
+            [0, 1, 1, 2]
+        );
+    }
 
     #[test]
     fn lateness_reads_as_its_two_largest_units() {
