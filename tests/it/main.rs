@@ -39,3 +39,4 @@ mod status;
 mod store_contract;
 mod store_faults;
 mod windows;
+mod zones;

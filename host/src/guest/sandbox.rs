@@ -37,7 +37,7 @@ use crate::guest::capture::CappedOutput;
 use crate::guest::clocks::{PinnedWallClock, TickingClock, virtual_sleep};
 use crate::guest::failure::{
     GuestFailure, Telling, classify, host_failure, journal_failure, one_line, report_too_large,
-    telling, timeout_failure,
+    telling, timeout_failure, without_runtime_panic,
 };
 use crate::guest::guest_log::GuestLog;
 use crate::guest::journal::{self, Recorder};
@@ -678,14 +678,21 @@ fn journal_context(
 }
 
 /// Prints what the guest wrote to its stdout and stderr (escaped and
-/// capped) and counts what it did; returns the counts and the guest's most
+/// capped, without the runtime's panic after a Python traceback) and
+/// counts what it did; returns the counts and the guest's most
 /// telling line of stderr, for a failure's message.
 fn collect(state: &mut HostState, set_up: &SetUp, guest_ms: f64) -> (GuestStats, Option<Telling>) {
     let budget = set_up.limits.output_bytes;
     let (out, out_dropped) = set_up.stdout.contents();
     let (err, err_dropped) = set_up.stderr.contents();
+    let err_text = String::from_utf8_lossy(&err);
     state.log.emit_stream("stdout", &out, out_dropped, budget);
-    state.log.emit_stream("stderr", &err, err_dropped, budget);
+    state.log.emit_stream(
+        "stderr",
+        without_runtime_panic(&err_text).as_bytes(),
+        err_dropped,
+        budget,
+    );
     let stats = GuestStats {
         rows: state.source.rows_read(),
         log_lines: state.log.emitted(),
@@ -693,7 +700,7 @@ fn collect(state: &mut HostState, set_up: &SetUp, guest_ms: f64) -> (GuestStats,
         guest_ms,
         journal_bytes: 0,
     };
-    (stats, telling(&String::from_utf8_lossy(&err)))
+    (stats, telling(&err_text))
 }
 
 /// The run's outcome from what came back. A full journal, a replay's

@@ -234,6 +234,9 @@ fn ask(zone: &str, from: Instant, to: Instant) -> Result<Vec<OffsetSpan>, Refuse
         Some(spans)
     });
     if let Some(spans) = faked {
+        if to < from {
+            return Err(Refused::InvalidRange("`end` is before `start`".to_owned()));
+        }
         // As the host answers: the spans that meet `[from, to)`, the first
         // holding `from`.
         let answer: Vec<OffsetSpan> = spans
