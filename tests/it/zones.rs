@@ -184,7 +184,7 @@ path = "out.jsonl"
             guests().past_world.display()
         ),
     );
-    let run = run_job(&cfg, &dir.path().join("s.db"), "2026-11-05T00:05:00Z");
+    let run = run_job(&cfg, dir.path().join("s.db"), "2026-11-05T00:05:00Z");
     let r = run.receipt();
     assert_eq!(
         (run.code, r["event"].as_str()),
@@ -252,7 +252,7 @@ fn a_python_traceback_is_shown_without_the_runtime_panic_after_it() {
     events_db(dir.path());
     let query = "SELECT ts AS created_at FROM events WHERE ts >= :start AND ts < :end";
     let cfg = job(dir.path(), "python", &python_guests().local_hours, query);
-    let run = run_job(&cfg, &dir.path().join("s.db"), NOW);
+    let run = run_job(&cfg, dir.path().join("s.db"), NOW);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(
         run.stderr.contains("Traceback (most recent call last):")
@@ -271,7 +271,7 @@ fn a_python_traceback_is_shown_without_the_runtime_panic_after_it() {
     }
     // A Rust report's own panic message stays.
     let cfg = job(dir.path(), "rust", &guests().local_hours, query);
-    let run = run_job(&cfg, &dir.path().join("r.db"), NOW);
+    let run = run_job(&cfg, dir.path().join("r.db"), NOW);
     assert!(
         run.stderr.contains("panicked at") && run.stderr.contains("no column `ts`"),
         "{}",

@@ -139,7 +139,7 @@ impl fmt::Display for LocalDateTime {
         let sign = if self.offset_seconds < 0 { '-' } else { '+' };
         let offset = self.offset_seconds.unsigned_abs();
         write!(f, "{sign}{:02}:{:02}", offset / 3600, offset % 3600 / 60)?;
-        if offset % 60 != 0 {
+        if !offset.is_multiple_of(60) {
             write!(f, ":{:02}", offset % 60)?;
         }
         Ok(())
