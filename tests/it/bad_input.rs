@@ -109,7 +109,7 @@ fn a_component_for_another_world_is_refused_naming_the_world() {
         2,
     );
     assert!(
-        err.contains("jobhost:report/reporter@0.1.0") && err.contains("other_world.wasm"),
+        err.contains("jobhost:report/reporter@0.1.1") && err.contains("other_world.wasm"),
         "{err}"
     );
     assert!(
@@ -129,7 +129,7 @@ fn a_component_for_another_version_of_the_world_is_refused_naming_both_versions(
     );
     assert!(
         err.contains("built for jobhost:report@0.2.0")
-            && err.contains("this host speaks jobhost:report@0.1.0"),
+            && err.contains("this host speaks jobhost:report@0.1.1"),
         "{err}"
     );
 }

@@ -315,6 +315,8 @@ pub struct PythonGuests {
     pub report: PathBuf,
     /// The Python sandbox probe (behaviour chosen by the param `probe`).
     pub probe: PathBuf,
+    /// Rows by local hour, the twin of the Rust `local-hours` guest.
+    pub local_hours: PathBuf,
 }
 
 /// The Python guests.
@@ -329,6 +331,7 @@ pub fn python_guests() -> &'static PythonGuests {
         PythonGuests {
             report: build(&jobhost_tests::guests::PYTHON_REPORT),
             probe: build(&jobhost_tests::guests::PYTHON_PROBE),
+            local_hours: build(&jobhost_tests::guests::PYTHON_LOCAL_HOURS),
         }
     })
 }

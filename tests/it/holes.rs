@@ -296,14 +296,14 @@ fn version_names_the_wit_package_the_host_speaks() {
     let run = jobhost(&["--version"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        run.stdout.contains("jobhost:report@0.1.0"),
+        run.stdout.contains("jobhost:report@0.1.1"),
         "{}",
         run.stdout
     );
     assert!(run.stdout.starts_with("jobhost "), "{}", run.stdout);
     let wit = std::fs::read_to_string(root().join("wit/report.wit")).unwrap();
     assert!(
-        wit.contains("package jobhost:report@0.1.0;"),
+        wit.contains("package jobhost:report@0.1.1;"),
         "the WIT agrees"
     );
 }

@@ -41,3 +41,4 @@ mod status;
 mod store_contract;
 mod store_faults;
 mod windows;
+mod zones;

@@ -60,6 +60,35 @@ fn runs_on_its_sample_data(project: &Path, name: &str) {
     assert!(regions.values().all(|v| v.as_f64().unwrap() > 0.0));
     let again = jobhost_in(project, &["run", "--config", "job.toml"]);
     assert_eq!(again.receipt()["reason"], "done", "{}", again.stderr);
+
+    // The other day job.toml suggests is a day of the sample data too.
+    let config = std::fs::read_to_string(project.join("job.toml")).unwrap();
+    let now = config
+        .split("`--now ")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("job.toml suggests no --now:\n{config}"));
+    let other = jobhost_in(project, &["run", "--config", "job.toml", "--now", now]);
+    let r = other.receipt();
+    assert_eq!(
+        (other.code, r["event"].as_str()),
+        (0, Some("ran")),
+        "--now {now}: {}\n{}",
+        other.stdout,
+        other.stderr
+    );
+    assert!(
+        r["stats"]["rows"].as_u64().unwrap() > 20,
+        "--now {now}: {r}"
+    );
+}
+
+/// The README names the SDK folder the project has, and only that one.
+fn readme_names_its_own_sdk(project: &Path, has: &str, lacks: &str) {
+    let readme = std::fs::read_to_string(project.join("README.md")).unwrap();
+    assert!(project.join(has).is_dir(), "{has}");
+    assert!(readme.contains(&format!("`{has}`")), "{readme}");
+    assert!(!readme.contains(lacks), "{lacks} in:\n{readme}");
 }
 
 #[test]
@@ -102,6 +131,7 @@ fn the_rust_scaffold_builds_tests_and_runs() {
     )
     .unwrap();
     runs_on_its_sample_data(&project, "daily-rust");
+    readme_names_its_own_sdk(&project, "jobhost-sdk/", "jobhost/` (Python)");
 }
 
 #[test]
@@ -136,6 +166,28 @@ fn the_python_scaffold_builds_tests_and_runs() {
         .unwrap();
     ok("python3 -m unittest", tested);
     runs_on_its_sample_data(&project, "daily-py");
+    readme_names_its_own_sdk(&project, "jobhost/", "jobhost-sdk");
+    // Adding a folder of packages keeps the project's own: built as the
+    // README and the justfile say, with a vendor folder, it still finds
+    // `app` (`-p vendor` alone does not).
+    let readme = std::fs::read_to_string(project.join("README.md")).unwrap();
+    let justfile = std::fs::read_to_string(project.join("justfile")).unwrap();
+    let vendored = readme
+        .lines()
+        .find(|l| l.starts_with("componentize-py ") && l.contains("-p vendor"))
+        .unwrap_or_else(|| panic!("the README says how to add packages:\n{readme}"));
+    assert!(vendored.contains("-p . -p vendor"), "{vendored}");
+    assert!(justfile.contains("componentize app -p . -o"), "{justfile}");
+    std::fs::create_dir_all(project.join("vendor")).unwrap();
+    let args: Vec<&str> = vendored.split(' ').skip(1).collect();
+    let built = Command::new(&bin)
+        .current_dir(&project)
+        .env("PYTHONPATH", jobhost_tests::guests::componentize_py_dir())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .args(&args)
+        .output()
+        .unwrap();
+    ok("componentize-py with -p vendor", built);
 }
 
 #[test]

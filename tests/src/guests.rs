@@ -23,6 +23,10 @@ pub struct Guests {
     /// A guest that attacks the host through what it hands over (behaviour
     /// chosen by the job name, sized by its params).
     pub hostile: PathBuf,
+    /// A report counting rows by local hour, with the SDK's `Window::local`.
+    pub local_hours: PathBuf,
+    /// A report built against `jobhost:report@0.1.0`, before `zone`.
+    pub past_world: PathBuf,
 }
 
 /// The workspace root.
@@ -79,6 +83,10 @@ fn build_once(target_dir: &Path) -> Result<Guests, String> {
             "future-world",
             "-p",
             "hostile",
+            "-p",
+            "local-hours",
+            "-p",
+            "past-world",
         ])
         .arg("--target-dir")
         .arg(target_dir)
@@ -98,6 +106,8 @@ fn build_once(target_dir: &Path) -> Result<Guests, String> {
         top_products: dir.join("guest_top_products.wasm"),
         future_world: dir.join("future_world.wasm"),
         hostile: dir.join("hostile.wasm"),
+        local_hours: dir.join("local_hours.wasm"),
+        past_world: dir.join("past_world.wasm"),
     })
 }
 
@@ -181,6 +191,14 @@ pub const PYTHON_PROBE: PythonGuest<'static> = PythonGuest {
     app_dir: "tests/guests/python-probe",
     module: "app",
     world: "describing-reporter",
+};
+
+/// The Python twin of the `local-hours` guest: rows by local hour.
+pub const PYTHON_LOCAL_HOURS: PythonGuest<'static> = PythonGuest {
+    name: "python_local_hours",
+    app_dir: "tests/guests/python-local-hours",
+    module: "app",
+    world: "reporter",
 };
 
 /// Builds a Python guest with componentize-py into `out_dir`, once per

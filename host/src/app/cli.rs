@@ -384,12 +384,12 @@ struct HistoryArgs {
 }
 
 /// What `--version` prints after the name: the crate's version and the WIT
-/// package the host speaks (`jobhost:report@0.1.0`, from the world it links).
+/// package the host speaks (`jobhost:report@0.1.1`, from the world it links).
 fn version_text() -> &'static str {
     static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     TEXT.get_or_init(|| {
         let world = crate::guest::sandbox::WORLD;
-        // `jobhost:report/reporter@0.1.0` -> `jobhost:report@0.1.0`.
+        // `jobhost:report/reporter@0.1.1` -> `jobhost:report@0.1.1`.
         let package = match (world.split_once('/'), world.rsplit_once('@')) {
             (Some((pkg, _)), Some((_, v))) => format!("{pkg}@{v}"),
             _ => world.to_string(),
@@ -2002,7 +2002,7 @@ mod tests {
 
     #[test]
     fn the_version_names_the_wit_package() {
-        assert!(version_text().ends_with("(WIT jobhost:report@0.1.0)"));
+        assert!(version_text().ends_with("(WIT jobhost:report@0.1.1)"));
         assert!(version_text().starts_with(env!("CARGO_PKG_VERSION")));
     }
 }

@@ -59,6 +59,7 @@ const RUST_SDK: &[(&str, &str)] = &[
         "testing.rs",
         include_str!("../../../sdk/rust/src/testing.rs"),
     ),
+    ("zone.rs", include_str!("../../../sdk/rust/src/zone.rs")),
 ];
 
 /// The Python SDK's modules, as `(path in the package, text)`.
@@ -108,6 +109,10 @@ const PYTHON_SDK: &[(&str, &str)] = &[
         "wire.py",
         include_str!("../../../sdk/python/jobhost/wire.py"),
     ),
+    (
+        "zone.py",
+        include_str!("../../../sdk/python/jobhost/zone.py"),
+    ),
 ];
 
 /// The files of the SDK each language ships, for the test that keeps the
@@ -135,11 +140,13 @@ pub fn new(request: &NewRequest) -> Result<()> {
             printable(&root.display().to_string())
         )));
     }
+    let today = jiff::Timestamp::now().as_second().div_euclid(86_400) * 86_400;
     let files = match request.lang {
-        Lang::Rust => rust_project(&request.name),
-        Lang::Python => python_project(&request.name),
+        Lang::Rust => rust_project(&request.name, today),
+        Lang::Python => python_project(&request.name, today),
     };
-    let written = write_project(&root, &files).and_then(|()| sample_data(&root.join("data")));
+    let written =
+        write_project(&root, &files).and_then(|()| sample_data(&root.join("data"), today));
     if let Err(e) = written {
         // Leave nothing half made behind.
         let _ = fs::remove_dir_all(&root);
@@ -163,7 +170,7 @@ pub fn new(request: &NewRequest) -> Result<()> {
         ),
         Lang::Python => (
             format!(
-                "cd {quoted} && componentize-py -d wit -w describing-reporter componentize app -o {}.wasm",
+                "cd {quoted} && componentize-py -d wit -w describing-reporter componentize app -p . -o {}.wasm",
                 request.name
             ),
             format!("cd {quoted} && python3 -m unittest"),
@@ -248,13 +255,19 @@ fn write_project(root: &Path, files: &[(String, String)]) -> std::io::Result<()>
     Ok(())
 }
 
-/// The job config both languages share; `component` is the built file.
-fn job_config(name: &str, component: &str) -> String {
+/// The job config both languages share; `component` is the built file,
+/// `today` the first second (UTC) of the last day of the sample data.
+fn job_config(name: &str, component: &str, today: i64) -> String {
+    // Two days back: its day before is well inside the sample data.
+    let earlier = jiff::Timestamp::from_second(today - 2 * 86_400)
+        .map(|t| t.strftime("%Y-%m-%d").to_string())
+        .unwrap_or_default();
     format!(
         r#"# The job: once per UTC day, the report `{name}` reads that day's rows of
 # data/sales.db and appends its message to out/{name}.jsonl. Paths are
 # relative to this file. `jobhost run --config job.toml` runs the last day
-# that has closed; `--now 2026-11-09T00:05:00Z` picks another.
+# that has closed; `--now {earlier}T00:05:00Z` runs the day before that
+# instant, another day of the sample data.
 job = "{name}"
 component = "{component}"
 window = "day"
@@ -283,7 +296,7 @@ timeout_seconds = 30
 
 const GITIGNORE: &str = "/target\n/state\n/out\n__pycache__/\n*.wasm\n";
 
-fn rust_project(name: &str) -> Vec<(String, String)> {
+fn rust_project(name: &str, today: i64) -> Vec<(String, String)> {
     let krate = name.replace('-', "_");
     let mut files = vec![
         (
@@ -314,7 +327,11 @@ lto = true
         ("wit/report.wit".to_string(), WIT.to_string()),
         (
             "job.toml".to_string(),
-            job_config(name, &format!("target/wasm32-wasip2/release/{krate}.wasm")),
+            job_config(
+                name,
+                &format!("target/wasm32-wasip2/release/{krate}.wasm"),
+                today,
+            ),
         ),
         (
             "justfile".to_string(),
@@ -366,20 +383,21 @@ fn vendored_rust(path: &str, text: &str) -> String {
     }
 }
 
-fn python_project(name: &str) -> Vec<(String, String)> {
+fn python_project(name: &str, today: i64) -> Vec<(String, String)> {
     let mut files = vec![
         ("app.py".to_string(), PYTHON_REPORT.to_string()),
         ("test_app.py".to_string(), PYTHON_TEST.to_string()),
         ("wit/report.wit".to_string(), WIT.to_string()),
         (
             "job.toml".to_string(),
-            job_config(name, &format!("{name}.wasm")),
+            job_config(name, &format!("{name}.wasm"), today),
         ),
         (
             "justfile".to_string(),
             format!(
                 "# Build the component: {name}.wasm (needs componentize-py {COMPONENTIZE_PY}).\n\
-                 build:\n    componentize-py -d wit -w describing-reporter componentize app -o {name}.wasm\n\n\
+                 # Keep `-p .` (where app.py is) when adding folders such as `-p vendor`.\n\
+                 build:\n    componentize-py -d wit -w describing-reporter componentize app -p . -o {name}.wasm\n\n\
                  # Run the job for the last day that closed.\n\
                  run: build\n    jobhost run --config job.toml\n\n\
                  # The report's logic, natively.\n\
@@ -396,37 +414,47 @@ fn python_project(name: &str) -> Vec<(String, String)> {
 }
 
 fn readme(name: &str, lang: Lang) -> String {
-    let (build, test, lang) = match lang {
+    let (build, test, lang, sdk, more) = match lang {
         Lang::Rust => (
             "cargo build --release --target wasm32-wasip2".to_string(),
             "cargo test",
             "Rust",
+            "jobhost-sdk/",
+            String::new(),
         ),
         Lang::Python => (
             format!(
                 "python3 -m pip install componentize-py=={COMPONENTIZE_PY}\n\
-                 componentize-py -d wit -w describing-reporter componentize app -o {name}.wasm"
+                 componentize-py -d wit -w describing-reporter componentize app -p . -o {name}.wasm"
             ),
             "python3 -m unittest",
             "Python",
+            "jobhost/",
+            format!(
+                "\nPure-Python packages go into a folder of their own, passed with one more\n\
+                 `-p`; keep `-p .` first, or componentize-py no longer finds `app`\n\
+                 (`No module named 'app'`):\n\n\
+                 ```sh\npython3 -m pip install --target vendor some-package\n\
+                 componentize-py -d wit -w describing-reporter componentize app -p . -p vendor -o {name}.wasm\n```\n"
+            ),
         ),
     };
     format!(
         "# {name}\n\n\
          A jobhost report in {lang}: once per day it totals the day's sales per\n\
          region from `data/sales.db` and sends one JSON message to `out/{name}.jsonl`.\n\n\
-         ```sh\n{build}\njobhost run --config job.toml\n{test}\n```\n\n\
-         `jobhost-sdk/` (Rust) or `jobhost/` (Python) is a copy of the jobhost SDK\n\
-         and `wit/report.wit` the contract the component is built against; both\n\
-         came with `jobhost new` and change only with jobhost's version.\n"
+         ```sh\n{build}\njobhost run --config job.toml\n{test}\n```\n{more}\n\
+         `{sdk}` is a copy of the jobhost SDK and `wit/report.wit` the contract\n\
+         the component is built against; both came with `jobhost new` and change\n\
+         only with jobhost's version.\n"
     )
 }
 
 /// Writes `sales.db`: the same table as the repository's examples, two
-/// weeks of sales up to today (UTC), so the last closed day has rows.
-fn sample_data(dir: &Path) -> std::io::Result<()> {
+/// weeks of sales up to `today` (the first second of the day, UTC), so the
+/// last closed day has rows.
+fn sample_data(dir: &Path, today: i64) -> std::io::Result<()> {
     fs::create_dir_all(dir)?;
-    let today = jiff::Timestamp::now().as_second().div_euclid(86_400) * 86_400;
     let start = today - 13 * 86_400;
     let end = today + 86_400;
     let db = dir.join("sales.db");

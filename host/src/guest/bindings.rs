@@ -1,7 +1,8 @@
 //! The one `bindgen!` call for the `jobhost:report` world, and the thin
 //! adapters between its generated types and the host's domain types. No
 //! other module names a generated type: imports are answered here by calling
-//! into `source`, `outbox` and `guest_log`, and results are converted here.
+//! into `source`, `outbox`, `guest_log` and `zone`, and results are
+//! converted here.
 //!
 //! `outbox.send` and `log.emit` are linked by hand rather than through the
 //! generated traits: their text and bytes are read where they lie in the
@@ -20,6 +21,7 @@ use crate::guest::guest_log::LogLevel;
 use crate::guest::outbox::{MAX_CONTENT_TYPE, MAX_DESTINATION_NAME, StageError};
 use crate::guest::source::{self, RowCursor, SourceError};
 use crate::guest::state::HostState;
+use crate::guest::zone::{self, OffsetError};
 
 /// The generated types and traits, kept in a module of their own: the
 /// world's `run-context`, `report` and `run-error` would otherwise take the
@@ -164,7 +166,7 @@ impl Session {
     }
 }
 
-use self::wit::jobhost::report::{log, outbox, source as wit_source, types};
+use self::wit::jobhost::report::{log, outbox, source as wit_source, types, zone as wit_zone};
 
 /// Adds the world's imports (not WASI's) to `linker`.
 ///
@@ -174,11 +176,15 @@ use self::wit::jobhost::report::{log, outbox, source as wit_source, types};
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     types::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
     wit_source::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
+    wit_zone::add_to_linker::<HostState, HasSelf<HostState>>(linker, |s| s)?;
+    // The package's version as the world names it: a component of an
+    // earlier 0.1 release imports these under its own version, and the
+    // linker's semver matching finds them all the same.
     linker
-        .instance("jobhost:report/outbox@0.1.0")?
+        .instance("jobhost:report/outbox@0.1.1")?
         .func_wrap("send", send)?;
     linker
-        .instance("jobhost:report/log@0.1.0")?
+        .instance("jobhost:report/log@0.1.1")?
         .func_wrap("emit", emit)?;
     Ok(())
 }
@@ -266,6 +272,35 @@ impl wit_source::HostCursor for HostState {
         self.source.close(cursor);
         self.journal.close_cursor();
         self.journal_room()
+    }
+}
+
+impl wit_zone::Host for HostState {
+    fn offsets(
+        &mut self,
+        start: WitInstant,
+        end: WitInstant,
+    ) -> wasmtime::Result<Result<Vec<wit_zone::OffsetSpan>, wit_zone::OffsetError>> {
+        let answer = zone::instant("start", start.seconds, start.nanoseconds)
+            .and_then(|s| Ok((s, zone::instant("end", end.seconds, end.nanoseconds)?)))
+            .and_then(|(s, e)| zone::offsets(&self.zone, s, e));
+        self.journal.zone(
+            (start.seconds, start.nanoseconds),
+            (end.seconds, end.nanoseconds),
+            &answer,
+        );
+        self.journal_room()?;
+        Ok(match answer {
+            Ok(spans) => Ok(spans
+                .into_iter()
+                .map(|s| wit_zone::OffsetSpan {
+                    start: wit_instant(s.start),
+                    end: wit_instant(s.end),
+                    offset_seconds: s.offset_seconds,
+                })
+                .collect()),
+            Err(OffsetError::InvalidRange(m)) => Err(wit_zone::OffsetError::InvalidRange(m)),
+        })
     }
 }
 

@@ -259,6 +259,54 @@ fn python_exception(lines: &[&str]) -> Option<String> {
     Some(format!("{text}{}", at.unwrap_or_default()))
 }
 
+/// The guest's stderr as a person should read it: without the lines
+/// componentize-py's runtime prints after the traceback of an uncaught
+/// Python exception (`thread '<unnamed>' panicked at runtime/src/lib.rs:…:`,
+/// `Python function threw an unexpected exception` and the hint about
+/// `RUST_BACKTRACE`), which say nothing the traceback and the host's own
+/// line do not. Only those lines go, and only after a traceback: a Rust
+/// report's panic, or any other line, is kept as written.
+pub fn without_runtime_panic(stderr: &str) -> std::borrow::Cow<'_, str> {
+    let lines: Vec<&str> = stderr.split_inclusive('\n').collect();
+    let mut drop = vec![false; lines.len()];
+    let mut traceback = false;
+    for (i, line) in lines.iter().enumerate() {
+        let line = line.trim_end();
+        if line == "Traceback (most recent call last):" {
+            traceback = true;
+        }
+        if !traceback || line.trim() != UNCAUGHT {
+            continue;
+        }
+        let Some(head) = i.checked_sub(1) else {
+            continue;
+        };
+        let head_line = lines[head].trim_end();
+        if !(head_line.starts_with("thread '") && head_line.contains("panicked at ")) {
+            continue;
+        }
+        drop[head] = true;
+        drop[i] = true;
+        if let Some(note) = lines.get(i + 1)
+            && note.starts_with("note: run with `RUST_BACKTRACE=1`")
+        {
+            drop[i + 1] = true;
+        }
+        traceback = false;
+    }
+    if !drop.contains(&true) {
+        return std::borrow::Cow::Borrowed(stderr);
+    }
+    std::borrow::Cow::Owned(
+        lines
+            .iter()
+            .zip(&drop)
+            .filter(|(_, d)| !**d)
+            .map(|(l, _)| *l)
+            .collect(),
+    )
+}
+
 /// `s` with every run of whitespace (line breaks included) made one space.
 pub fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -304,6 +352,28 @@ mod tests {
             panic_message(stderr).as_deref(),
             Some("thread '<unnamed>' panicked at src/lib.rs:9:1: out of bounds")
         );
+    }
+
+    #[test]
+    fn the_runtime_panic_after_a_python_traceback_is_not_shown() {
+        let stderr = "before\nTraceback (most recent call last):\n  File \"/0/app.py\", line 2, in run\nKeyError: 'amount'\nthread '<unnamed>' (1) panicked at runtime/src/lib.rs:1293:29:\nPython function threw an unexpected exception\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(
+            without_runtime_panic(stderr),
+            "before\nTraceback (most recent call last):\n  File \"/0/app.py\", line 2, in run\nKeyError: 'amount'\n"
+        );
+    }
+
+    #[test]
+    fn a_rust_panic_and_a_lone_runtime_message_are_shown_as_written() {
+        for stderr in [
+            "thread '<unnamed>' panicked at src/lib.rs:3:5:\nboom\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n",
+            // The words without a traceback before them: not the runtime's.
+            "thread '<unnamed>' panicked at src/lib.rs:3:5:\nPython function threw an unexpected exception\n",
+            // A traceback the report printed, then a Rust panic of its own.
+            "Traceback (most recent call last):\nKeyError: 'x'\nthread '<unnamed>' panicked at src/lib.rs:9:1:\nout of bounds\n",
+        ] {
+            assert_eq!(without_runtime_panic(stderr), stderr);
+        }
     }
 
     #[test]

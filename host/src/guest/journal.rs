@@ -1,10 +1,15 @@
 //! The journal of one run: the context the guest was given and every answer
 //! the host gave it afterwards, in order (the source's columns and batches,
-//! each outbox acknowledgement, each log acknowledgement). Clock and random
+//! each outbox acknowledgement, each log acknowledgement, each answer of
+//! the zone's offsets). Clock and random
 //! readings need no entries: the wall clock is pinned to the context's
 //! `now`, the monotonic clock ticks deterministically, and random numbers
 //! come from the recorded seed. With the journal and the same component, a
-//! run can be replayed bit for bit without its data source.
+//! run can be replayed bit for bit without its data source. A replay
+//! computes the zone's offsets again (they depend only on the recorded
+//! zone and the range asked, and the zone database is the binary's own);
+//! their entries are kept so that a flood of calls meets the journal's
+//! limit, and to show what the run was told.
 //!
 //! Stored form: a 4-byte little-endian format number, then a zstd stream of
 //! length-prefixed postcard records, the context first. A newer format is
@@ -25,12 +30,14 @@ use serde::{Deserialize, Serialize};
 pub use crate::core::text::Given;
 use crate::guest::outbox::StageError;
 use crate::guest::source::{Batch, ColumnInfo, SourceError};
+use crate::guest::zone::{OffsetError, OffsetSpan};
 
 /// The journal format this host writes; it reads this one and every
 /// earlier one. 2: `outbox.send` entries keep long text as its head and
 /// length ([`Entry::Send`]). 3: the context names the run's revision
-/// ([`Context::revision`]; earlier journals are of revision 1).
-pub const FORMAT: u32 = 3;
+/// ([`Context::revision`]; earlier journals are of revision 1). 4: the
+/// zone's offsets ([`Entry::Zone`]).
+pub const FORMAT: u32 = 4;
 
 /// The largest record either side accepts (a batch of a million wide rows
 /// is far below it); a larger length is damage, not data.
@@ -186,6 +193,16 @@ pub enum Entry {
         /// The sequence number, or why it was refused.
         answer: Result<u32, StageError>,
     },
+    /// `zone.offsets`: the range asked (as the guest gave it) and the
+    /// answer.
+    Zone {
+        /// `from`, seconds and nanoseconds.
+        from: (i64, u32),
+        /// `to`, seconds and nanoseconds.
+        to: (i64, u32),
+        /// The spans, or why there were none.
+        answer: Result<Vec<OffsetSpan>, OffsetError>,
+    },
 }
 
 /// The same records, borrowed, for writing without copying batches.
@@ -207,6 +224,11 @@ enum EntryRef<'a> {
         content_type: &'a Given,
         bytes: u64,
         answer: &'a Result<u32, StageError>,
+    },
+    Zone {
+        from: (i64, u32),
+        to: (i64, u32),
+        answer: &'a Result<Vec<OffsetSpan>, OffsetError>,
     },
 }
 
@@ -363,6 +385,17 @@ impl Recorder {
     pub fn log(&mut self, level: u8) {
         self.entries += 1;
         self.write(&EntryRef::Log(level));
+    }
+
+    /// Records `zone.offsets`'s answer to the range `from`, `to`.
+    pub fn zone(
+        &mut self,
+        from: (i64, u32),
+        to: (i64, u32),
+        answer: &Result<Vec<OffsetSpan>, OffsetError>,
+    ) {
+        self.entries += 1;
+        self.write(&EntryRef::Zone { from, to, answer });
     }
 
     /// Whether a record would have taken the journal past its limit (and
@@ -536,6 +569,14 @@ mod tests {
         }
     }
 
+    fn span() -> OffsetSpan {
+        OffsetSpan {
+            start: jiff::Timestamp::MIN,
+            end: jiff::Timestamp::MAX,
+            offset_seconds: -18_000,
+        }
+    }
+
     /// No limit a test journal reaches.
     const ROOMY: u64 = 1 << 30;
 
@@ -558,6 +599,12 @@ mod tests {
             &Err(StageError::UnknownDestination("nope".into())),
         );
         r.log(2);
+        r.zone(
+            (1, 0),
+            (0, 0),
+            &Err(OffsetError::InvalidRange("inverted".into())),
+        );
+        r.zone((0, 0), (0, 0), &Ok(vec![span()]));
         r.finish().unwrap()
     }
 
@@ -565,7 +612,15 @@ mod tests {
     fn a_journal_reads_back_exactly_as_recorded() {
         let j = Journal::decode(&recorded()).unwrap();
         assert_eq!(j.context, context());
-        assert_eq!(j.entries.len(), 8);
+        assert_eq!(j.entries.len(), 10);
+        assert_eq!(
+            j.entries[9],
+            Entry::Zone {
+                from: (0, 0),
+                to: (0, 0),
+                answer: Ok(vec![span()])
+            }
+        );
         assert_eq!(
             j.entries[2],
             Entry::Batch {

@@ -17,3 +17,4 @@ pub mod outbox;
 pub mod sandbox;
 pub mod source;
 mod state;
+pub mod zone;

@@ -37,7 +37,7 @@ use crate::guest::capture::CappedOutput;
 use crate::guest::clocks::{PinnedWallClock, TickingClock, virtual_sleep};
 use crate::guest::failure::{
     GuestFailure, Telling, classify, host_failure, journal_failure, one_line, report_too_large,
-    telling, timeout_failure,
+    telling, timeout_failure, without_runtime_panic,
 };
 use crate::guest::guest_log::GuestLog;
 use crate::guest::journal::{self, Recorder};
@@ -49,7 +49,7 @@ use crate::guest::state::HostState;
 use crate::store::{StagedMessage, StoredReport};
 
 /// The world this host implements, as guests name it.
-pub const WORLD: &str = "jobhost:report/reporter@0.1.0";
+pub const WORLD: &str = "jobhost:report/reporter@0.1.1";
 
 /// How the host turns a component into machine code. Each setting keeps
 /// its own compiled artifacts in the cache (the engine's compatibility
@@ -217,7 +217,7 @@ fn world_mismatch(engine: &Engine, component: &Component) -> Option<String> {
     for (name, _) in ty.imports(engine) {
         if let Some(rest) = name.strip_prefix("jobhost:report/")
             && let Some((_, version)) = rest.split_once('@')
-            && version != ours
+            && !served_by(version, ours)
         {
             return Some(format!(
                 "it was built for jobhost:report@{version} (it imports `{name}`), and this host \
@@ -237,6 +237,29 @@ fn world_mismatch(engine: &Engine, component: &Component) -> Option<String> {
         ));
     }
     None
+}
+
+/// Whether a host speaking `ours` serves the imports of a component built
+/// for `version`: the same release, or an earlier one on the same semver
+/// track (`0.1.0` by `0.1.1`; wasmtime's linker matches those names), whose
+/// interfaces a later release only adds to.
+fn served_by(version: &str, ours: &str) -> bool {
+    fn parts(v: &str) -> Option<(u64, u64, u64)> {
+        let mut it = v.split('.').map(|p| p.parse::<u64>().ok());
+        let parsed = (it.next()??, it.next()??, it.next()??);
+        it.next().is_none().then_some(parsed)
+    }
+    match (parts(version), parts(ours)) {
+        (Some(theirs), Some(mine)) => {
+            let same_track = if mine.0 == 0 {
+                (theirs.0, theirs.1) == (0, mine.1) && mine.1 != 0
+            } else {
+                theirs.0 == mine.0
+            };
+            theirs == mine || (same_track && theirs < mine)
+        }
+        _ => version == ours,
+    }
 }
 
 /// Whether `component` exports `describe` (the `describing-reporter`
@@ -541,6 +564,7 @@ impl Sandbox {
         let memory_hit = Arc::new(AtomicBool::new(false));
         let interrupt = input.source.interrupter();
         let state = HostState {
+            zone: ctx.window.zone.time_zone().clone(),
             wasi,
             table: ResourceTable::new(),
             limiter: MemoryLimiter::new(limits.memory_bytes, memory_hit.clone()),
@@ -654,14 +678,21 @@ fn journal_context(
 }
 
 /// Prints what the guest wrote to its stdout and stderr (escaped and
-/// capped) and counts what it did; returns the counts and the guest's most
+/// capped, without the runtime's panic after a Python traceback) and
+/// counts what it did; returns the counts and the guest's most
 /// telling line of stderr, for a failure's message.
 fn collect(state: &mut HostState, set_up: &SetUp, guest_ms: f64) -> (GuestStats, Option<Telling>) {
     let budget = set_up.limits.output_bytes;
     let (out, out_dropped) = set_up.stdout.contents();
     let (err, err_dropped) = set_up.stderr.contents();
+    let err_text = String::from_utf8_lossy(&err);
     state.log.emit_stream("stdout", &out, out_dropped, budget);
-    state.log.emit_stream("stderr", &err, err_dropped, budget);
+    state.log.emit_stream(
+        "stderr",
+        without_runtime_panic(&err_text).as_bytes(),
+        err_dropped,
+        budget,
+    );
     let stats = GuestStats {
         rows: state.source.rows_read(),
         log_lines: state.log.emitted(),
@@ -669,7 +700,7 @@ fn collect(state: &mut HostState, set_up: &SetUp, guest_ms: f64) -> (GuestStats,
         guest_ms,
         journal_bytes: 0,
     };
-    (stats, telling(&String::from_utf8_lossy(&err)))
+    (stats, telling(&err_text))
 }
 
 /// The run's outcome from what came back. A full journal, a replay's
@@ -817,5 +848,28 @@ impl Drop for Watchdog {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_component_of_an_earlier_release_on_the_same_track_is_served() {
+        assert!(served_by("0.1.1", "0.1.1"));
+        assert!(served_by("0.1.0", "0.1.1"));
+        assert!(
+            !served_by("0.1.2", "0.1.1"),
+            "a later release may import more"
+        );
+        assert!(!served_by("0.2.0", "0.1.1"));
+        assert!(
+            !served_by("0.0.9", "0.0.10"),
+            "0.0.x releases are each their own"
+        );
+        assert!(served_by("1.0.0", "1.2.0"));
+        assert!(!served_by("1.3.0", "1.2.0"));
+        assert!(!served_by("0.1.0-pre", "0.1.1"));
     }
 }

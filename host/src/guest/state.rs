@@ -1,10 +1,12 @@
 //! What one run's guest acts on: the host state behind its imports (WASI's
 //! context and resource table, the memory limiter, the source, the outbox,
-//! the log, the journal, the guest's clock). A fresh one per run; nothing
+//! the log, the journal, the guest's clock, the window's time zone). A fresh one per run; nothing
 //! in it survives the run.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+
+use jiff::tz::TimeZone;
 
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -25,6 +27,8 @@ pub struct HostState {
     pub(crate) log: GuestLog,
     pub(crate) journal: Recorder,
     pub(crate) monotonic: Arc<AtomicU64>,
+    /// The window's time zone, which `zone.offsets` answers for.
+    pub(crate) zone: TimeZone,
 }
 
 impl WasiView for HostState {

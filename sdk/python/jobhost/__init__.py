@@ -30,7 +30,7 @@ generated bindings are used only inside a component, and
 
 from __future__ import annotations
 
-from . import log, testing, wire
+from . import log, testing, wire, zone
 from ._host import IN_COMPONENT
 from .batch import Batch, Row
 from .errors import (
@@ -38,6 +38,7 @@ from .errors import (
     Error,
     InvalidData,
     MalformedBatch,
+    ProgrammingError,
     ReportError,
     SendFailed,
     SourceFailed,
@@ -47,8 +48,9 @@ from .outbox import send
 from .report import Report, export
 from .source import BATCH_ROWS, Source, open
 from .values import ColumnInfo, ColumnKind, Context, Instant, Output, Window
+from .zone import OffsetSpan
 
-__version__ = "0.1.0"
+__version__ = "0.1.1"
 
 __all__ = [
     "BATCH_ROWS",
@@ -62,7 +64,9 @@ __all__ = [
     "Instant",
     "InvalidData",
     "MalformedBatch",
+    "OffsetSpan",
     "Output",
+    "ProgrammingError",
     "Report",
     "ReportError",
     "Row",
@@ -77,4 +81,5 @@ __all__ = [
     "send",
     "testing",
     "wire",
+    "zone",
 ]

@@ -18,20 +18,21 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Protocol
 
 from . import wire
-from .errors import ReportError
+from .errors import ProgrammingError, ReportError
 
 try:  # pragma: no cover - only inside a component
     from wit_world.imports import log as _wit_log  # type: ignore[import-not-found,unused-ignore]
     from wit_world.imports import outbox as _wit_outbox  # type: ignore[import-not-found,unused-ignore]
     from wit_world.imports import source as _wit_source  # type: ignore[import-not-found,unused-ignore]
     from wit_world.imports import types as _wit_types  # type: ignore[import-not-found,unused-ignore]
+    from wit_world.imports import zone as _wit_zone  # type: ignore[import-not-found,unused-ignore]
     from componentize_py_types import Err as _WitErr  # type: ignore[import-not-found,unused-ignore]
 
     IN_COMPONENT = True
 except ImportError:
     IN_COMPONENT = False
 
-__all__ = ["IN_COMPONENT", "ERR", "TYPES", "Backend", "current", "install"]
+__all__ = ["IN_COMPONENT", "ERR", "TYPES", "Backend", "current", "install", "set_run_zone"]
 
 if IN_COMPONENT:  # pragma: no cover
     ERR: Any = _WitErr
@@ -61,6 +62,18 @@ class Backend(Protocol):
         """Stages a message; returns its sequence number or raises `ERR(send-error)`."""
     def emit(self, level: str, message: str) -> None:
         """Writes a log message at `level` (`trace` ... `error`)."""
+    def offsets(self, zone: str, start: Any, end: Any) -> Any:
+        """The spans of constant UTC offset of `zone` covering `[start,
+        end)` (WIT `offset-span`s), or raises `ERR(offset-error)`."""
+
+
+_run_zone: Any = None
+
+
+def set_run_zone(zone: str) -> None:
+    """The zone of the run in progress: the one the host answers for."""
+    global _run_zone
+    _run_zone = zone
 
 
 class _WitBackend:  # pragma: no cover - only inside a component
@@ -88,9 +101,18 @@ class _WitBackend:  # pragma: no cover - only inside a component
     def emit(self, level: str, message: str) -> None:
         _wit_log.emit(self._levels[level], message)
 
+    def offsets(self, zone: str, start: Any, end: Any) -> Any:
+        if zone != _run_zone:
+            raise ProgrammingError(
+                f"the host answers only the run's zone `{_run_zone}`, not `{zone}`")
+        return _wit_zone.offsets(
+            _wit_types.Instant(start.seconds, start.nanoseconds),
+            _wit_types.Instant(end.seconds, end.nanoseconds))
 
-class _NoHost:
-    """Outside a component, with no fake host installed: host calls fail."""
+
+class NoHost:
+    """Outside a component, with no fake host installed: host calls fail,
+    except the zone's offsets, which the machine's zoneinfo answers."""
 
     def _refuse(self, what: str) -> ReportError:
         return ReportError(
@@ -110,8 +132,13 @@ class _NoHost:
     def emit(self, level: str, message: str) -> None:
         print(f"[{level}] {message}", file=sys.stderr)
 
+    def offsets(self, zone: str, start: Any, end: Any) -> Any:
+        """Natively the machine's zoneinfo answers (`jobhost.zone` asks it
+        directly): never called."""
+        raise NotImplementedError
 
-_current: Any = _WitBackend() if IN_COMPONENT else _NoHost()
+
+_current: Any = _WitBackend() if IN_COMPONENT else NoHost()
 
 
 def current() -> Backend:

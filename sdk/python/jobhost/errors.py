@@ -9,7 +9,11 @@ Raise one of these from `Report.run` and the SDK returns the matching
 - `ReportError` (and the bare `Error`) -> `other`.
 
 Any other exception is left uncaught: componentize-py prints its traceback
-to the guest's stderr and traps, and the host records the trap.
+to the guest's stderr and traps, and the host records the trap, which it
+does not retry. The SDK's own errors for a mistake in the report or its
+query (`ColumnNotFound`, a `KeyError`; `WrongKind`, a `TypeError`) are
+such exceptions on purpose: running the window again reads the same
+columns, so they fail it for good instead of being retried as `other`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ __all__ = [
     "ColumnNotFound",
     "WrongKind",
     "SendFailed",
+    "ProgrammingError",
 ]
 
 
@@ -105,17 +110,40 @@ class MalformedBatch(SourceFailed):
         self.entry = entry
 
 
-class ColumnNotFound(ReportError):
+class ProgrammingError(Exception):
+    """A mistake in the report's code or its query, which no retry mends.
+
+    Not a `jobhost.Error`: raised out of `run`, it is an uncaught exception
+    (a trap the host does not retry), where a `ReportError` would be
+    retried to the same end. Catch it where a report means to (an optional
+    column, say). `message` is its text; `retryable` is False.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message: str = str(message)
+
+    def __str__(self) -> str:
+        return self.message
+
+    @property
+    def retryable(self) -> bool:
+        """False: the same code reads the same columns next time."""
+        return False
+
+
+class ColumnNotFound(ProgrammingError, KeyError):
     """A column was asked for by a name (or position) the batch does not
-    have (`other`)."""
+    have: a `KeyError`, not retried."""
 
     def __init__(self, message: str, column: object) -> None:
         super().__init__(message)
         self.column = column
 
 
-class WrongKind(ReportError):
-    """A column was asked for as another kind than it holds (`other`)."""
+class WrongKind(ProgrammingError, TypeError):
+    """A column was asked for as another kind than it holds: a
+    `TypeError`, not retried."""
 
     def __init__(self, message: str, column: str, kind: str, asked: str) -> None:
         super().__init__(message)

@@ -22,14 +22,16 @@ call, at run time, and the same instance serves `run` and then `describe`
 
 Errors: `run` raising a `jobhost.Error` (`InvalidData`, `SourceFailed`,
 `ReportError`) returns the matching WIT `run-error`; any other exception is
-left uncaught, so componentize-py prints its traceback to stderr and traps.
+left uncaught, so componentize-py prints its traceback to stderr and traps
+(not retried): the SDK's `ColumnNotFound` and `WrongKind`, mistakes no retry
+mends, are such exceptions.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Type, Union
 
-from . import _host
+from . import _host, zone
 from .errors import Error
 from .values import Context, Output
 
@@ -79,6 +81,7 @@ class _Exported:
 
     def run(self, wit_ctx: Any) -> Any:
         ctx = Context.from_wit(wit_ctx)
+        zone.begin_run(ctx.window.timezone)
         report = self.instance()
         try:
             output = _output(report.run(ctx))

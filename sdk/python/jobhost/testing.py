@@ -7,8 +7,11 @@
   the same with explicit kinds (and `dictionary=True` for dictionary text);
   `.wit()` gives the WIT-shaped batch (`jobhost.wire` classes) instead.
 - `context(...)`: a `Context` with defaults for everything not given.
-- `Host`: a fake host serving batches, recording sends and logs, that runs
-  a report through the same export path the component uses:
+- `Host`: a fake host serving batches, recording sends and logs, and
+  answering the zone's offsets (`ctx.window.local`) from the machine's
+  `zoneinfo`, or from `zone_spans=[OffsetSpan(...)]` when given (its
+  `zone_requests` lists what was asked), that runs a report through the
+  same export path the component uses:
 
 ```python
 host = jobhost.testing.Host(batches=[BatchBuilder().integers("qty", [1, 2])],
@@ -27,10 +30,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _host, wire
+from . import _host, wire, zone
 from .batch import Batch
 from .report import export
 from .values import ColumnInfo, ColumnKind, Context, Instant, Output, Window
+from .zone import OffsetSpan
 
 __all__ = ["BatchBuilder", "batch", "context", "wit_context", "Host", "RunResult", "Sent"]
 
@@ -275,6 +279,9 @@ class Host:
     `source_error` (a `jobhost.wire.SourceError_*`) is raised once the
     batches are served, or at `open` when `open_error` is true. `max_messages`
     and `max_message_bytes` limit `send` as the host's limits do.
+    `zone_spans` (`jobhost.OffsetSpan`s) are the window zone's offsets, as
+    the host would give them; by default the machine's `zoneinfo` answers.
+    `zone_requests` lists the `(start, end)` ranges asked for, in order.
     """
 
     def __init__(
@@ -286,6 +293,7 @@ class Host:
         open_error: bool = False,
         max_messages: int = 1000,
         max_message_bytes: int = 8 << 20,
+        zone_spans: Optional[Sequence[OffsetSpan]] = None,
     ) -> None:
         self._batches: List[wire.Batch] = [b.wit() if isinstance(b, BatchBuilder) else b for b in batches]
         if columns is None:
@@ -303,6 +311,8 @@ class Host:
         self._result = RunResult()
         self._describing = False
         self._open: Optional[_FakeCursor] = None
+        self.zone_spans = None if zone_spans is None else sorted(zone_spans, key=lambda s: s.start)
+        self.zone_requests: List[Tuple[Instant, Instant]] = []
 
     # --- the backend -------------------------------------------------------
 
@@ -334,7 +344,24 @@ class Host:
     def emit(self, level: str, message: str) -> None:
         self._result.logs.append((level, message))
 
+    def offsets(self, timezone: str, start: Instant, end: Instant) -> List[wire.OffsetSpan]:
+        self.zone_requests.append((start, end))
+        if self.zone_spans is None:
+            return zone.native_offsets(timezone, start, end)
+        if end < start:
+            raise _host.ERR(wire.OffsetError_InvalidRange("`end` is before `start`"))
+        return [wire.OffsetSpan(wire.Instant(s.start.seconds, s.start.nanoseconds),
+                                wire.Instant(s.end.seconds, s.end.nanoseconds), s.offset_seconds)
+                for s in self.zone_spans
+                if s.end > start and (s.start < end or s.holds(start))]
+
     # --- running -----------------------------------------------------------
+
+    def installed(self) -> Any:
+        """A `with` block in which host calls (the zone's offsets of
+        `ctx.window.local`, `open`, `send`, `log`) go to this fake host, for
+        testing a helper outside `run`."""
+        return _host.install(self)
 
     def run(self, report: Any, ctx: Optional[Context] = None, **context_args: Any) -> RunResult:
         """Runs `report` (a `Report` subclass, or the class `export`

@@ -11,7 +11,7 @@ import datetime as _dt
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from types import MappingProxyType
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 __all__ = ["Instant", "Window", "Context", "Output", "ColumnKind", "ColumnInfo"]
 
@@ -64,6 +64,26 @@ class Window:
     """First instant after the window (exclusive)."""
     timezone: str
     """The IANA time zone of the window's calendar, for example `UTC`."""
+
+    def local(self, ts: "Union[Instant, int, _dt.datetime]") -> _dt.datetime:
+        """What the clocks of the window's zone read at `ts` (an `Instant`,
+        Unix seconds as an `int`, or an aware `datetime`; inside the window
+        or not): an aware `datetime` whose tzinfo is the zone's fixed
+        offset at that instant, so `02:30+02:00` and, an hour later,
+        `02:30+01:00` on the night the clocks go back differ. Microsecond
+        precision (rounded down).
+
+        The host gives the zone's offsets (no zone database in the
+        component), once for the window and again only for an instant
+        outside the spans it gave. Raises `TypeError` for a naive
+        `datetime` or another type, `jobhost.InvalidData` for an instant
+        outside the years 1 to 9999."""
+        return _zone.local(self.timezone, (self.start, self.end), ts)
+
+    def local_date(self, ts: "Union[Instant, int, _dt.datetime]") -> _dt.date:
+        """The date of `local(ts)`: the day of the window's calendar `ts`
+        falls on."""
+        return _zone.local_date(self.timezone, (self.start, self.end), ts)
 
     @classmethod
     def from_wit(cls, value: Any) -> "Window":
@@ -180,3 +200,8 @@ class ColumnInfo:
     def from_wit(cls, value: Any) -> "ColumnInfo":
         """From a WIT `column-info`."""
         return cls(value.name, ColumnKind.from_wit(value.kind))
+
+
+# `zone` needs `Instant`, defined above; `Window.local` needs `zone` only
+# when it is called.
+from . import zone as _zone  # noqa: E402

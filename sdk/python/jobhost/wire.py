@@ -1,4 +1,4 @@
-"""Plain mirrors of the WIT types (jobhost:report@0.1.0), for native use.
+"""Plain mirrors of the WIT types (jobhost:report@0.1.1), for native use.
 
 Inside a component the SDK talks to the classes componentize-py generates
 (`wit_world.imports.types`, `wit_world.imports.source`, ...). Outside one
@@ -28,7 +28,7 @@ __all__ = [
     "SourceError_InvalidState", "SourceError_Other", "SourceError",
     "SendError_UnknownDestination", "SendError_TooLarge", "SendError_TooManyMessages",
     "SendError_InvalidContentType", "SendError",
-    "Level", "Err",
+    "Level", "OffsetSpan", "OffsetError_InvalidRange", "OffsetError", "Err",
 ]
 
 
@@ -241,6 +241,25 @@ class Level(Enum):
     INFO = 2
     WARN = 3
     ERROR = 4
+
+
+# --- zone ------------------------------------------------------------------
+
+@dataclass
+class OffsetSpan:
+    """WIT `offset-span`."""
+    start: Instant
+    end: Instant
+    offset_seconds: int
+
+
+@dataclass
+class OffsetError_InvalidRange:
+    """WIT `offset-error::invalid-range`."""
+    value: str
+
+
+OffsetError = OffsetError_InvalidRange
 
 
 # --- results ---------------------------------------------------------------

@@ -230,16 +230,22 @@ class BatchTest(unittest.TestCase):
             jobhost.Batch.from_wit(info, wb)
         self.assertIn("declared text", str(caught.exception))
 
-    def test_unknown_columns_and_wrong_kinds_are_report_errors(self) -> None:
+    def test_unknown_columns_and_wrong_kinds_are_programming_errors_not_retried(self) -> None:
         batch = testing.batch(qty=[1, 2], region=["n", "s"])
         with self.assertRaises(jobhost.ColumnNotFound) as caught:
             batch.integers("nope")
         self.assertIn("`nope`", str(caught.exception))
-        self.assertEqual(caught.exception.kind, "other")
+        self.assertIsInstance(caught.exception, KeyError)
+        self.assertFalse(caught.exception.retryable)
+        # Not a jobhost.Error: out of `run`, it traps (never retried)
+        # instead of becoming the retried WIT `other`.
+        self.assertNotIsInstance(caught.exception, jobhost.Error)
         with self.assertRaises(jobhost.WrongKind) as caught:
             batch.texts("qty")
         self.assertIn("`qty` holds integer values, not text", str(caught.exception))
-        self.assertIsInstance(caught.exception, jobhost.ReportError)
+        self.assertIsInstance(caught.exception, TypeError)
+        self.assertIsInstance(caught.exception, jobhost.ProgrammingError)
+        self.assertNotIsInstance(caught.exception, jobhost.Error)
         with self.assertRaises(jobhost.WrongKind):
             next(batch.rows()).integer("region")
 
@@ -470,6 +476,10 @@ class Counting(jobhost.Report):
             raise jobhost.Error("the base class")
         if mode == "boom":
             raise ValueError("bad row 7: amount is negative")
+        if mode == "no-column":
+            with jobhost.open() as source:
+                for batch in source.batches():
+                    batch.reals("amount")
         if mode == "str":
             return "just text"  # type: ignore[return-value]
         if mode == "bad-return":
@@ -533,6 +543,12 @@ class ExportTest(unittest.TestCase):
         self.assertEqual(str(caught.exception), "bad row 7: amount is negative")
         with self.assertRaises(TypeError):
             self.host().run(Counting, params={"mode": "bad-return"})
+
+    def test_a_column_the_batch_lacks_is_uncaught_not_a_run_error(self) -> None:
+        # A run error would be WIT `other`, which the host retries.
+        with self.assertRaises(jobhost.ColumnNotFound) as caught:
+            self.host().run(Counting, params={"mode": "no-column"})
+        self.assertEqual(str(caught.exception), "the batch has no column `amount` (its columns: `qty`)")
 
     def test_a_str_is_an_output(self) -> None:
         self.assertEqual(self.host().run(Counting, params={"mode": "str"}).output, jobhost.Output("just text"))

@@ -177,7 +177,8 @@ impl Nulls<'_> {
 /// the column, and the row (counted from 0 across the source) where it can,
 /// never a panic. Afterwards reading cannot fail, except by naming a column
 /// that is not there or asking a column for another kind (errors of kind
-/// [`Other`](crate::ErrorKind::Other)). The vectors the host sent are kept
+/// [`Programming`](crate::ErrorKind::Programming), which end the run for
+/// good unless the report handles them). The vectors the host sent are kept
 /// as they came: text is checked in place and moved, not copied.
 ///
 /// Views return `None` for NULL. Column names are matched exactly (case
@@ -457,8 +458,8 @@ impl Batch {
         &self.columns
     }
 
-    /// The column called `name`, whatever its kind. An error (WIT `other`)
-    /// when there is none.
+    /// The column called `name`, whatever its kind. An error of kind
+    /// [`Programming`](crate::ErrorKind::Programming) when there is none.
     pub fn column(&self, name: &str) -> Result<Column<'_>, Error> {
         let (_, stored) = self
             .columns
@@ -466,7 +467,7 @@ impl Batch {
             .zip(&self.data)
             .find(|(c, _)| c.name == name)
             .ok_or_else(|| {
-                Error::other(format!(
+                Error::programming(format!(
                     "the batch has no column `{name}` (its columns: {})",
                     names(&self.columns)
                 ))
@@ -554,7 +555,7 @@ fn names(columns: &[ColumnInfo]) -> String {
 }
 
 fn wrong_kind(name: &str, wanted: ColumnKind, found: ColumnKind) -> Error {
-    Error::other(format!(
+    Error::programming(format!(
         "column `{name}` holds {found} values, not {wanted}"
     ))
 }

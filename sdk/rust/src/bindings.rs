@@ -1,5 +1,5 @@
 //! The wit-bindgen bindings of world `describing-reporter`
-//! (`jobhost:report@0.1.0`, `wit/report.wit`).
+//! (`jobhost:report@0.1.1`, `wit/report.wit`).
 //!
 //! Not part of the SDK's API: the rest of the crate converts every generated
 //! type into a plain one, and [`export!`](crate::export) reaches in here on

@@ -20,19 +20,27 @@ pub enum ErrorKind {
     /// WIT `source-failed`: reading the data source failed (the host's
     /// source error, or a malformed batch). The host may run it again.
     SourceFailed,
-    /// WIT `other`: any other failure (a bad parameter, an unknown column or
-    /// a column asked for the wrong kind, a message that could not be
-    /// staged). The host may run it again.
+    /// WIT `other`: any other failure (a bad parameter, a message that
+    /// could not be staged). The host may run it again.
     Other,
+    /// A mistake in the report's code or its query, which no retry mends:
+    /// a column the batch does not have, a column asked for as another
+    /// kind than it holds. Returned like any error, so a report may handle
+    /// it (an optional column, say); when `run` returns it, the SDK's
+    /// export glue stops the run with a panic carrying the message (a
+    /// trap), which the host fails for good, `retryable: false`.
+    Programming,
 }
 
 impl ErrorKind {
-    /// The WIT case's name: `invalid-data`, `source-failed` or `other`.
+    /// The WIT case's name: `invalid-data`, `source-failed` or `other`;
+    /// `programming` for the kind that ends the run as a trap instead.
     pub fn name(self) -> &'static str {
         match self {
             ErrorKind::InvalidData => "invalid-data",
             ErrorKind::SourceFailed => "source-failed",
             ErrorKind::Other => "other",
+            ErrorKind::Programming => "programming",
         }
     }
 }
@@ -132,6 +140,12 @@ impl Error {
         Error::new(ErrorKind::Other, message)
     }
 
+    /// A mistake in the report's code or query (see
+    /// [`ErrorKind::Programming`]): the run stops for good.
+    pub fn programming(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Programming, message)
+    }
+
     /// Which WIT `run-error` this becomes.
     pub fn kind(&self) -> ErrorKind {
         self.kind
@@ -143,9 +157,10 @@ impl Error {
     }
 
     /// Whether running the window again could help: `false` for
-    /// [`ErrorKind::InvalidData`] only, as the host decides.
+    /// [`ErrorKind::InvalidData`] and [`ErrorKind::Programming`], as the
+    /// host decides.
     pub fn retryable(&self) -> bool {
-        self.kind != ErrorKind::InvalidData
+        !matches!(self.kind, ErrorKind::InvalidData | ErrorKind::Programming)
     }
 
     /// The WIT `send-error` behind this error, when it came from
@@ -192,12 +207,15 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// The WIT `run-error` of an error. A [`ErrorKind::Programming`] error has
+/// none of its own and becomes `other`; the export glue never returns one
+/// (it panics with the message instead).
 impl From<Error> for RunError {
     fn from(e: Error) -> Self {
         match e.kind {
             ErrorKind::InvalidData => RunError::InvalidData(e.message),
             ErrorKind::SourceFailed => RunError::SourceFailed(e.message),
-            ErrorKind::Other => RunError::Other(e.message),
+            ErrorKind::Other | ErrorKind::Programming => RunError::Other(e.message),
         }
     }
 }

@@ -1,23 +1,27 @@
 //! Write jobhost report components in Rust.
 //!
 //! A jobhost report is a WebAssembly component of the WIT world
-//! `describing-reporter` (`jobhost:report@0.1.0`, `wit/report.wit`): the host
+//! `describing-reporter` (`jobhost:report@0.1.1`, `wit/report.wit`): the host
 //! hands it one time window's rows and its run context, and it returns a
 //! report and stages messages for the job's destinations. This crate owns
 //! the WIT bindings and hands a report plain Rust values instead:
 //!
 //! - the entry point: implement [`Report`] and name the type in
 //!   [`export!`];
-//! - the run: [`Context`] ([`Window`], [`Instant`], the job's parameters);
+//! - the run: [`Context`] ([`Window`], [`Instant`], the job's parameters),
+//!   and local clock time in the window's zone ([`Window::local`], a
+//!   [`LocalDateTime`]: the host gives the zone's offsets, so daylight
+//!   saving is right without a time zone database in the component);
 //! - the rows: [`open`] a [`Source`] and read its [`Batch`]es, each checked
 //!   once when it arrives, then read through typed views by column name
 //!   ([`Batch::integers`], [`Batch::reals`], [`Batch::texts`],
 //!   [`Batch::blobs`]) or row by row ([`Batch::rows`]);
 //! - the effects: [`send`] a message, write to the host's [`log`];
 //! - the result: an [`Output`], or an [`Error`] that says whether retrying
-//!   can help;
-//! - [`testing`]: batches from plain values, to test a report's logic
-//!   natively.
+//!   can help (a [`Programming`](ErrorKind::Programming) error, such as a
+//!   column the batch lacks, ends the run for good);
+//! - [`testing`]: batches from plain values, and the window's time zone, to
+//!   test a report's logic natively.
 //!
 //! A report crate depends on `jobhost-sdk` only (not on wit-bindgen), is
 //! built as a `cdylib` for `wasm32-wasip2`, and looks like this:
@@ -74,6 +78,7 @@ mod effects;
 mod error;
 mod source;
 pub mod testing;
+mod zone;
 
 #[cfg(test)]
 mod tests;
@@ -85,6 +90,7 @@ pub use context::{Context, Instant, Window};
 pub use effects::{log, send};
 pub use error::{Error, ErrorKind, SendError};
 pub use source::{BATCH_ROWS, Batches, Source, open};
+pub use zone::{Date, LocalDateTime, OffsetSpan};
 
 /// What a successful run produces (WIT `report`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -197,13 +203,21 @@ macro_rules! export {
 pub mod __private {
     use crate::{Context, Output, Report, bindings};
 
-    /// `run`, from the WIT types to the SDK's and back.
+    /// `run`, from the WIT types to the SDK's and back. A
+    /// [`Programming`](crate::ErrorKind::Programming) error becomes a panic
+    /// with its message: a trap, which the host does not retry, where a
+    /// WIT `other` would be tried again to the same end.
     pub fn run<R: Report + ?Sized>(
         ctx: bindings::RunContext,
     ) -> Result<bindings::Report, bindings::RunError> {
-        R::run(&Context::from(ctx))
-            .map(Into::into)
-            .map_err(Into::into)
+        crate::zone::begin_run(&ctx.window.timezone);
+        match R::run(&Context::from(ctx)) {
+            Ok(output) => Ok(output.into()),
+            Err(e) if e.kind() == crate::ErrorKind::Programming => {
+                panic!("{}", e.message())
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// `describe`, from the WIT types to the SDK's.

@@ -1,5 +1,10 @@
-//! Batches built from plain values, for native tests of a report's logic:
-//! no host, no WebAssembly.
+//! Batches built from plain values, and the window's time zone, for
+//! native tests of a report's logic: no host, no WebAssembly.
+//!
+//! [`set_zone`] and [`set_fixed_offset`] give a zone its offsets on this
+//! thread, as the host would give them inside a component, so that
+//! [`Window::local`](crate::Window::local) works natively ([`UTC`] needs
+//! neither); [`zone_requests`] says what the SDK asked for.
 //!
 //! [`BatchBuilder`] makes a [`Batch`] the way the host would send it and
 //! checks it with the same code a real batch goes through, so a test sees
@@ -23,7 +28,64 @@
 use std::sync::Arc;
 
 use crate::bindings::jobhost::report::source as wit;
-use crate::{Batch, ColumnInfo, ColumnKind, Error};
+use crate::zone::{FAKE, forget};
+use crate::{Batch, ColumnInfo, ColumnKind, Error, Instant, OffsetSpan};
+
+/// The zone name [`Window::local`](crate::Window::local) answers natively
+/// with no zone given: offset 0 at every instant (so do `Etc/UTC` and
+/// UTC's other names).
+pub const UTC: &str = "UTC";
+
+/// Gives windows of the zone `timezone` these spans of constant offset on
+/// this thread, for native tests, in place of the host's answers: the SDK
+/// asks for them as it would ask the host, and an instant no span holds is
+/// an error. What the SDK kept of the zone is forgotten.
+///
+/// ```
+/// use jobhost_sdk::{Instant, OffsetSpan, Window, testing};
+///
+/// let at = Instant::from_unix_seconds;
+/// // Europe/Berlin around the night the clocks go back in 2026.
+/// testing::set_zone("Europe/Berlin", [
+///     OffsetSpan { start: at(1_774_746_000), end: at(1_792_890_000), offset_seconds: 7200 },
+///     OffsetSpan { start: at(1_792_890_000), end: at(1_806_195_600), offset_seconds: 3600 },
+/// ]);
+/// let window = Window { timezone: "Europe/Berlin".into(), ..Window::default() };
+/// assert_eq!(window.local(at(1_792_888_200))?.to_string(), "2026-10-25T02:30:00+02:00");
+/// assert_eq!(window.local(at(1_792_891_800))?.to_string(), "2026-10-25T02:30:00+01:00");
+/// # Ok::<(), jobhost_sdk::Error>(())
+/// ```
+pub fn set_zone(timezone: &str, spans: impl IntoIterator<Item = OffsetSpan>) {
+    let mut spans: Vec<OffsetSpan> = spans.into_iter().collect();
+    spans.sort_by_key(|s| s.start);
+    FAKE.with(|f| {
+        let mut fake = f.borrow_mut();
+        fake.zones.insert(timezone.to_owned(), spans);
+        fake.asked.clear();
+    });
+    forget();
+}
+
+/// Gives windows of the zone `timezone` the one offset `offset_seconds`
+/// (east positive) at every instant, on this thread, for native tests (see
+/// [`set_zone`]).
+pub fn set_fixed_offset(timezone: &str, offset_seconds: i32) {
+    set_zone(
+        timezone,
+        [OffsetSpan {
+            start: Instant::from_unix_seconds(i64::MIN),
+            end: Instant::from_unix_seconds(i64::MAX),
+            offset_seconds,
+        }],
+    );
+}
+
+/// The ranges `[from, to)` the SDK asked the zone's offsets for on this
+/// thread since the last [`set_zone`], in order: it asks for the window's
+/// spans once, then only for an instant none of the spans it has holds.
+pub fn zone_requests() -> Vec<(Instant, Instant)> {
+    FAKE.with(|f| f.borrow().asked.clone())
+}
 
 /// Variable-length values packed end to end, as the WIT `text-column`:
 /// value `i` is `data[offsets[i]..offsets[i + 1]]`.

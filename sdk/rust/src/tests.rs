@@ -5,3 +5,4 @@
 mod batch;
 mod fixture;
 mod report;
+mod zone;

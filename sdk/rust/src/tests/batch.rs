@@ -335,11 +335,13 @@ fn views_check_the_column_and_its_kind() {
         .texts("t", [Some("x")])
         .build();
     let err = b.reals("n").expect_err("integers are not widened");
-    assert_eq!(err.kind(), ErrorKind::Other);
+    assert_eq!(err.kind(), ErrorKind::Programming);
+    assert!(!err.retryable(), "a retry reads the same columns");
     assert_eq!(err.message(), "column `n` holds integer values, not real");
     assert!(b.texts("n").is_err() && b.blobs("n").is_err() && b.integers("t").is_err());
     let err = b.integers("missing").expect_err("no such column");
-    assert_eq!(err.kind(), ErrorKind::Other);
+    assert_eq!(err.kind(), ErrorKind::Programming);
+    assert!(!err.retryable());
     assert_eq!(
         err.message(),
         "the batch has no column `missing` (its columns: `n`, `t`)"

@@ -109,19 +109,24 @@ fn errors_map_to_the_wit_run_error() {
 }
 
 #[test]
-fn only_invalid_data_is_permanent() {
+fn invalid_data_and_programming_errors_are_permanent() {
     assert!(!Error::invalid_data("x").retryable());
     assert!(Error::source_failed("x").retryable());
     assert!(Error::other("x").retryable());
+    assert!(!Error::programming("x").retryable());
     let names: Vec<&str> = [
         ErrorKind::InvalidData,
         ErrorKind::SourceFailed,
         ErrorKind::Other,
+        ErrorKind::Programming,
     ]
     .iter()
     .map(|k| k.name())
     .collect();
-    assert_eq!(names, ["invalid-data", "source-failed", "other"]);
+    assert_eq!(
+        names,
+        ["invalid-data", "source-failed", "other", "programming"]
+    );
 }
 
 #[test]
@@ -219,6 +224,12 @@ impl Report for Plain {
     fn run(ctx: &Context) -> Result<Output, Error> {
         match ctx.param("fail") {
             Some("data") => Err(Error::invalid_data("refused")),
+            Some("column") => {
+                let batch = crate::testing::BatchBuilder::new()
+                    .integers("n", [Some(1)])
+                    .build();
+                batch.integers("amount").map(|_| Output::new("read"))
+            }
             Some(_) => Err(Error::other("failed")),
             None => Ok(Output::new(ctx.window.key.clone()).with_cursor(ctx.attempt.to_string())),
         }
@@ -250,6 +261,24 @@ fn the_export_glue_runs_the_report_on_the_wit_types() {
     assert!(matches!(refused, Err(RunError::InvalidData(m)) if m == "refused"));
     let failed = __private::run::<Plain>(wit_context(&[("fail", "yes")]));
     assert!(matches!(failed, Err(RunError::Other(m)) if m == "failed"));
+}
+
+#[test]
+fn the_export_glue_stops_the_run_with_a_panic_on_a_programming_error() {
+    // A panic is a trap inside the component, which the host never
+    // retries; WIT `other` would be tried again, to the same end.
+    let panicked = std::panic::catch_unwind(|| {
+        let _ = __private::run::<Plain>(wit_context(&[("fail", "column")]));
+    })
+    .expect_err("a column the batch lacks panics");
+    let message = panicked
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        message,
+        "the batch has no column `amount` (its columns: `n`)"
+    );
 }
 
 #[test]
