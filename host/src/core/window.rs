@@ -158,6 +158,11 @@ impl Zone {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// The zone's rules.
+    pub fn time_zone(&self) -> &TimeZone {
+        &self.tz
+    }
 }
 
 /// One window of one job: `[start, end)` in UTC, with its civil label.

@@ -358,6 +358,7 @@ impl JobConfig {
                 env,
                 &mut redactor,
                 guest.limits.timeout,
+                &schedule.zone,
             )?),
             None => None,
         };
