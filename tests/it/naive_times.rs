@@ -2,7 +2,9 @@
 //! silently in some zone: a SQLite column declared as a date or timestamp
 //! is refused before the claim unless `[source] naive_timestamps` says how
 //! to read its text (and then read so that a Berlin day counts Berlin's
-//! rows). (PostgreSQL's `timestamp` and `date` are in `pg_source`.)
+//! rows), and every verb that takes a window refuses a date and time
+//! without an offset as `--now` does. (PostgreSQL's `timestamp` and `date`
+//! are in `pg_source`.)
 
 use std::path::{Path, PathBuf};
 
@@ -195,4 +197,125 @@ fn a_sqlite_berlin_fall_back_day_reads_the_repeated_hour_once_inside_its_25_hour
         [unix("2026-10-25T01:00:00Z"), unix("2026-10-25T01:30:00Z")]
     );
     assert_eq!(values[3], unix("2026-10-24T23:30:00Z"), "01:30 is +02:00");
+}
+
+/// A job of the reference report over the sample sales, in Europe/Berlin.
+fn report_job(dir: &Path) -> PathBuf {
+    report_config_with(dir, 200, "timezone = \"Europe/Berlin\"")
+}
+
+/// `jobhost ARGS` in virtual time.
+fn cli(args: &[&str]) -> Run {
+    let mut cmd = command(&root(), args);
+    cmd.env("JOBHOST_TEST_VIRTUAL_TIME", "1");
+    to_run(cmd.output().expect("jobhost runs"))
+}
+
+/// What `--now` says of a time without an offset.
+const AS_NOW: &str = "a time without an offset is ambiguous; use RFC 3339 with an offset";
+
+#[test]
+fn run_for_a_date_and_time_without_an_offset_is_refused_as_now_refuses_it() {
+    let dir = scratch();
+    let cfg = report_job(dir.path());
+    let store = dir.path().join("s.db");
+    for text in ["2026-11-04T12:00:00", "2026-11-04 12:00"] {
+        let mut cmd = job_command(&cfg, &store, NOW);
+        cmd.args(["--for", text]);
+        let run = to_run(cmd.output().unwrap());
+        assert_refused(&run, &store, &[&format!("invalid --for `{text}`"), AS_NOW]);
+        assert!(!run.stderr.contains("has that label"), "{}", run.stderr);
+    }
+    // The same time with its offset names Berlin's 2026-11-04.
+    let mut cmd = job_command(&cfg, &store, NOW);
+    cmd.args(["--for", "2026-11-04T12:00:00+01:00"]);
+    let run = to_run(cmd.output().unwrap());
+    assert_eq!(
+        run.receipt()["key"],
+        "daily-report:2026-11-04",
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn backfill_from_or_to_a_date_and_time_without_an_offset_is_refused_as_now_refuses_it() {
+    let dir = scratch();
+    let cfg = report_job(dir.path());
+    let db = dir.path().join("s.db");
+    for (from, to, flag) in [
+        ("2026-11-01T00:00:00", "2026-11-03", "--from"),
+        ("2026-11-01", "2026-11-03 00:00", "--to"),
+    ] {
+        let run = cli(&[
+            "backfill",
+            "--config",
+            s(&cfg),
+            "--store",
+            s(&db),
+            "--from",
+            from,
+            "--to",
+            to,
+            "--now",
+            NOW,
+        ]);
+        let text = if flag == "--from" { from } else { to };
+        assert_refused(&run, &db, &[&format!("invalid {flag} `{text}`"), AS_NOW]);
+        assert!(run.stdout.is_empty(), "{}", run.stdout);
+    }
+}
+
+#[test]
+fn rerun_and_forget_of_a_key_whose_label_has_no_offset_are_refused() {
+    let dir = scratch();
+    let cfg = report_job(dir.path());
+    let db = dir.path().join("s.db");
+    // A window that ran, so the store exists and holds one row.
+    let run = run_job(&cfg, &db, NOW);
+    assert_eq!(
+        run.receipt()["key"],
+        "daily-report:2026-11-04",
+        "{}",
+        run.stderr
+    );
+    let before = history(&db);
+    for key in ["daily-report:2026-11-04T12:00:00", "2026-11-04T12:00:00"] {
+        let rerun = cli(&[
+            "rerun",
+            key,
+            "--config",
+            s(&cfg),
+            "--store",
+            s(&db),
+            "--reason",
+            "check",
+            "--now",
+            NOW,
+        ]);
+        assert_eq!(rerun.code, 2, "{}", rerun.stderr);
+        assert!(
+            rerun.stderr.contains("invalid KEY `2026-11-04T12:00:00`")
+                && rerun.stderr.contains(AS_NOW),
+            "{}",
+            rerun.stderr
+        );
+    }
+    let forget = cli(&[
+        "forget",
+        "daily-report:2026-11-04T12:00:00",
+        "--store",
+        s(&db),
+        "--reason",
+        "check",
+    ]);
+    assert_eq!(forget.code, 2, "{}", forget.stderr);
+    assert!(
+        forget.stderr.contains(
+            "invalid window key `daily-report:2026-11-04T12:00:00`: a time without an offset is ambiguous"
+        ),
+        "{}",
+        forget.stderr
+    );
+    assert_eq!(history(&db), before, "nothing changed");
 }
