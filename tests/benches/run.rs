@@ -352,6 +352,7 @@ fn aggregate_batches_natively(db: &Path) -> u64 {
     let spec = SourceSpec {
         path: db.to_path_buf(),
         query: QUERY.to_string(),
+        naive: jobhost::guest::source::NaiveTimes::Utc,
     };
     let start = jiff::Timestamp::from_second(DAY_START).expect("start");
     let end = jiff::Timestamp::from_second(DAY_END).expect("end");

@@ -22,6 +22,7 @@ mod history;
 mod holes;
 mod hostile;
 mod journal;
+mod naive_times;
 mod operate;
 mod pg_source;
 mod pings;

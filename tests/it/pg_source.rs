@@ -2,7 +2,9 @@
 //! the reference report says the same as over the same rows in SQLite, a
 //! zone's day is its own length on the days the clocks change, every type
 //! the source reads arrives as the guest's kinds with its NULLs, the types
-//! it does not read are refused naming a cast, bad input claims nothing,
+//! it does not read are refused naming a cast, a time without a zone is
+//! refused unless `naive_timestamps` says how to read it (and then read
+//! where the server's own filter puts it), bad input claims nothing,
 //! a query past the time limit is cancelled on the server, a window of any
 //! size streams in bounded memory, and a run replays with its table gone.
 //! Each test has a schema of its own on the server `JOBHOST_TEST_POSTGRES`
@@ -305,6 +307,7 @@ fn every_type_the_source_reads_reaches_the_guest_with_its_nulls() {
         "",
         "",
     );
+    with_source_line(&cfg, "naive_timestamps = \"utc\"");
     let (columns, rows) = echoed(&run_job(&cfg, dir.path().join("s.db"), NOW));
     let kinds: Vec<&str> = columns.iter().map(|(_, k)| k.as_str()).collect();
     assert_eq!(
@@ -646,6 +649,7 @@ fn access(db: &Scratch, query: &str, batch_rows: u32, timeout: Duration) -> Sour
         url: PostgresUrl::new(db.url()),
         query: query.to_string(),
         timeout,
+        naive: jobhost::guest::source::NaiveTimes::Utc,
     };
     let day = jiff::Timestamp::from_second(1_794_096_000).unwrap();
     SourceAccess::new(
@@ -790,4 +794,328 @@ fn a_source_password_from_the_environment_reaches_the_database_and_nothing_else(
     assert_eq!(columns, [("created_at".to_string(), "integer".to_string())]);
     assert!(rows.is_empty());
     assert!(!run.stdout.contains("hunter2") && !run.stderr.contains("hunter2"));
+}
+
+/// `cfg` with `line` added to its `[source]` table.
+fn with_source_line(cfg: &Path, line: &str) {
+    let text = std::fs::read_to_string(cfg).unwrap();
+    let text = text.replacen("[source]\n", &format!("[source]\n{line}\n"), 1);
+    std::fs::write(cfg, text).unwrap();
+}
+
+/// Unix seconds of an RFC 3339 instant.
+fn unix(text: &str) -> i64 {
+    text.parse::<jiff::Timestamp>().unwrap().as_second()
+}
+
+/// The instants the server makes of `signups.at` in `zone` (its own
+/// conversion of a `timestamp` to a `timestamptz`), in Unix seconds, by
+/// wall time as text.
+fn server_reading(db: &Scratch, zone: &str) -> std::collections::BTreeMap<String, i64> {
+    db.client()
+        .query(
+            "SELECT to_char(at, 'YYYY-MM-DD HH24:MI'), \
+             extract(epoch FROM at AT TIME ZONE $1)::int8 FROM signups",
+            &[&zone],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+/// A table `signups` whose `at` is a `timestamp` (without time zone) of
+/// Berlin wall times: every hour at :30 of 2026-11-04, and 23:30 the day
+/// before and 00:30 the day after; every half hour of the two days the
+/// clocks change (each wall time of a repeated hour written once, as such
+/// a column can hold it, and the skipped hour's too).
+fn load_signups(db: &Scratch) {
+    db.client()
+        .batch_execute(
+            "CREATE TABLE signups (id serial, at timestamp NOT NULL);
+             INSERT INTO signups (at) SELECT g FROM generate_series(
+                 '2026-11-04 00:30'::timestamp, '2026-11-04 22:30', '1 hour') g;
+             INSERT INTO signups (at) VALUES ('2026-11-03 23:30'), ('2026-11-05 00:30');
+             INSERT INTO signups (at) SELECT g FROM generate_series(
+                 '2026-10-25 00:00'::timestamp, '2026-10-25 23:30', '30 minutes') g;
+             INSERT INTO signups (at) SELECT g FROM generate_series(
+                 '2026-03-29 00:00'::timestamp, '2026-03-29 23:30', '30 minutes') g;",
+        )
+        .unwrap();
+}
+
+const SIGNUPS: &str = "SELECT at FROM signups WHERE at >= $1 AND at < $2 ORDER BY at, id";
+
+/// The values of the single column the probe echoed.
+fn instants(run: &Run) -> Vec<i64> {
+    let (columns, rows) = echoed(run);
+    assert_eq!(columns, [("at".to_string(), "integer".to_string())]);
+    rows.iter().map(|r| r[0].as_i64().unwrap()).collect()
+}
+
+#[test]
+fn a_timestamp_without_time_zone_is_refused_before_the_claim_naming_the_column_and_the_setting() {
+    let Some(db) = Scratch::new(
+        "pg_source::a_timestamp_without_time_zone_is_refused_before_the_claim_naming_the_column_and_the_setting",
+    ) else {
+        return;
+    };
+    load_signups(&db);
+    db.client()
+        .batch_execute(
+            "CREATE DOMAIN local_day AS date;
+             CREATE TABLE visits (at timestamptz, day local_day, d date);",
+        )
+        .unwrap();
+    for (query, column, says) in [
+        (
+            SIGNUPS,
+            "at",
+            "column `at` is of type timestamp without time zone, whose values have no zone",
+        ),
+        (
+            "SELECT day FROM visits WHERE at >= $1 AND at < $2",
+            "day",
+            // A domain's column is described by its base type.
+            "column `day` is of type date, whose values have no zone",
+        ),
+        (
+            "SELECT d FROM visits WHERE at >= $1 AND at < $2",
+            "d",
+            "column `d` is of type date, whose values have no zone",
+        ),
+    ] {
+        let dir = scratch();
+        let cfg = pg_config(
+            dir.path(),
+            "echo",
+            &guests().probe,
+            &db.url(),
+            query,
+            "timezone = \"Europe/Berlin\"\n",
+            "",
+        );
+        let store = dir.path().join("s.db");
+        let run = run_job(&cfg, &store, "2026-11-05T00:05:00Z");
+        let message = refused(&run, &store);
+        assert!(message.contains(says), "{message}");
+        assert!(
+            message.contains(
+                "set `naive_timestamps = \"job-zone\"` in `[source]` to read them as local \
+                 times in Europe/Berlin, or `\"utc\"`"
+            ),
+            "{message}"
+        );
+        assert!(
+            message.contains(&format!("column `{column}`"))
+                && message.contains("AT TIME ZONE 'Europe/Berlin'"),
+            "{message}"
+        );
+        // The cast it names reads the column.
+        let cast = message
+            .rsplit_once("for example `")
+            .unwrap()
+            .1
+            .trim_end_matches('`');
+        let fixed = query.replacen(&format!("SELECT {column} "), &format!("SELECT {cast} "), 1);
+        let cfg = pg_config(
+            dir.path(),
+            "echo",
+            &guests().probe,
+            &db.url(),
+            &fixed,
+            "timezone = \"Europe/Berlin\"\n",
+            "",
+        );
+        let (columns, _) = echoed(&run_job(&cfg, &store, "2026-11-05T00:05:00Z"));
+        assert_eq!(
+            columns,
+            [(column.to_string(), "integer".to_string())],
+            "{fixed}"
+        );
+    }
+}
+
+#[test]
+fn naive_timestamps_job_zone_reads_berlin_wall_times_as_berlin_days_and_utc_reads_them_as_before() {
+    let Some(db) = Scratch::new(
+        "pg_source::naive_timestamps_job_zone_reads_berlin_wall_times_as_berlin_days_and_utc_reads_them_as_before",
+    ) else {
+        return;
+    };
+    load_signups(&db);
+    let dir = scratch();
+    let cfg = pg_config(
+        dir.path(),
+        "echo",
+        &guests().probe,
+        &db.url(),
+        SIGNUPS,
+        "timezone = \"Europe/Berlin\"\n",
+        "",
+    );
+    let now = "2026-11-05T00:05:00Z";
+    // Berlin's 2026-11-04 is [2026-11-03T23:00Z, 2026-11-04T23:00Z).
+    let (start, end) = (unix("2026-11-03T23:00:00Z"), unix("2026-11-04T23:00:00Z"));
+
+    with_source_line(&cfg, "naive_timestamps = \"job-zone\"");
+    let run = run_job(&cfg, dir.path().join("zone.db"), now);
+    assert_eq!(run.receipt()["key"], "echo:2026-11-04", "{}", run.stderr);
+    let read = instants(&run);
+    assert_eq!(read.len(), 23, "23 signups in Berlin's day: {read:?}");
+    let expected: Vec<i64> = (0..23).map(|h| start + 1800 + h * 3600).collect();
+    assert_eq!(read, expected, "00:30 to 22:30 Berlin time, as instants");
+    assert!(read.iter().all(|t| (start..end).contains(t)));
+    let server = server_reading(&db, "Europe/Berlin");
+    assert_eq!(
+        server["2026-11-04 00:30"], read[0],
+        "the server reads it the same"
+    );
+
+    // "utc": the old reading, on purpose: 24 (the 23:30 of the day before
+    // counted, as 23:30 UTC), each value the wall time as UTC.
+    let cfg = pg_config(
+        dir.path(),
+        "echo",
+        &guests().probe,
+        &db.url(),
+        SIGNUPS,
+        "timezone = \"Europe/Berlin\"\n",
+        "",
+    );
+    with_source_line(&cfg, "naive_timestamps = \"utc\"");
+    let run = run_job(&cfg, dir.path().join("utc.db"), now);
+    let read = instants(&run);
+    assert_eq!(read.len(), 24, "{read:?}");
+    assert_eq!(read[0], unix("2026-11-03T23:30:00Z"));
+    assert_eq!(read[1], unix("2026-11-04T00:30:00Z"));
+}
+
+#[test]
+fn a_berlin_day_and_hour_read_a_repeated_or_skipped_wall_time_where_the_server_puts_it() {
+    let Some(db) = Scratch::new(
+        "pg_source::a_berlin_day_and_hour_read_a_repeated_or_skipped_wall_time_where_the_server_puts_it",
+    ) else {
+        return;
+    };
+    load_signups(&db);
+    let server = server_reading(&db, "Europe/Berlin");
+    // The server's rule, checked against the server: a repeated wall time
+    // is the second pass (+01:00), a skipped one takes +01:00, the offset
+    // before the jump.
+    assert_eq!(server["2026-10-25 02:30"], unix("2026-10-25T01:30:00Z"));
+    assert_eq!(server["2026-03-29 02:30"], unix("2026-03-29T01:30:00Z"));
+    let dir = scratch();
+    for (window, now, day, hours) in [
+        ("day", "2026-10-26T00:05:00Z", "2026-10-25", 25),
+        ("day", "2026-03-30T00:05:00Z", "2026-03-29", 23),
+    ] {
+        let cfg = pg_config(
+            dir.path(),
+            "echo",
+            &guests().probe,
+            &db.url(),
+            SIGNUPS,
+            &format!("timezone = \"Europe/Berlin\"\nwindow = \"{window}\"\n"),
+            "",
+        );
+        with_source_line(&cfg, "naive_timestamps = \"job-zone\"");
+        let run = run_job(&cfg, dir.path().join(format!("{day}.db")), now);
+        let r = run.receipt();
+        assert_eq!(r["key"], format!("echo:{day}"), "{}", run.stderr);
+        let (start, end) = (
+            unix(r["window"]["start"].as_str().unwrap()),
+            unix(r["window"]["end"].as_str().unwrap()),
+        );
+        assert_eq!(end - start, hours * 3600);
+        let read = instants(&run);
+        assert_eq!(read.len(), 48, "{day}: every wall time of the day, once");
+        // Each value is the server's own reading, and inside the window
+        // the server's filter put it in.
+        let mut want: Vec<i64> = server
+            .iter()
+            .filter(|(wall, _)| wall.starts_with(day))
+            .map(|(_, at)| *at)
+            .collect();
+        want.sort_unstable();
+        let mut sorted = read.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, want, "{day}");
+        assert!(
+            read.iter().all(|t| (start..end).contains(t)),
+            "{day}: {read:?}"
+        );
+    }
+    // The hour of 02:00 comes twice on 2026-10-25: its wall times all read
+    // as the second pass, so the first hour reads none and the second both.
+    for (now, label, rows) in [
+        (
+            "2026-10-25T01:00:05Z",
+            "echo:2026-10-25T02:00+02:00",
+            vec![],
+        ),
+        (
+            "2026-10-25T02:00:05Z",
+            "echo:2026-10-25T02:00+01:00",
+            vec![unix("2026-10-25T01:00:00Z"), unix("2026-10-25T01:30:00Z")],
+        ),
+    ] {
+        let cfg = pg_config(
+            dir.path(),
+            "echo",
+            &guests().probe,
+            &db.url(),
+            SIGNUPS,
+            "timezone = \"Europe/Berlin\"\nwindow = \"hour\"\n",
+            "",
+        );
+        with_source_line(&cfg, "naive_timestamps = \"job-zone\"");
+        let run = run_job(&cfg, dir.path().join("hours.db"), now);
+        assert_eq!(run.receipt()["key"], label, "{}", run.stderr);
+        assert_eq!(instants(&run), rows, "{label}");
+    }
+}
+
+#[test]
+fn job_zone_sets_the_sessions_zone_for_the_querys_own_dates() {
+    let Some(db) =
+        Scratch::new("pg_source::job_zone_sets_the_sessions_zone_for_the_querys_own_dates")
+    else {
+        return;
+    };
+    db.client()
+        .batch_execute(
+            "CREATE TABLE t (at timestamptz NOT NULL); INSERT INTO t VALUES ('2026-11-04 23:30Z');",
+        )
+        .unwrap();
+    // 23:30 UTC is the next day in Berlin: `::date` and `date_trunc` work
+    // in the session's zone.
+    let query = "SELECT at::date::text AS day, extract(epoch FROM date_trunc('day', at))::int8 AS midnight \
+                 FROM t WHERE at >= $1 AND at < $2";
+    let dir = scratch();
+    for (naive, day, midnight) in [
+        ("utc", "2026-11-04", unix("2026-11-04T00:00:00Z")),
+        ("job-zone", "2026-11-05", unix("2026-11-04T23:00:00Z")),
+    ] {
+        let cfg = pg_config(
+            dir.path(),
+            "echo",
+            &guests().probe,
+            &db.url(),
+            query,
+            "timezone = \"Europe/Berlin\"\n",
+            "",
+        );
+        with_source_line(&cfg, &format!("naive_timestamps = \"{naive}\""));
+        let (_, rows) = echoed(&run_job(
+            &cfg,
+            dir.path().join(format!("{naive}.db")),
+            "2026-11-06T00:05:00Z",
+        ));
+        assert_eq!(
+            rows,
+            [vec![Value::from(day), Value::from(midnight)]],
+            "{naive}"
+        );
+    }
 }

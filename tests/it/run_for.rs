@@ -152,13 +152,7 @@ fn a_label_that_names_no_window_of_the_job_is_refused_with_an_example() {
     let dir = scratch();
     let cfg = report_config(dir.path(), 100);
     let store = dir.path().join("s.db");
-    for text in [
-        "2026-W45",
-        "2026-02-30",
-        "2026-11",
-        "yesterday",
-        "2026-11-03T10:00",
-    ] {
+    for text in ["2026-W45", "2026-02-30", "2026-11", "yesterday"] {
         let bad = run_for(&cfg, &store, "2026-11-10T00:05:00Z", text);
         assert_eq!(bad.code, 2, "{text}: {}", bad.stderr);
         let msg = bad.receipt()["error"]["message"]

@@ -170,6 +170,20 @@ fn looks_naive(text: &str) -> bool {
     text.parse::<jiff::civil::DateTime>().is_ok()
 }
 
+/// True when `text` is a date and a time of day with no offset and no zone
+/// (`2026-11-04T12:00:00`), which no window label is: a person who names a
+/// window with it is refused as [`parse_instant`] refuses it, not told that
+/// no window has that label. A date alone may be a label, so it is not one.
+pub fn is_naive_date_time(text: &str) -> bool {
+    let text = text.trim();
+    looks_naive(text)
+        && text.parse::<Timestamp>().is_err()
+        && !text.contains('[')
+        && text
+            .get(10..)
+            .is_some_and(|time| time.starts_with(['T', 't', ' ']))
+}
+
 /// Formats an instant as RFC 3339 in UTC with `Z`, the form every receipt
 /// and store row uses.
 pub fn rfc3339(ts: Timestamp) -> String {
@@ -218,6 +232,28 @@ mod tests {
         assert!(msg.contains("without an offset"), "{msg}");
         assert!(msg.contains("2026-11-09T00:05:00Z"), "{msg}");
         assert!(!msg.contains('\n'));
+    }
+
+    #[test]
+    fn a_date_and_time_without_an_offset_is_told_from_a_date_or_an_instant() {
+        for naive in [
+            "2026-11-04T12:00:00",
+            "2026-11-04 12:00",
+            " 2026-11-04t00:00 ",
+        ] {
+            assert!(is_naive_date_time(naive), "{naive}");
+        }
+        for not in [
+            "2026-11-04",
+            "2026-W45",
+            "2026-11",
+            "2026-11-04T12:00:00Z",
+            "2026-11-04T12:00-05:00",
+            "2026-11-04T12:00[Europe/Berlin]",
+            "yesterday",
+        ] {
+            assert!(!is_naive_date_time(not), "{not}");
+        }
     }
 
     #[test]

@@ -107,8 +107,9 @@ impl Schedule {
     /// # Errors
     ///
     /// `Error::Input` naming `what` with an example of a valid label when the
-    /// text names no window of the job's kind and zone, and saying when the
-    /// window closes when it has not closed at `now`.
+    /// text names no window of the job's kind and zone, refusing a date and
+    /// time without an offset as `--now` does, and saying when the window
+    /// closes when it has not closed at `now`.
     pub fn named(&self, what: &str, text: &str, now: Timestamp) -> Result<Window> {
         let text = text.trim();
         let w = self.labelled_or_containing(what, text, now)?;
@@ -180,6 +181,7 @@ impl Schedule {
             Some(w) => w,
             None => match crate::core::clock::parse_instant(what, text) {
                 Ok(t) => self.containing(t)?,
+                Err(naive) if crate::core::clock::is_naive_date_time(text) => return Err(naive),
                 Err(_) => {
                     let example = Window::last_closed(&self.job, self.kind, &self.zone, now)
                         .map(|w| w.label)
@@ -541,6 +543,42 @@ mod tests {
             (w.label.as_str(), due),
             ("2026-02", at("2026-03-01T00:00:00Z"))
         );
+    }
+
+    #[test]
+    fn a_window_named_by_a_date_and_time_without_an_offset_is_refused_as_now_refuses_it() {
+        let now = at("2026-11-09T00:05:00Z");
+        let day = schedule(WindowKind::Day, "Europe/Berlin", 0, 0);
+        let as_now = crate::core::clock::parse_instant("--for", "2026-11-04T12:00:00")
+            .unwrap_err()
+            .to_string();
+        for text in ["2026-11-04T12:00:00", " 2026-11-04 12:00 "] {
+            let err = day.named("--for", text, now).unwrap_err();
+            assert_eq!(err.exit_code(), 2);
+            let m = err.to_string();
+            assert!(m.contains("a time without an offset is ambiguous"), "{m}");
+            assert!(!m.contains("has that label"), "{m}");
+            let err = day.bound("--from", text, now).unwrap_err().to_string();
+            assert!(err.contains("invalid --from"), "{err}");
+            assert!(err.contains("without an offset"), "{err}");
+        }
+        assert_eq!(
+            day.named("--for", "2026-11-04T12:00:00", now)
+                .unwrap_err()
+                .to_string(),
+            as_now
+        );
+        // A date alone is still a label (or, for another kind, not one).
+        assert_eq!(
+            day.named("--for", "2026-11-04", now).unwrap().label,
+            "2026-11-04"
+        );
+        let week = schedule(WindowKind::Week, "UTC", 0, 0);
+        let m = week
+            .named("--for", "2026-11-04", now)
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("has that label"), "{m}");
     }
 
     #[test]

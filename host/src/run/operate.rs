@@ -391,13 +391,22 @@ pub fn prune_before(now: Timestamp, older_than: Duration) -> Result<Timestamp> {
 ///
 /// # Errors
 ///
-/// `Error::Input` for an empty or overlong key.
+/// `Error::Input` for an empty or overlong key, or one whose label is a
+/// date and time without an offset, which no window's label is (a day's is
+/// its date, an hour's carries its offset).
 pub fn typed_key(text: &str) -> Result<WindowKey> {
-    if text.is_empty() || text.len() > 256 || text.chars().any(char::is_control) {
+    let label = text.split_once(':').map_or(text, |(_, label)| label);
+    let naive = crate::core::clock::is_naive_date_time(label);
+    if naive || text.is_empty() || text.len() > 256 || text.chars().any(char::is_control) {
         return Err(Error::input(format!(
-            "invalid window key `{}`: give a key as `jobhost history` shows it, such as \
-             `daily-sales:2026-11-03`",
-            crate::core::text::printable(text)
+            "invalid window key `{}`: {}give a key as `jobhost history` shows it, such as \
+             `daily-sales:2026-11-03` or `hourly-sales:2026-11-03T14:00+01:00`",
+            crate::core::text::printable(text),
+            if naive {
+                "a time without an offset is ambiguous; "
+            } else {
+                ""
+            }
         )));
     }
     Ok(WindowKey::from_stored(text.to_string()))

@@ -382,6 +382,7 @@ impl JobConfig {
                 env,
                 &mut redactor,
                 guest.limits.timeout,
+                &schedule.zone,
             )?),
             None => None,
         };

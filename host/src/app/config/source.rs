@@ -3,7 +3,9 @@
 //! `postgres` (`url` names the database, with the store's URL rules:
 //! `${VAR}`s filled in, `sslmode`, the password never shown). `query` is
 //! checked here as far as it can be without opening the source; the source
-//! itself checks the rest before anything is claimed.
+//! itself checks the rest before anything is claimed. `naive_timestamps`
+//! says how either kind reads a time written without a zone: `"utc"`, or
+//! `"job-zone"` (the job's `timezone`); without it such a column is refused.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -15,8 +17,9 @@ use crate::core::env::Env;
 use crate::core::error::{Error, Result};
 use crate::core::redact::Redactor;
 use crate::core::text::{echoed, printable};
+use crate::core::window::Zone;
 use crate::guest::source::postgres::{self, PostgresSpec};
-use crate::guest::source::{Source, SourceSpec};
+use crate::guest::source::{NaiveTimes, Source, SourceSpec};
 use crate::store::location::redacted;
 use crate::store::pg_connect::{Role, check_url};
 
@@ -33,11 +36,13 @@ pub struct SourceFile {
     pub url: Option<String>,
     /// The query over the window's rows.
     pub query: String,
+    /// How a time written without a zone is read: `utc` or `job-zone`.
+    pub naive_timestamps: Option<String>,
 }
 
 /// The data source `file` describes; paths go through `from_file`, the
-/// URL's secrets to `redactor`, and a PostgreSQL query's fetches may run
-/// `timeout` (the guest's time limit).
+/// URL's secrets to `redactor`, a PostgreSQL query's fetches may run
+/// `timeout` (the guest's time limit), and `zone` is the job's.
 ///
 /// # Errors
 ///
@@ -48,7 +53,9 @@ pub fn source(
     env: &Env<'_>,
     redactor: &mut Redactor,
     timeout: Duration,
+    zone: &Zone,
 ) -> Result<Source> {
+    let naive = naive_times(file.naive_timestamps.as_deref(), zone)?;
     match file.kind.as_deref().unwrap_or("sqlite") {
         "sqlite" => {
             if file.url.is_some() {
@@ -66,6 +73,7 @@ pub fn source(
             Ok(SourceSpec {
                 path: from_file(path),
                 query: file.query.clone(),
+                naive,
             }
             .into())
         }
@@ -94,12 +102,32 @@ pub fn source(
                 url,
                 query: file.query.clone(),
                 timeout,
+                naive,
             }
             .into())
         }
         other => Err(Error::input(format!(
             "invalid `source.type = \"{}\"`: use \"sqlite\" (the default) or \"postgres\"",
             printable(&echoed(other, 40))
+        ))),
+    }
+}
+
+/// `naive_timestamps`, as the source reads it.
+///
+/// # Errors
+///
+/// `Error::Input` naming the value and the choices.
+fn naive_times(written: Option<&str>, zone: &Zone) -> Result<NaiveTimes> {
+    match written {
+        None => Ok(NaiveTimes::Refused(zone.clone())),
+        Some("utc") => Ok(NaiveTimes::Utc),
+        Some("job-zone") => Ok(NaiveTimes::JobZone(zone.clone())),
+        Some(other) => Err(Error::input(format!(
+            "invalid `source.naive_timestamps = \"{}\"`: use \"utc\" (read times without a \
+             zone as UTC) or \"job-zone\" (as local times in the job's `timezone`, {})",
+            printable(&echoed(other, 40)),
+            zone.name()
         ))),
     }
 }
@@ -119,6 +147,7 @@ mod tests {
             env,
             &mut Redactor::default(),
             Duration::from_secs(30),
+            &Zone::utc(),
         )
     }
 
@@ -145,6 +174,7 @@ mod tests {
             &env,
             &mut redactor,
             Duration::from_secs(30),
+            &Zone::utc(),
         )
         .unwrap();
         assert_eq!(spec.location(), "postgres://r:***@db/sales");
@@ -180,6 +210,10 @@ mod tests {
             (
                 "type = \"postgres\"\nurl = \"postgres://h/d\"\nquery = \"SELECT 1\"".to_string(),
                 "a start and an end",
+            ),
+            (
+                format!("path = \"d.db\"\nnaive_timestamps = \"local\"\n{Q}"),
+                "invalid `source.naive_timestamps = \"local\"`: use \"utc\"",
             ),
         ] {
             let err = resolve(&text, &no_env).unwrap_err();

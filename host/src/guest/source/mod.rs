@@ -8,13 +8,16 @@
 //! [`postgres`] (one read-only snapshot of a PostgreSQL database). Every
 //! kind binds the window's bounds as parameters, never as SQL text, and
 //! refuses a query that does not use a start and an end before anything is
-//! claimed.
+//! claimed. A time written without a zone is read only as the job's
+//! `naive_timestamps` says ([`naive`]), else its column is refused before
+//! anything is claimed too.
 //!
 //! A run's batches are recorded in its journal as the guest receives them,
 //! so a replay serves them again without any source ([`Recorded`]).
 
 mod batch;
 mod cursor;
+mod naive;
 pub mod postgres;
 pub mod sqlite;
 
@@ -27,6 +30,7 @@ use crate::core::error::{Error, Result};
 pub use batch::{Batch, Column, ColumnData, ColumnInfo, ColumnKind, TextData};
 use cursor::{Reader, StartFailure};
 pub use cursor::{RowCursor, SourceInterrupt};
+pub use naive::NaiveTimes;
 
 /// A run's data source, of any kind: made from a kind's settings
 /// ([`SourceSpec`] for SQLite, [`postgres::PostgresSpec`]) with `into()`.

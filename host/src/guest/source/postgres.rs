@@ -8,7 +8,10 @@
 //! password shown as `***`). Every fetch may run at most the job's
 //! `timeout_seconds` (the session's `statement_timeout`), and the run's
 //! deadline cancels a fetch still running (the PostgreSQL cancel request).
-//! The session's `TimeZone` is UTC.
+//! The session's `TimeZone` is UTC, or the job's zone when the job reads
+//! times without a zone as local times there (`naive_timestamps =
+//! "job-zone"`), so that the server's own conversion of such a column in
+//! the query (`created_at >= $1`) reads it as the values are read.
 //!
 //! The window is bound, never written into the SQL:
 //!
@@ -26,7 +29,8 @@
 //! |---|---|
 //! | `int2`, `int4`, `int8`, `oid` | integer |
 //! | `bool` | integer, 0 or 1 |
-//! | `timestamptz`, `timestamp`, `date` | integer, Unix seconds (rounded down; a `timestamp` is read as UTC, a `date` as its midnight UTC) |
+//! | `timestamptz` | integer, Unix seconds (rounded down) |
+//! | `timestamp`, `date` | integer, Unix seconds of the value read in the zone `naive_timestamps` names (a `date` as its midnight); refused without it |
 //! | `float4`, `float8` | real |
 //! | `numeric` | real, the nearest double (exact to 15 significant digits) |
 //! | `text`, `varchar`, `bpchar`, `name`, `json`, `jsonb`, `uuid`, enums | text |
@@ -48,7 +52,7 @@ use postgres::{IsolationLevel, Portal, Row, Transaction};
 
 use super::batch::{Chunk, ColumnInfo, ColumnKind, Value};
 use super::cursor::{Query, Reader};
-use super::{Bounds, Source, SourceError, SourceKind};
+use super::{Bounds, NaiveTimes, Source, SourceError, SourceKind};
 use crate::store::PostgresUrl;
 use crate::store::pg_connect::{self, Canceller, Role, error_line};
 
@@ -59,8 +63,8 @@ const PG_EPOCH: i64 = 946_684_800;
 const PARAMETERS: &str = "$1/$2 (the window's start and end as timestamptz), $3/$4 (Unix seconds) or $5/$6 \
      (Unix milliseconds)";
 
-/// A PostgreSQL source's settings: the database, the query, and how long
-/// one fetch may run.
+/// A PostgreSQL source's settings: the database, the query, how long one
+/// fetch may run, and how a `timestamp` or `date` is read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PostgresSpec {
     /// The database.
@@ -69,6 +73,9 @@ pub struct PostgresSpec {
     pub query: String,
     /// The longest one fetch may run (the session's `statement_timeout`).
     pub timeout: Duration,
+    /// How a `timestamp` (without time zone) or a `date` is read; also the
+    /// session's `TimeZone`.
+    pub naive: NaiveTimes,
 }
 
 impl From<PostgresSpec> for Source {
@@ -275,9 +282,22 @@ impl SourceKind for PostgresSpec {
             }
         };
         let timeout_ms = self.timeout.as_millis().clamp(1, i32::MAX as u128);
-        if let Err(e) = tx.batch_execute(&format!(
-            "SET LOCAL statement_timeout = {timeout_ms}; SET LOCAL TimeZone = 'UTC'"
-        )) {
+        if let Err(e) = tx.batch_execute(&format!("SET LOCAL statement_timeout = {timeout_ms}")) {
+            return reader.fail(format!(
+                "cannot set up the session of data source `{url}`: {}",
+                error_line(&e)
+            ));
+        }
+        let zone = self.naive.session_zone();
+        if let Err(e) = tx.execute("SELECT set_config('TimeZone', $1, true)", &[&zone]) {
+            if e.code() == Some(&SqlState::INVALID_PARAMETER_VALUE) {
+                return reader.refuse(format!(
+                    "data source `{url}` does not know the time zone `{zone}`, the job's, in \
+                     which `naive_timestamps = \"job-zone\"` reads: {}; update the server's \
+                     zone data, or give the zone in the query and remove the setting",
+                    error_line(&e)
+                ));
+            }
             return reader.fail(format!(
                 "cannot set up the session of data source `{url}`: {}",
                 error_line(&e)
@@ -307,6 +327,9 @@ impl SourceKind for PostgresSpec {
             let Some(d) = Decode::of(column.type_()) else {
                 return reader.refuse(refused_type(column.name(), column.type_()));
             };
+            if d.naive() && self.naive.refused() {
+                return reader.refuse(refused_naive(column.name(), column.type_(), &self.naive));
+            }
             decoders.push(d);
             columns.push(ColumnInfo {
                 name: column.name().to_string(),
@@ -358,6 +381,7 @@ impl SourceKind for PostgresSpec {
                 fetched: rows_rx,
                 columns,
                 decoders,
+                naive: self.naive.clone(),
                 rows: Vec::new().into_iter(),
                 exhausted: false,
                 chunk_rows,
@@ -443,6 +467,7 @@ struct PgQuery {
     fetched: Receiver<Fetched>,
     columns: Vec<ColumnInfo>,
     decoders: Vec<Decode>,
+    naive: NaiveTimes,
     /// The rows of the last fetch not yet in a chunk.
     rows: std::vec::IntoIter<Row>,
     /// The portal has no more rows.
@@ -474,6 +499,7 @@ impl PgQuery {
         let PgQuery {
             columns,
             decoders,
+            naive,
             scratch,
             ..
         } = self;
@@ -483,7 +509,7 @@ impl PgQuery {
                 .map_err(|e| SourceError::QueryFailed(error_line(&e)))?;
             let value = match raw {
                 None => Ok(Value::Null),
-                Some(Raw(raw)) => d.decode(raw, scratch),
+                Some(Raw(raw)) => d.decode(raw, scratch, naive),
             };
             let pushed =
                 value.and_then(|v| chunk.push(i, v).map_err(|found| format!("holds {found}")));
@@ -562,6 +588,8 @@ enum Decode {
     Jsonb,
     Uuid,
     Bytea,
+    Timestamptz,
+    /// Without time zone.
     Timestamp,
     Date,
 }
@@ -590,7 +618,8 @@ impl Decode {
             Type::JSONB => Decode::Jsonb,
             Type::UUID => Decode::Uuid,
             Type::BYTEA => Decode::Bytea,
-            Type::TIMESTAMPTZ | Type::TIMESTAMP => Decode::Timestamp,
+            Type::TIMESTAMPTZ => Decode::Timestamptz,
+            Type::TIMESTAMP => Decode::Timestamp,
             Type::DATE => Decode::Date,
             _ => return None,
         })
@@ -603,6 +632,7 @@ impl Decode {
             | Decode::Int8
             | Decode::Oid
             | Decode::Bool
+            | Decode::Timestamptz
             | Decode::Timestamp
             | Decode::Date => ColumnKind::Integer,
             Decode::Float4 | Decode::Float8 | Decode::Numeric => ColumnKind::Real,
@@ -611,11 +641,18 @@ impl Decode {
         }
     }
 
-    /// One value, from its binary format.
+    /// Whether the type's values have no zone.
+    fn naive(self) -> bool {
+        matches!(self, Decode::Timestamp | Decode::Date)
+    }
+
+    /// One value, from its binary format; a time without a zone is read
+    /// as `naive` says.
     fn decode<'a>(
         self,
         raw: &'a [u8],
         scratch: &'a mut String,
+        naive: &NaiveTimes,
     ) -> std::result::Result<Value<'a>, String> {
         let malformed = || format!("a malformed {self:?} value from the server");
         Ok(match self {
@@ -659,19 +696,25 @@ impl Decode {
                 Value::Text(scratch.as_bytes())
             }
             Decode::Bytea => Value::Blob(raw),
-            Decode::Timestamp => {
+            // Microseconds since 2000-01-01: of UTC for a `timestamptz`, of
+            // the wall clock for a `timestamp`.
+            Decode::Timestamptz | Decode::Timestamp => {
                 let micros = i64::from_be_bytes(raw.try_into().map_err(|_| malformed())?);
                 if micros == i64::MAX || micros == i64::MIN {
                     return Err(infinite());
                 }
-                Value::Integer(micros.div_euclid(1_000_000) + PG_EPOCH)
+                let seconds = micros.div_euclid(1_000_000) + PG_EPOCH;
+                match self {
+                    Decode::Timestamp => Value::Integer(naive.read(seconds)?),
+                    _ => Value::Integer(seconds),
+                }
             }
             Decode::Date => {
                 let days = i32::from_be_bytes(raw.try_into().map_err(|_| malformed())?);
                 if days == i32::MAX || days == i32::MIN {
                     return Err(infinite());
                 }
-                Value::Integer(i64::from(days) * 86_400 + PG_EPOCH)
+                Value::Integer(naive.read(i64::from(days) * 86_400 + PG_EPOCH)?)
             }
         })
     }
@@ -731,18 +774,7 @@ fn numeric(raw: &[u8], scratch: &mut String) -> Option<f64> {
 /// The refusal of a column whose type the source does not read, with a
 /// cast that reads it.
 fn refused_type(name: &str, ty: &Type) -> String {
-    let quoted = if name
-        .bytes()
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c == b'_')
-        && name
-            .bytes()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
-    {
-        name.to_string()
-    } else {
-        format!("\"{}\"", name.replace('"', "\"\""))
-    };
+    let quoted = quoted_name(name);
     let (target, alias) = if name == "?column?" {
         ("(the expression)".to_string(), String::new())
     } else {
@@ -760,6 +792,51 @@ fn refused_type(name: &str, ty: &Type) -> String {
          cast it in the query, for example `{cast}`",
         ty.name()
     )
+}
+
+/// The refusal of a column whose values have no zone (`timestamp`, `date`,
+/// or a domain over one) while the job does not say how to read them.
+fn refused_naive(name: &str, ty: &Type, naive: &NaiveTimes) -> String {
+    // (The server describes a domain's column by its base type.)
+    let base = match ty.kind() {
+        Kind::Domain(base) => base,
+        _ => ty,
+    };
+    let (of_type, cast) = if *base == Type::DATE {
+        ("date", "::timestamp")
+    } else {
+        ("timestamp without time zone", "")
+    };
+    let quoted = quoted_name(name);
+    let (target, alias) = if name == "?column?" {
+        ("(the expression)".to_string(), String::new())
+    } else {
+        (quoted.clone(), format!(" AS {quoted}"))
+    };
+    format!(
+        "invalid source query: column `{name}` is of type {of_type}, whose values have no \
+         zone; {}, or give their zone in the query, for example `{target}{cast} AT TIME ZONE \
+         '{}'{alias}`",
+        naive.setting_hint("them"),
+        naive.example_zone()
+    )
+}
+
+/// A column's name as SQL text: as it is when PostgreSQL would read it
+/// back unchanged, else quoted.
+fn quoted_name(name: &str) -> String {
+    if name
+        .bytes()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == b'_')
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
+    {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
 }
 
 /// A query PostgreSQL refused, with where in it the server points.
@@ -855,45 +932,96 @@ mod tests {
     fn times_are_unix_seconds_rounded_down_and_infinity_is_refused() {
         let mut s = String::new();
         let ts = |micros: i64| micros.to_be_bytes();
-        let at = |d: Decode, raw: &[u8]| match d.decode(raw, &mut String::new()) {
+        let utc = NaiveTimes::Utc;
+        let berlin = NaiveTimes::JobZone(crate::core::window::Zone::new("Europe/Berlin").unwrap());
+        let read = |d: Decode, raw: &[u8], naive: &NaiveTimes| match d.decode(
+            raw,
+            &mut String::new(),
+            naive,
+        ) {
             Ok(Value::Integer(i)) => Ok(i),
             Ok(other) => panic!("{other:?}"),
             Err(e) => Err(e),
         };
+        let at = |d: Decode, raw: &[u8]| read(d, raw, &utc);
         // 2000-01-01T00:00:00.5Z and half a second before it.
-        assert_eq!(at(Decode::Timestamp, &ts(500_000)), Ok(PG_EPOCH));
-        assert_eq!(at(Decode::Timestamp, &ts(-500_000)), Ok(PG_EPOCH - 1));
+        for d in [Decode::Timestamptz, Decode::Timestamp] {
+            assert_eq!(at(d, &ts(500_000)), Ok(PG_EPOCH));
+            assert_eq!(at(d, &ts(-500_000)), Ok(PG_EPOCH - 1));
+        }
         assert_eq!(
             at(Decode::Date, &(-1i32).to_be_bytes()),
             Ok(PG_EPOCH - 86_400)
         );
+        // In the job's zone: a `timestamp` and a `date` are Berlin's wall
+        // time (winter, +01:00); a `timestamptz` is an instant whatever
+        // the zone.
+        assert_eq!(
+            read(Decode::Timestamp, &ts(500_000), &berlin),
+            Ok(PG_EPOCH - 3600)
+        );
+        assert_eq!(
+            read(Decode::Timestamptz, &ts(500_000), &berlin),
+            Ok(PG_EPOCH)
+        );
+        assert_eq!(
+            read(Decode::Date, &0i32.to_be_bytes(), &berlin),
+            Ok(PG_EPOCH - 3600)
+        );
         for raw in [ts(i64::MAX), ts(i64::MIN)] {
-            assert!(
-                at(Decode::Timestamp, &raw)
-                    .unwrap_err()
-                    .contains("infinity")
-            );
+            for d in [Decode::Timestamptz, Decode::Timestamp] {
+                assert!(at(d, &raw).unwrap_err().contains("infinity"));
+            }
         }
         assert!(
             at(Decode::Date, &i32::MAX.to_be_bytes())
                 .unwrap_err()
                 .contains("infinity")
         );
+        // Past the years a zone is known for: said, never a panic.
+        let far = read(Decode::Timestamp, &ts(i64::MAX - 1), &berlin).unwrap_err();
+        assert!(far.contains("-9999 to 9999"), "{far}");
         assert!(
             Decode::Int4
-                .decode(&[0, 1], &mut s)
+                .decode(&[0, 1], &mut s, &utc)
                 .unwrap_err()
                 .contains("malformed")
         );
         assert!(matches!(
-            Decode::Jsonb.decode(&[2, b'1'], &mut s),
+            Decode::Jsonb.decode(&[2, b'1'], &mut s, &utc),
             Err(e) if e.contains("malformed")
         ));
         let uuid = [0xa0u8; 16];
-        let Ok(Value::Text(text)) = Decode::Uuid.decode(&uuid, &mut s) else {
+        let Ok(Value::Text(text)) = Decode::Uuid.decode(&uuid, &mut s, &utc) else {
             panic!("a uuid is text")
         };
         assert_eq!(text, b"a0a0a0a0-a0a0-a0a0-a0a0-a0a0a0a0a0a0");
+    }
+
+    #[test]
+    fn a_column_without_a_zone_is_refused_naming_the_setting_and_a_cast() {
+        let naive = NaiveTimes::Refused(crate::core::window::Zone::new("Europe/Berlin").unwrap());
+        assert!(Decode::of(&Type::TIMESTAMP).is_some_and(Decode::naive));
+        assert!(Decode::of(&Type::DATE).is_some_and(Decode::naive));
+        assert!(!Decode::of(&Type::TIMESTAMPTZ).is_some_and(Decode::naive));
+        let m = refused_naive("created_at", &Type::TIMESTAMP, &naive);
+        assert!(
+            m.contains("column `created_at` is of type timestamp without time zone, whose values have no zone"),
+            "{m}"
+        );
+        assert!(m.contains("`naive_timestamps = \"job-zone\"`"), "{m}");
+        assert!(m.contains("local times in Europe/Berlin"), "{m}");
+        assert!(
+            m.contains("`created_at AT TIME ZONE 'Europe/Berlin' AS created_at`"),
+            "{m}"
+        );
+        let m = refused_naive("Day", &Type::DATE, &naive);
+        assert!(m.contains("is of type date,"), "{m}");
+        assert!(
+            m.contains("`\"Day\"::timestamp AT TIME ZONE 'Europe/Berlin' AS \"Day\"`"),
+            "{m}"
+        );
+        assert!(!m.contains('\n'));
     }
 
     #[test]
