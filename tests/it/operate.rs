@@ -478,7 +478,7 @@ fn forget_removes_a_failed_window_with_an_audit_line_and_the_daemon_decides_it_a
         .output()
         .unwrap(),
     );
-    assert_eq!(daemon.code, 0, "{}", daemon.stderr);
+    assert_eq!(daemon.code, 1, "a window failed for good: {}", daemon.stderr);
     let st = states(store);
     assert_eq!(st[&key("2026-11-08")].0, "FAILED", "{st:?}");
     assert_eq!(st[&key("2026-11-10")].0, "DONE");
