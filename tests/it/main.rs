@@ -21,6 +21,7 @@ mod holes;
 mod hostile;
 mod journal;
 mod operate;
+mod pause_trials;
 mod pg_source;
 mod pings;
 mod plan;
