@@ -781,6 +781,7 @@ fn downgrade(store: &str) {
             .unwrap();
         c.batch_execute(&format!(
             "SET search_path = {schema};
+             ALTER TABLE jobhost_runs DROP COLUMN owner_process;
              DROP INDEX jobhost_runs_by_state;
              DROP TABLE jobhost_revisions, jobhost_revision_messages, jobhost_audit, jobhost_pauses,
                  jobhost_forgotten;
@@ -797,7 +798,7 @@ fn downgrade(store: &str) {
              DROP TABLE revisions; DROP TABLE revision_messages; DROP TABLE audit;
              DROP TABLE pauses; DROP TABLE forgotten; DROP INDEX runs_prunable;
              ALTER TABLE runs DROP COLUMN revision; ALTER TABLE runs DROP COLUMN reason;
-             ALTER TABLE runs DROP COLUMN pruned_at;
+             ALTER TABLE runs DROP COLUMN pruned_at; ALTER TABLE runs DROP COLUMN owner_process;
              PRAGMA user_version = 4;",
         )
         .unwrap();
