@@ -279,6 +279,7 @@ impl Deliverer<'_, '_> {
                     http_status,
                 } => return self.delivered(m.seq, uncounted, detail, http_status, info, last),
                 Sent::Failed(f) => {
+                    withheld = 0;
                     if let Some(end) = self.failed(dest, p, &f, uncounted, info)? {
                         return Ok(end);
                     }
@@ -302,9 +303,10 @@ impl Deliverer<'_, '_> {
         uncounted: &mut u32,
     ) -> Result<Confirmed> {
         let d = &mut self.d;
-        let now = d.clock.lease_now();
         let lease_for = d.settings.lease;
-        // Every confirmation is timed from before its request went out.
+        // Every confirmation is timed from before its request went out,
+        // and from before the lease clock is read for it (SQLite extends
+        // the lease from that reading).
         let renewed = |asked_at| Confirmed {
             asked_at,
             left: lease_for,
@@ -313,12 +315,13 @@ impl Deliverer<'_, '_> {
             // A crash from here on leaves the outcome unknown, and it is
             // treated that way.
             let asked = d.clock.monotonic();
-            d.store.renew(d.lease, lease_for, Some(seq), now)?;
+            d.store
+                .renew(d.lease, lease_for, Some(seq), d.clock.lease_now())?;
             return Ok(renewed(asked));
         }
         *uncounted += 1;
         let asked = d.clock.monotonic();
-        let reported = d.store.check_lease(d.lease, now)?;
+        let reported = d.store.check_lease(d.lease, d.clock.lease_now())?;
         // Less the time the answer took to arrive.
         let took = SignedDuration::try_from(d.clock.monotonic().saturating_sub(asked))
             .unwrap_or(SignedDuration::MAX);
@@ -329,7 +332,8 @@ impl Deliverer<'_, '_> {
         let needed = (lease_for / 2).max(dest.timeout() + dest.retry.max_backoff + slack);
         if renew || left <= SignedDuration::try_from(needed).unwrap_or(SignedDuration::MAX) {
             let asked = d.clock.monotonic();
-            d.store.renew(d.lease, lease_for, None, now)?;
+            d.store
+                .renew(d.lease, lease_for, None, d.clock.lease_now())?;
             return Ok(renewed(asked));
         }
         Ok(Confirmed::checked(asked, reported))
