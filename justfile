@@ -74,6 +74,13 @@ bench-store *args:
 bench-schedule *args:
     RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench schedule -- {{args}}
 
+# Owners frozen (SIGSTOP) at random instants of their delivery past a 2 s
+# lease, on SQLite and PostgreSQL (JOBHOST_TEST_POSTGRES), at-least-once and
+# at-most-once: none may send after the takeover. CI runs 3 trials per case;
+# `just pause-trials 200` runs 200 and prints the counts and times.
+pause-trials trials="200":
+    RUST_BACKTRACE=0 JOBHOST_PAUSE_TRIALS={{trials}} cargo test -p jobhost-tests --test e2e -- pause_trials --test-threads 4 --nocapture
+
 # Regenerate examples/sales.db (deterministic).
 sample-data:
     cargo run -p jobhost-tests --bin make-sample-data -- examples/sales.db

@@ -234,6 +234,7 @@ fn claim(store: &mut dyn Store, w: &Window) -> Lease {
             lease: Duration::from_secs(300),
             max_attempts: 3,
             purpose: jobhost::store::Purpose::Asked,
+            probe: &jobhost::store::LocalProcesses,
         })
         .unwrap()
     {

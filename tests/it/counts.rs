@@ -99,6 +99,7 @@ fn claimed_elsewhere(db: &Path, label: &str) -> Timestamp {
             lease: std::time::Duration::from_secs(600),
             max_attempts: 3,
             purpose: Purpose::Asked,
+            probe: &jobhost::store::LeasesOnly,
         })
         .unwrap();
     assert!(matches!(claim, Claim::Run { .. }), "{claim:?}");

@@ -269,7 +269,10 @@ on_both_backends!(
     a_kill_at_any_boundary_costs_no_second_effect_and_no_lost_window,
     a_kill_during_an_at_most_once_send_abandons_the_run_instead_of_resending,
     a_stalled_owner_cannot_write_or_send_after_a_takeover,
-    a_send_from_an_owner_paused_after_its_last_check_carries_its_old_fence_and_a_fencing_endpoint_refuses_it,
+    an_owner_paused_past_its_lease_after_its_last_check_sends_nothing_after_the_takeover,
+    a_killed_owner_is_taken_over_at_once_on_its_machine_without_waiting_for_its_lease,
+    a_stopped_owner_keeps_its_window_until_its_lease_runs_out,
+    only_a_record_of_this_machine_whose_process_has_ended_lets_a_live_lease_be_taken_over,
     random_kills_over_many_trials_lose_no_window_and_duplicate_no_effect,
 );
 
@@ -423,11 +426,13 @@ fn a_stalled_owner_cannot_write_or_send_after_a_takeover(backend: Backend) {
     }
 }
 
-/// The one pause the lease cannot catch: after the last check of the claim,
-/// before the request goes out. The stale process sends once more, with the
-/// fence of its old claim, and an endpoint that keeps the highest fence per
-/// window refuses it.
-fn a_send_from_an_owner_paused_after_its_last_check_carries_its_old_fence_and_a_fencing_endpoint_refuses_it(
+/// A pause after the last check of the claim, before the request goes out,
+/// longer than the lease: by the time the owner goes on, another process
+/// has taken the window over. The last look before the request's first
+/// byte (on the run's clock, which the pause moved on) withholds it, the
+/// owner goes back to the store and finds its claim lost: the fencing
+/// endpoint sees nothing stale.
+fn an_owner_paused_past_its_lease_after_its_last_check_sends_nothing_after_the_takeover(
     backend: Backend,
 ) {
     warm_cache();
@@ -437,12 +442,12 @@ fn a_send_from_an_owner_paused_after_its_last_check_carries_its_old_fence_and_a_
     let Some(store) = Claims::new(
         backend,
         dir.path(),
-        "crashes::postgres::a_send_from_an_owner_paused_after_its_last_check_carries_its_old_fence_and_a_fencing_endpoint_refuses_it",
+        "crashes::postgres::an_owner_paused_past_its_lease_after_its_last_check_sends_nothing_after_the_takeover",
     ) else {
         return;
     };
     let cfg = crash_config(dir.path(), &sink, "at-least-once", &store);
-    let stalled = spawn(&cfg, &store, &now_for(1, 0), Some("in-send:stop"));
+    let stalled = spawn(&cfg, &store, &now_for(1, 0), Some("in-send:pause=15"));
     wait_until_stopped(&stalled, "in-send");
     let taker = invoke_past_leases(&cfg, &store, &now_for(1, 1));
     let tr = taker.receipt();
@@ -452,18 +457,16 @@ fn a_send_from_an_owner_paused_after_its_last_check_carries_its_old_fence_and_a_
     let wr = woke.receipt();
     assert_eq!(wr["error"]["kind"], "lease-lost", "{wr}\n{}", woke.stderr);
     let requests = sink.requests();
-    let stale: Vec<_> = requests.iter().filter(|q| q.stale).collect();
-    assert_eq!(stale.len(), 1, "the stale owner sent once: {requests:?}");
-    assert_eq!(stale[0].header("jobhost-fence"), Some("1"));
-    assert_eq!(
-        stale[0].header("jobhost-window"),
-        Some("daily-report:2026-11-08")
-    );
-    let taken: Vec<_> = requests.iter().filter(|q| !q.stale).collect();
-    assert_eq!(taken.len(), 2, "{requests:?}");
     assert!(
-        taken.iter().all(|q| q.header("jobhost-fence") == Some("2")),
-        "the endpoint took only the current claim's messages: {taken:?}"
+        requests.iter().all(|q| !q.stale),
+        "the paused owner sent nothing after the takeover: {requests:?}"
+    );
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert!(
+        requests
+            .iter()
+            .all(|q| q.header("jobhost-fence") == Some("2")),
+        "{requests:?}"
     );
     let h = &history(store.arg())[0];
     assert_eq!(
@@ -471,6 +474,217 @@ fn a_send_from_an_owner_paused_after_its_last_check_carries_its_old_fence_and_a_
         (Some("DONE"), Some(2)),
         "{h}"
     );
+}
+
+/// A job whose lease is far longer than any test: a dead owner's window is
+/// free at once only if its process is known to be gone.
+fn long_lease_config(dir: &Path, sink: &Sink) -> PathBuf {
+    http_config(
+        dir,
+        "max_attempts = 100\n[limits]\ntimeout_seconds = 5\nlease_seconds = 600",
+        &format!(
+            "[destinations.digest]\ntype = \"http\"\nurl = \"{}\"\ntimeout_seconds = 2\n\
+             [destinations.audit]\ntype = \"http\"\nurl = \"{}\"\ntimeout_seconds = 2\n",
+            sink.url("/digest"),
+            sink.url("/audit"),
+        ),
+    )
+}
+
+/// The run's window, killed on its second send (the first delivered and
+/// recorded), with a 10 minute lease; returns the killed process's pid.
+fn killed_mid_delivery(cfg: &Path, store: &Claims) -> u32 {
+    let child = spawn(cfg, store, &now_for(1, 0), Some("before-send@2:kill"));
+    let pid = child.id();
+    let killed = child.wait_with_output().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&killed.status),
+        Some(9),
+        "the failpoint killed the process"
+    );
+    pid
+}
+
+fn a_killed_owner_is_taken_over_at_once_on_its_machine_without_waiting_for_its_lease(
+    backend: Backend,
+) {
+    warm_cache();
+    let sink = Sink::start();
+    let dir = scratch();
+    let Some(store) = Claims::new(
+        backend,
+        dir.path(),
+        "crashes::postgres::a_killed_owner_is_taken_over_at_once_on_its_machine_without_waiting_for_its_lease",
+    ) else {
+        return;
+    };
+    let cfg = long_lease_config(dir.path(), &sink);
+    let pid = killed_mid_delivery(&cfg, &store);
+    // The same instant on the run's clock (and seconds later on the
+    // database's): the lease has nearly 10 minutes to go.
+    let next = invoke(&cfg, &store, &now_for(1, 0));
+    let r = next.receipt();
+    assert_eq!(r["event"], "resumed", "{r}\n{}", next.stderr);
+    assert_eq!(r["fence"], 2, "{r}");
+    assert_eq!(r["took_over"]["because"], "owner-gone", "{r}");
+    assert_eq!(r["took_over"]["fence"], 1, "{r}");
+    let from = r["took_over"]["from"].as_str().unwrap_or_default();
+    assert!(from.contains(&format!(":{pid}:")), "{from} is pid {pid}");
+    assert_eq!(
+        distinct_keys(&sink),
+        expected_keys(1),
+        "each message arrived under its own key"
+    );
+    let requests = sink.requests();
+    assert_eq!(requests.len(), 2, "one delivery of each: {requests:?}");
+    let h = &history(store.arg())[0];
+    assert_eq!(
+        (
+            h["state"].as_str(),
+            h["fence"].as_i64(),
+            h["delivered"].as_i64()
+        ),
+        (Some("DONE"), Some(2), Some(2)),
+        "{h}"
+    );
+}
+
+fn a_stopped_owner_keeps_its_window_until_its_lease_runs_out(backend: Backend) {
+    warm_cache();
+    let sink = Sink::start();
+    let dir = scratch();
+    let Some(store) = Claims::new(
+        backend,
+        dir.path(),
+        "crashes::postgres::a_stopped_owner_keeps_its_window_until_its_lease_runs_out",
+    ) else {
+        return;
+    };
+    let cfg = long_lease_config(dir.path(), &sink);
+    let stalled = spawn(&cfg, &store, &now_for(1, 0), Some("before-send@2:stop"));
+    wait_until_stopped(&stalled, "before-send@2");
+    let next = invoke(&cfg, &store, &now_for(1, 0));
+    let r = next.receipt();
+    assert_eq!(r["reason"], "busy", "a stopped process still runs: {r}");
+    assert_eq!(r["fence"], 1);
+    let woke = resume(stalled);
+    assert_eq!(woke.receipt()["event"], "ran", "{}", woke.stderr);
+    assert_eq!(sink.requests().len(), 2);
+}
+
+/// Rewrites what the window's owner recorded of its process.
+fn rewrite_record(store: &Claims, record: Option<&serde_json::Value>) {
+    let text = record.map(|r| r.to_string());
+    match store {
+        Claims::Sqlite(path) => {
+            rusqlite::Connection::open(path)
+                .unwrap()
+                .execute("UPDATE runs SET owner_process = ?1", [&text])
+                .unwrap();
+        }
+        Claims::Postgres(scratch) => {
+            scratch
+                .client()
+                .execute("UPDATE jobhost_runs SET owner_process = $1", &[&text])
+                .unwrap();
+        }
+    }
+}
+
+/// What the window's owner recorded of its process.
+fn record(store: &Claims) -> serde_json::Value {
+    let text: String = match store {
+        Claims::Sqlite(path) => rusqlite::Connection::open(path)
+            .unwrap()
+            .query_row("SELECT owner_process FROM runs", [], |r| r.get(0))
+            .unwrap(),
+        Claims::Postgres(scratch) => scratch
+            .client()
+            .query_one("SELECT owner_process FROM jobhost_runs", &[])
+            .unwrap()
+            .get(0),
+    };
+    serde_json::from_str(&text).expect("the record is JSON")
+}
+
+/// The start time (`/proc/<pid>/stat`, field 22) of a live process.
+fn start_time(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let (_, rest) = stat.rsplit_once(')').unwrap();
+    rest.split_whitespace().nth(19).unwrap().parse().unwrap()
+}
+
+fn only_a_record_of_this_machine_whose_process_has_ended_lets_a_live_lease_be_taken_over(
+    backend: Backend,
+) {
+    warm_cache();
+    let sink = Sink::start();
+    let dir = scratch();
+    let Some(store) = Claims::new(
+        backend,
+        dir.path(),
+        "crashes::postgres::only_a_record_of_this_machine_whose_process_has_ended_lets_a_live_lease_be_taken_over",
+    ) else {
+        return;
+    };
+    let cfg = long_lease_config(dir.path(), &sink);
+    let pid = killed_mid_delivery(&cfg, &store);
+    let dead = record(&store);
+    assert_eq!(dead["pid"], pid, "{dead}");
+    // A live process stands in for the owner, under its own start time.
+    let mut live = std::process::Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .unwrap();
+    let live_start = start_time(live.id());
+    let with = |field: &str, value: serde_json::Value| {
+        let mut r = dead.clone();
+        r[field] = value;
+        r
+    };
+    let live_owner = {
+        let mut r = with("pid", live.id().into());
+        r["start"] = live_start.into();
+        r
+    };
+    let kept = [
+        ("a live process", Some(live_owner.clone())),
+        ("another boot", Some(with("boot_id", "another-boot".into()))),
+        (
+            "another pid namespace",
+            Some(with(
+                "pid_ns",
+                (dead["pid_ns"].as_u64().unwrap() + 1).into(),
+            )),
+        ),
+        ("another host", Some(with("host", "another-host".into()))),
+        (
+            "another owner's record",
+            Some(with("owner", "host:1:earlier".into())),
+        ),
+        ("no record (an older jobhost)", None),
+    ];
+    for (what, r) in &kept {
+        rewrite_record(&store, r.as_ref());
+        let next = invoke(&cfg, &store, &now_for(1, 0));
+        let got = next.receipt();
+        assert_eq!(got["reason"], "busy", "{what}: {got}\n{}", next.stderr);
+    }
+    // The live process's pid, under another start time: it was reused.
+    let mut reused = live_owner;
+    reused["start"] = (live_start + 1).into();
+    rewrite_record(&store, Some(&reused));
+    let next = invoke(&cfg, &store, &now_for(1, 0));
+    let got = next.receipt();
+    let _ = live.kill();
+    let _ = live.wait();
+    assert_eq!(
+        got["event"], "resumed",
+        "a reused pid: {got}\n{}",
+        next.stderr
+    );
+    assert_eq!(got["took_over"]["because"], "owner-gone");
+    assert_eq!(sink.requests().len(), 2, "one delivery of each");
 }
 
 fn random_kills_over_many_trials_lose_no_window_and_duplicate_no_effect(backend: Backend) {
@@ -617,8 +831,10 @@ fn with_a_fixed_now_and_a_real_clock_a_dead_claim_stays_live_for_its_real_lease(
     let dir = scratch();
     let cfg = report_config(dir.path(), 100);
     let store = dir.path().join("s.db");
-    // No virtual time: `--now` fixes the window, leases run on the host's clock.
-    let killed = command(
+    // No virtual time: `--now` fixes the window, leases run on the host's
+    // clock. The owner is stopped, not killed: a killed one on this
+    // machine would be taken over at once, whatever its lease.
+    let stalled = command(
         &root(),
         &[
             "run",
@@ -630,10 +846,12 @@ fn with_a_fixed_now_and_a_real_clock_a_dead_claim_stays_live_for_its_real_lease(
             "2026-11-09T00:05:00Z",
         ],
     )
-    .env("JOBHOST_TEST_FAILPOINT", "after-claim:kill")
-    .output()
+    .env("JOBHOST_TEST_FAILPOINT", "after-claim:stop")
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
     .unwrap();
-    assert!(killed.status.code().is_none(), "killed");
+    wait_until_stopped(&stalled, "after-claim");
     // A day later by `--now`, but seconds later in fact: the claim is live.
     let next = jobhost(&[
         "run",
@@ -647,4 +865,7 @@ fn with_a_fixed_now_and_a_real_clock_a_dead_claim_stays_live_for_its_real_lease(
     let r = next.receipt();
     assert_eq!(r["reason"], "busy", "{}", next.stderr);
     assert_eq!(r["fence"], 1);
+    let mut stalled = stalled;
+    let _ = stalled.kill();
+    let _ = stalled.wait();
 }

@@ -24,6 +24,7 @@ mod hostile;
 mod journal;
 mod naive_times;
 mod operate;
+mod pause_trials;
 mod pg_source;
 mod pings;
 mod plan;

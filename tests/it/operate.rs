@@ -478,7 +478,11 @@ fn forget_removes_a_failed_window_with_an_audit_line_and_the_daemon_decides_it_a
         .output()
         .unwrap(),
     );
-    assert_eq!(daemon.code, 1, "a window failed for good: {}", daemon.stderr);
+    assert_eq!(
+        daemon.code, 1,
+        "a window failed for good: {}",
+        daemon.stderr
+    );
     let st = states(store);
     assert_eq!(st[&key("2026-11-08")].0, "FAILED", "{st:?}");
     assert_eq!(st[&key("2026-11-10")].0, "DONE");
@@ -781,6 +785,7 @@ fn downgrade(store: &str) {
             .unwrap();
         c.batch_execute(&format!(
             "SET search_path = {schema};
+             ALTER TABLE jobhost_runs DROP COLUMN owner_process;
              DROP INDEX jobhost_runs_by_state;
              DROP TABLE jobhost_revisions, jobhost_revision_messages, jobhost_audit, jobhost_pauses,
                  jobhost_forgotten;
@@ -797,7 +802,7 @@ fn downgrade(store: &str) {
              DROP TABLE revisions; DROP TABLE revision_messages; DROP TABLE audit;
              DROP TABLE pauses; DROP TABLE forgotten; DROP INDEX runs_prunable;
              ALTER TABLE runs DROP COLUMN revision; ALTER TABLE runs DROP COLUMN reason;
-             ALTER TABLE runs DROP COLUMN pruned_at;
+             ALTER TABLE runs DROP COLUMN pruned_at; ALTER TABLE runs DROP COLUMN owner_process;
              PRAGMA user_version = 4;",
         )
         .unwrap();

@@ -125,8 +125,8 @@ fn several_hosts_racing_the_same_windows_on_postgres_run_each_window_once() {
     };
     assert_eq!(
         (versions, distinct),
-        (5, 5),
-        "each of the five migrations was applied once"
+        (6, 6),
+        "each of the six migrations was applied once"
     );
 }
 
@@ -777,7 +777,8 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
     // Back to the tables of version 1, as the previous jobhost left them.
     db.client()
         .batch_execute(
-            "DROP INDEX jobhost_runs_by_state;
+            "ALTER TABLE jobhost_runs DROP COLUMN owner_process;
+             DROP INDEX jobhost_runs_by_state;
              DROP TABLE jobhost_revisions, jobhost_revision_messages, jobhost_audit,
                  jobhost_pauses, jobhost_forgotten;
              DROP INDEX jobhost_runs_prunable;
@@ -847,5 +848,5 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, [1, 2, 3, 4, 5]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6]);
 }

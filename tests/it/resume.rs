@@ -34,6 +34,7 @@ fn a_prepared_run_whose_owner_died_is_resumed_with_the_stored_bytes() {
             lease: std::time::Duration::from_secs(60),
             max_attempts: 3,
             purpose: jobhost::store::Purpose::Asked,
+            probe: &jobhost::store::LeasesOnly,
         })
         .unwrap()
     else {

@@ -17,8 +17,9 @@ use jiff::{SignedDuration, Timestamp};
 use jobhost::Error;
 use jobhost::core::window::{JobName, Window, WindowKind, Zone};
 use jobhost::store::{
-    Actor, Attempted, Claim, ClaimRequest, Failure, Fence, Lease, PostgresStore, PostgresUrl,
-    Purpose, RunState, Skip, SqliteStore, StagedMessage, Store, StoredReport,
+    Actor, Attempted, Claim, ClaimRequest, Failure, Fence, Lease, LeasesOnly, OwnerProbe,
+    PostgresStore, PostgresUrl, Purpose, RunState, Skip, SqliteStore, StagedMessage, Store,
+    StoredReport, TakenFrom, Takeover,
 };
 use jobhost_tests::pg::Scratch;
 
@@ -98,6 +99,7 @@ impl Fixture {
             lease: self.lease(),
             max_attempts,
             purpose: Purpose::Asked,
+            probe: &LeasesOnly,
         }
     }
 
@@ -188,6 +190,76 @@ fn a_live_claim_is_busy_and_an_expired_one_is_taken_over_with_a_new_fence(f: &mu
             fence: Fence(2)
         }
     );
+}
+
+/// A probe that records `rec:<owner>` with each claim and takes the owners
+/// in `gone` for ended, when the store hands their record back.
+#[derive(Debug)]
+struct Probe {
+    gone: &'static [&'static str],
+}
+
+impl OwnerProbe for Probe {
+    fn record(&self, owner: &str) -> Option<String> {
+        Some(format!("rec:{owner}"))
+    }
+
+    fn gone(&self, owner: &str, record: Option<&str>) -> bool {
+        self.gone.contains(&owner) && record == Some(&*format!("rec:{owner}"))
+    }
+}
+
+fn a_live_claim_whose_owner_is_gone_is_taken_over_at_once_with_the_next_fence(f: &mut Fixture) {
+    let probe = Probe { gone: &["a"] };
+    let asked = |w, owner| ClaimRequest {
+        probe: &probe,
+        ..f.req(w, owner, 5)
+    };
+    let mut s = f.open();
+    // PREPARED, its lease live: resumed at once, fenced as after a lease.
+    let w = window("2026-11-08");
+    let Claim::Run { lease: old, .. } = s.claim(&asked(&w, "a")).unwrap() else {
+        panic!("the first claim runs")
+    };
+    s.prepare(&old, &report(None), &[message(&w, 1, b"x")], b"j", f.now)
+        .unwrap();
+    let Claim::Resume { lease: new } = s.claim(&asked(&w, "b")).unwrap() else {
+        panic!("a PREPARED run whose owner is gone is resumed at once")
+    };
+    assert_eq!((new.fence, new.attempt), (Fence(2), 2));
+    assert_eq!(
+        new.taken_from,
+        Some(TakenFrom {
+            owner: "a".into(),
+            fence: Fence(1),
+            because: Takeover::OwnerGone
+        })
+    );
+    assert!(is_lost(s.check_lease(&old, f.now)));
+    assert!(is_lost(s.mark_delivered(&old, &delivered(1), f.now)));
+    // The new owner recorded itself: a live owner is not taken over.
+    assert!(
+        matches!(s.claim(&asked(&w, "c")).unwrap(), Claim::Busy { ref owner, .. } if owner == "b"),
+        "a live owner keeps its window"
+    );
+    // CLAIMED, its lease live: run again at once.
+    let w2 = window("2026-11-09");
+    assert!(matches!(
+        s.claim(&asked(&w2, "a")).unwrap(),
+        Claim::Run { .. }
+    ));
+    let Claim::Run { lease, takeover } = s.claim(&asked(&w2, "b")).unwrap() else {
+        panic!("a CLAIMED run whose owner is gone runs again at once")
+    };
+    assert!(takeover);
+    assert_eq!((lease.fence, lease.attempt), (Fence(2), 2));
+    // A claim that recorded nothing (an older host): its lease decides.
+    let w3 = window("2026-11-10");
+    f.run(s.as_mut(), &w3, "a", 5);
+    assert!(matches!(
+        s.claim(&asked(&w3, "b")).unwrap(),
+        Claim::Busy { .. }
+    ));
 }
 
 fn a_stale_owner_can_write_nothing_after_a_takeover(f: &mut Fixture) {
@@ -1213,6 +1285,7 @@ fn prune_drops_old_journals_and_delivered_bodies_and_nothing_unfinished(f: &mut 
 
 contract!(
     a_live_claim_is_busy_and_an_expired_one_is_taken_over_with_a_new_fence,
+    a_live_claim_whose_owner_is_gone_is_taken_over_at_once_with_the_next_fence,
     a_stale_owner_can_write_nothing_after_a_takeover,
     a_claim_whose_every_attempt_died_is_abandoned_not_left_claimed,
     the_cursor_moves_only_when_the_run_is_done_and_never_backwards,

@@ -26,6 +26,8 @@ pub struct Request {
     pub body: Vec<u8>,
     /// Refused as a stale sender's (its fence was lower than one seen).
     pub stale: bool,
+    /// When the whole request had arrived.
+    pub arrived: std::time::Instant,
 }
 
 impl Request {
@@ -218,6 +220,7 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
             headers,
             body,
             stale,
+            arrived: std::time::Instant::now(),
         });
         if stale {
             Reply::Status(409)

@@ -4,7 +4,7 @@
 //! user-supplied instants lives here too, and it refuses naive timestamps: a
 //! time without an offset means a different instant in every zone.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp, ZonedDateTime};
@@ -30,6 +30,41 @@ pub trait Clock: Send + Sync {
 
     /// Waits for `d`.
     fn sleep(&self, d: Duration);
+
+    /// A reading of a clock that only moves forward and counts every
+    /// instant that passes for the rest of the world: while this process
+    /// is stopped (SIGSTOP, a debugger) and while the machine is suspended.
+    /// Only differences of two readings mean anything. A lease confirmed
+    /// by the store is judged on it before a send ([`boot_time`] on real
+    /// clocks; a virtual clock counts the time it was moved on).
+    fn monotonic(&self) -> Duration {
+        boot_time()
+    }
+
+    /// [`Clock::monotonic`] as a function that outlives this borrow of the
+    /// clock (a connection takes it along to look at it before writing).
+    fn monotonic_source(&self) -> MonotonicSource {
+        Arc::new(boot_time)
+    }
+}
+
+/// Readings of a clock's [`Clock::monotonic`], free of borrows.
+pub type MonotonicSource = Arc<dyn Fn() -> Duration + Send + Sync>;
+
+/// The time since the machine booted, suspended time included:
+/// `CLOCK_BOOTTIME` on Linux. `std::time::Instant` reads `CLOCK_MONOTONIC`,
+/// which also counts while a process is stopped but not while the machine
+/// is suspended, and a store on another machine keeps counting then.
+pub fn boot_time() -> Duration {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let id = rustix::time::ClockId::Boottime;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let id = rustix::time::ClockId::Monotonic;
+    let t = rustix::time::clock_gettime(id);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// The host's real clock.
@@ -69,14 +104,14 @@ impl Clock for FixedClock {
 /// machine's clock says, and read back exactly where time went.
 #[derive(Debug)]
 pub struct VirtualClock {
-    now: Mutex<Timestamp>,
+    now: Arc<Mutex<Timestamp>>,
 }
 
 impl VirtualClock {
     /// A clock reading `start`.
     pub fn new(start: Timestamp) -> VirtualClock {
         VirtualClock {
-            now: Mutex::new(start),
+            now: Arc::new(Mutex::new(start)),
         }
     }
 }
@@ -93,6 +128,20 @@ impl Clock for VirtualClock {
         self.now()
     }
 
+    fn monotonic(&self) -> Duration {
+        since_epoch(self.now())
+    }
+
+    fn monotonic_source(&self) -> MonotonicSource {
+        let now = self.now.clone();
+        Arc::new(move || {
+            since_epoch(
+                *now.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            )
+        })
+    }
+
     fn sleep(&self, d: Duration) {
         let mut now = self
             .now
@@ -101,6 +150,12 @@ impl Clock for VirtualClock {
         let step = SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX);
         *now = now.checked_add(step).unwrap_or(Timestamp::MAX);
     }
+}
+
+/// A virtual clock's monotonic reading: virtual time never goes back, it
+/// moves only forward, by waits.
+fn since_epoch(t: Timestamp) -> Duration {
+    Duration::try_from(Timestamp::UNIX_EPOCH.duration_until(t)).unwrap_or_default()
 }
 
 /// `now + d`, saturating.
@@ -206,6 +261,20 @@ mod tests {
         virt.sleep(Duration::from_secs(90));
         let later: Timestamp = "2026-11-09T00:06:30Z".parse().unwrap();
         assert_eq!((virt.now(), virt.lease_now()), (later, later));
+    }
+
+    #[test]
+    fn the_monotonic_reading_moves_with_virtual_waits_and_with_real_time() {
+        let virt = VirtualClock::new("2026-11-09T00:05:00Z".parse().unwrap());
+        let before = virt.monotonic();
+        virt.sleep(Duration::from_secs(90));
+        assert_eq!(virt.monotonic() - before, Duration::from_secs(90));
+        let source = virt.monotonic_source();
+        virt.sleep(Duration::from_secs(1));
+        assert_eq!(source() - before, Duration::from_secs(91));
+        let real = SystemClock.monotonic();
+        std::thread::yield_now();
+        assert!(SystemClock.monotonic() >= real);
     }
 
     #[test]

@@ -7,6 +7,8 @@
 
 use std::fmt;
 
+use crate::core::clock::Clock;
+
 /// A point in a run, in the order a run reaches them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Boundary {
@@ -24,8 +26,8 @@ pub enum Boundary {
     /// A message is about to be sent; the claim has not been checked yet.
     BeforeSend,
     /// The claim was checked (and renewed if need be); the message goes
-    /// out next. A process paused here past its lease is the one case that
-    /// can still send after another took the window over (see `delivery`).
+    /// out next, unless the last look before its first byte finds that
+    /// the lease may have run out since (see `effects::last_look`).
     InSend,
     /// The destination accepted a message; the store does not know yet.
     AfterSend,
@@ -73,6 +75,13 @@ impl fmt::Display for Boundary {
 pub trait Failpoints: Send + Sync {
     /// The run reached `at`.
     fn reached(&self, at: Boundary);
+
+    /// The run reached `at` with `clock` at hand, which a failpoint may
+    /// move on (a pause of that long, in virtual time).
+    fn reached_on(&self, at: Boundary, clock: &dyn Clock) {
+        let _ = clock;
+        self.reached(at);
+    }
 }
 
 impl fmt::Debug for dyn Failpoints {

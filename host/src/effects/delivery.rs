@@ -24,6 +24,7 @@ use crate::core::failpoint::{Boundary, Failpoints};
 use crate::core::redact::Redactor;
 use crate::core::window::WindowKey;
 use crate::effects::destination::{DeliveryMode, Destination, Target};
+use crate::effects::last_look::{self, Confirmed, LastLook};
 use crate::effects::send::{SendFailure, Sender, Sending, Sent, Uncertainty};
 use crate::store::{Attempted, Attempts, ClaimStore, Failure, Lease, PendingMessage};
 
@@ -198,7 +199,7 @@ struct Deliverer<'a, 'k> {
 impl Deliverer<'_, '_> {
     fn reach(&self, b: Boundary) {
         if let Some(f) = self.d.failpoints {
-            f.reached(b);
+            f.reached_on(b, self.d.clock);
         }
     }
 
@@ -229,28 +230,56 @@ impl Deliverer<'_, '_> {
                 .map(|e| One::Ended(Failure::Abandon, e));
         }
         let mut uncounted = 0;
+        // Sends withheld in a row at the last look: the claim is confirmed
+        // again (renewed) before the next, and a few in a row end the
+        // attempt, since the lease is then too short for the store and the
+        // connection.
+        let mut withheld = 0;
+        let margin = last_look::margin(self.d.settings.lease);
         loop {
             self.reach(Boundary::BeforeSend);
-            self.before_send(dest, m.seq, at_most_once, &mut uncounted)?;
+            let confirmed =
+                self.before_send(dest, m.seq, at_most_once, withheld > 0, &mut uncounted)?;
             info.attempts += 1;
             self.reach(Boundary::InSend);
+            let look = LastLook::new(confirmed, margin, self.d.clock);
             let run = Sending {
+                look: Some(&look),
                 key: self.key,
                 fence: Some(self.d.lease.fence),
                 maybe_there: self.d.resumed || p.attempts > 0 || info.attempts > 1,
                 now: self.d.clock.lease_now(),
             };
             let (store, lease, clock) = (&mut *self.d.store, self.d.lease, self.d.clock);
-            let mut still_ours = || store.check_lease(lease, clock.lease_now()).map(drop);
+            let mut still_ours = || {
+                let asked = clock.monotonic();
+                let left = store.check_lease(lease, clock.lease_now())?;
+                Ok(Some(LastLook::new(
+                    Confirmed::checked(asked, left),
+                    margin,
+                    clock,
+                )))
+            };
             let sent = self
                 .sender
                 .send(&m.destination, dest, m, &run, &mut still_ours)?;
             match sent {
+                Sent::Withheld => {
+                    info.attempts -= 1;
+                    if !at_most_once {
+                        uncounted -= 1;
+                    }
+                    withheld += 1;
+                    if let Some(end) = self.withheld(m, at_most_once, withheld, uncounted, info)? {
+                        return Ok(end);
+                    }
+                }
                 Sent::Delivered {
                     detail,
                     http_status,
                 } => return self.delivered(m.seq, uncounted, detail, http_status, info, last),
                 Sent::Failed(f) => {
+                    withheld = 0;
                     if let Some(end) = self.failed(dest, p, &f, uncounted, info)? {
                         return Ok(end);
                     }
@@ -262,36 +291,95 @@ impl Deliverer<'_, '_> {
     /// Makes sure the claim holds before a send: at-most-once, counted
     /// and marked in flight in the store; otherwise checked, and renewed
     /// when what is left might not cover this send and the wait after it
-    /// (or half of it is spent), on the store's clock.
+    /// (or half of it is spent), on the store's clock, or when `renew`
+    /// (a send was just withheld). Returns when the store confirmed the
+    /// claim, and for how long, for the last look before the send.
     fn before_send(
         &mut self,
         dest: &Destination,
         seq: u32,
         at_most_once: bool,
+        renew: bool,
         uncounted: &mut u32,
-    ) -> Result<()> {
+    ) -> Result<Confirmed> {
         let d = &mut self.d;
-        let now = d.clock.lease_now();
         let lease_for = d.settings.lease;
+        // Every confirmation is timed from before its request went out,
+        // and from before the lease clock is read for it (SQLite extends
+        // the lease from that reading).
+        let renewed = |asked_at| Confirmed {
+            asked_at,
+            left: lease_for,
+        };
         if at_most_once {
             // A crash from here on leaves the outcome unknown, and it is
             // treated that way.
-            return d.store.renew(d.lease, lease_for, Some(seq), now);
+            let asked = d.clock.monotonic();
+            d.store
+                .renew(d.lease, lease_for, Some(seq), d.clock.lease_now())?;
+            return Ok(renewed(asked));
         }
         *uncounted += 1;
-        let asked = std::time::Instant::now();
-        let reported = d.store.check_lease(d.lease, now)?;
+        let asked = d.clock.monotonic();
+        let reported = d.store.check_lease(d.lease, d.clock.lease_now())?;
         // Less the time the answer took to arrive.
-        let took = SignedDuration::try_from(asked.elapsed()).unwrap_or(SignedDuration::MAX);
+        let took = SignedDuration::try_from(d.clock.monotonic().saturating_sub(asked))
+            .unwrap_or(SignedDuration::MAX);
         let left = reported.checked_sub(took).unwrap_or(SignedDuration::MIN);
         // Slack of a tenth of the lease (at least 5 s) for the store's own
         // writes and clock differences.
         let slack = (lease_for / 10).max(Duration::from_secs(5));
         let needed = (lease_for / 2).max(dest.timeout() + dest.retry.max_backoff + slack);
-        if left <= SignedDuration::try_from(needed).unwrap_or(SignedDuration::MAX) {
-            d.store.renew(d.lease, lease_for, None, now)?;
+        if renew || left <= SignedDuration::try_from(needed).unwrap_or(SignedDuration::MAX) {
+            let asked = d.clock.monotonic();
+            d.store
+                .renew(d.lease, lease_for, None, d.clock.lease_now())?;
+            return Ok(renewed(asked));
         }
-        Ok(())
+        Ok(Confirmed::checked(asked, reported))
+    }
+
+    /// A send withheld at the last look (nothing went out): at-most-once,
+    /// its in-flight mark is cleared; after [`WITHHELD_IN_A_ROW`] in a row
+    /// the attempt ends (retried later), else `None`: the claim is
+    /// confirmed again and the message sent.
+    fn withheld(
+        &mut self,
+        m: &crate::store::StagedMessage,
+        at_most_once: bool,
+        in_a_row: u32,
+        uncounted: u32,
+        info: &mut MessageInfo,
+    ) -> Result<Option<One>> {
+        let now = self.d.clock.lease_now();
+        if at_most_once {
+            // Certainly not sent.
+            self.d.store.not_sent(self.d.lease, m.seq, WITHHELD, now)?;
+        }
+        if in_a_row < WITHHELD_IN_A_ROW {
+            return Ok(None);
+        }
+        let lease = self.d.settings.lease;
+        let why = format!(
+            "message {} was not sent: {in_a_row} times in a row, less than the margin of its \
+             {:.0} s lease ({:.1} s) was left when the request was about to be written (the \
+             store or the destination's connection took that long); raise \
+             `limits.lease_seconds`",
+            m.idempotency_key,
+            lease.as_secs_f64(),
+            last_look::margin(lease).as_secs_f64()
+        );
+        let how = self.d.settings.attempts.after_failure(self.d.lease.attempt);
+        let done = Attempted {
+            seq: m.seq,
+            tries: uncounted,
+            status: WITHHELD,
+        };
+        self.d
+            .store
+            .fail(self.d.lease, &why, how, Some(&done), now)?;
+        info.detail = Some(why.clone());
+        Ok(Some(One::Ended(how, ended(how, why, info))))
     }
 
     /// A message that arrived: recorded now, or with the run's DONE when
@@ -423,6 +511,12 @@ impl Deliverer<'_, '_> {
         Ok(Ended::Abandoned(why))
     }
 }
+
+/// Sends of one message withheld in a row after which the attempt ends.
+const WITHHELD_IN_A_ROW: u32 = 3;
+
+/// What the store records of a send withheld at the last look.
+const WITHHELD: &str = "withheld: the lease may have run out";
 
 /// Waits `wait` on `clock`, in short slices while a stop may be asked
 /// for. Returns how long it had waited when a stop was asked (before or

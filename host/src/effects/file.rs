@@ -13,6 +13,7 @@ use base64::Engine as _;
 
 use crate::core::error::Result;
 use crate::core::window::WindowKey;
+use crate::effects::last_look::LastLook;
 use crate::effects::sent::{SendFailure, Sent, Uncertainty};
 use crate::store::StagedMessage;
 
@@ -21,7 +22,9 @@ use crate::store::StagedMessage;
 /// for the whole sequence:
 ///
 /// 1. `still_ours` confirms the claim again, so a process that paused past
-///    its lease while waiting for the lock appends nothing;
+///    its lease while waiting for the lock appends nothing, and gives the
+///    look that confirmation allows, taken again right before the write
+///    (a process paused after the check appends nothing either);
 /// 2. a torn last line (a crash mid-append) is cut off;
 /// 3. when `maybe_there`, a whole line with the same idempotency key counts
 ///    as delivered, so a resumed run does not append it twice;
@@ -36,7 +39,7 @@ pub(super) fn append(
     key: &WindowKey,
     m: &StagedMessage,
     maybe_there: bool,
-    still_ours: &mut dyn FnMut() -> Result<()>,
+    still_ours: &mut dyn FnMut() -> Result<Option<LastLook>>,
 ) -> Result<Sent> {
     let fail = |message: String| {
         Ok(Sent::Failed(SendFailure {
@@ -84,7 +87,7 @@ pub(super) fn append(
         ));
     }
     // The lock is released when `file` is closed, on every path out.
-    still_ours()?;
+    let look = still_ours()?;
     if let Err(e) = cut_torn_line(&mut file) {
         return fail(format!(
             "cannot repair the last line of `{shown}` for destination `{name}`: {e}"
@@ -132,6 +135,9 @@ pub(super) fn append(
     // the write fails part way (a full disk), the file is cut back to where
     // it was, so a retry never appends after half a line.
     let before = file.metadata().map(|m| m.len());
+    if look.is_some_and(|l| !l.allows()) {
+        return Ok(Sent::Withheld);
+    }
     if let Err(e) = file
         .write_all(line.as_bytes())
         .and_then(|()| file.sync_data())
@@ -304,7 +310,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.jsonl");
         let key = WindowKey::from_stored("j:2026-11-08".into());
-        let mut ours = || Ok(());
+        let mut ours = || Ok(None);
         let line = file_line(&key, &message(1));
         // The crash kept the object but not its newline.
         std::fs::write(&path, line.trim_end()).unwrap();
@@ -327,7 +333,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.jsonl");
         let key = WindowKey::from_stored("j:2026-11-08".into());
-        let mut ours = || Ok(());
+        let mut ours = || Ok(None);
         let whole = file_line(&key, &message(1));
         std::fs::write(&path, format!("{whole}{}", "x".repeat(20_000))).unwrap();
         append("d", &path, &key, &message(2), false, &mut ours).unwrap();
@@ -346,6 +352,29 @@ mod tests {
         let key = WindowKey::from_stored("j:2026-11-08".into());
         let mut lost = || Err(crate::Error::LeaseLost("taken over".into()));
         assert!(append("d", &path, &key, &message(1), false, &mut lost).is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), b"");
+    }
+
+    #[test]
+    fn a_process_whose_lease_may_have_run_out_since_the_check_appends_nothing() {
+        use crate::core::clock::{Clock, VirtualClock};
+        use crate::effects::last_look::Confirmed;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let key = WindowKey::from_stored("j:2026-11-08".into());
+        let clock = VirtualClock::new("2026-11-09T00:05:00Z".parse().unwrap());
+        // Confirmed with 10 s left; paused 10 s before the write.
+        let mut paused = || {
+            let confirmed = Confirmed {
+                asked_at: clock.monotonic(),
+                left: Duration::from_secs(10),
+            };
+            let look = LastLook::new(confirmed, Duration::from_secs(1), &clock);
+            clock.sleep(Duration::from_secs(10));
+            Ok(Some(look))
+        };
+        let sent = append("d", &path, &key, &message(1), false, &mut paused).unwrap();
+        assert_eq!(sent, Sent::Withheld);
         assert_eq!(std::fs::read(&path).unwrap(), b"");
     }
 
@@ -370,7 +399,7 @@ mod tests {
 
     #[test]
     fn a_resumed_file_delivery_finds_the_line_an_earlier_process_appended() {
-        let mut ours = || Ok(());
+        let mut ours = || Ok(None);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.jsonl");
         let key = WindowKey::from_stored("j:2026-11-08".into());
@@ -400,7 +429,7 @@ mod tests {
 
     #[test]
     fn a_line_torn_by_a_crash_is_cut_before_the_next_append() {
-        let mut ours = || Ok(());
+        let mut ours = || Ok(None);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.jsonl");
         let key = WindowKey::from_stored("j:2026-11-08".into());

@@ -7,10 +7,13 @@ use std::io::Read;
 use std::time::Duration;
 
 use jiff::Timestamp;
+use ureq::unversioned::resolver::DefaultResolver;
+use ureq::unversioned::transport::{Connector as _, DefaultConnector};
 
 use crate::core::redact::Redactor;
 use crate::core::text::printable;
 use crate::effects::destination::HttpTarget;
+use crate::effects::last_look::{self, LookConnector};
 use crate::effects::sent::{SendFailure, Sending, Sent, Uncertainty};
 use crate::store::StagedMessage;
 
@@ -31,17 +34,32 @@ pub const FENCE_HEADER: &str = "Jobhost-Fence";
 /// which would make a send that never arrived look uncertain); and
 /// `timeout` for the whole exchange, when given.
 pub fn http_agent(timeout: Option<Duration>) -> ureq::Agent {
-    ureq::Agent::new_with_config(
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .max_redirects_will_error(false)
-            .user_agent(concat!("jobhost/", env!("CARGO_PKG_VERSION")))
-            .max_idle_connections(0)
-            .max_idle_connections_per_host(0)
-            .timeout_global(timeout)
-            .build(),
+    ureq::Agent::new_with_config(config(timeout))
+}
+
+/// [`http_agent`] whose connections take a [`LastLook`](super::last_look)
+/// before their first byte: the delivery's agent. (ureq's connector chain
+/// is outside its semver promises, so this is the place a ureq upgrade
+/// may need to touch.)
+pub(super) fn looking_agent(looks: LookConnector) -> ureq::Agent {
+    ureq::Agent::with_parts(
+        config(None),
+        DefaultConnector::default().chain(looks),
+        DefaultResolver::default(),
     )
+}
+
+/// The settings every agent shares.
+fn config(timeout: Option<Duration>) -> ureq::config::Config {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .max_redirects_will_error(false)
+        .user_agent(concat!("jobhost/", env!("CARGO_PKG_VERSION")))
+        .max_idle_connections(0)
+        .max_idle_connections_per_host(0)
+        .timeout_global(timeout)
+        .build()
 }
 
 /// Sends `m` to `t` once; `now` is the run's clock, which a
@@ -131,6 +149,19 @@ pub(super) fn post(
                 retry_after,
             })
         }
+        Err(e) if last_look::withheld(&e) => Sent::Withheld,
+        // Its head went out: the destination holds part of a request,
+        // which it should drop, but nobody can be sure.
+        Err(e) if last_look::cut_short(&e) => Sent::Failed(SendFailure {
+            message: format!(
+                "request to destination `{name}` ({}) was {}",
+                t.shown_url(),
+                last_look::CutShort
+            ),
+            outcome: Uncertainty::Unknown,
+            http_status: None,
+            retry_after: None,
+        }),
         Err(e) => {
             let outcome = match &e {
                 ureq::Error::HostNotFound

@@ -10,6 +10,7 @@ pub mod destination;
 pub mod digest;
 mod file;
 mod http;
+pub mod last_look;
 pub mod ping;
 pub mod send;
 mod sent;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::core::window::WindowKey;
+use crate::effects::last_look::LastLook;
 use crate::store::Fence;
 
 /// What one send came to.
@@ -21,6 +22,10 @@ pub enum Sent {
     },
     /// It does not, or may not.
     Failed(SendFailure),
+    /// Not sent: at the last look before writing, the lease may have run
+    /// out since the store last confirmed it. Nothing went out; the claim
+    /// must be confirmed (or found lost) before anything is sent.
+    Withheld,
 }
 
 /// A failed send.
@@ -53,6 +58,9 @@ pub enum Uncertainty {
 /// What a send knows of the run its message belongs to.
 #[derive(Debug, Clone, Copy)]
 pub struct Sending<'a> {
+    /// The look taken just before the request is written (HTTP); `None`
+    /// for a message whose run is DONE (nothing is fenced then).
+    pub look: Option<&'a LastLook>,
     /// The window.
     pub key: &'a WindowKey,
     /// The fence of the claim it is sent under (an HTTP message carries

@@ -30,8 +30,8 @@ use crate::run::open::open_store;
 use crate::run::receipt::{Event, MessageInfo, Receipt, ReportInfo, Warning, WarningKind};
 use crate::run::{Outcome, Runtime};
 use crate::store::{
-    ClaimRequest, Failure, Lease, PendingMessage, Purpose, RunRecord, RunState, Store,
-    window_mismatch,
+    ClaimRequest, Failure, Lease, LocalProcesses, PendingMessage, Purpose, RunRecord, RunState,
+    Store, window_mismatch,
 };
 
 /// Runs the job's newest due window once, in `runtime`.
@@ -356,6 +356,7 @@ impl<'a> Run<'a> {
             lease: self.job.lease,
             max_attempts: self.job.attempts.max_attempts,
             purpose: self.asked.purpose(),
+            probe: &LocalProcesses,
         })?;
         let granted = answer::answer(
             claim,
@@ -365,6 +366,7 @@ impl<'a> Run<'a> {
             receipt,
         );
         if let Some(Granted::Run(lease) | Granted::Resume(lease)) = &granted {
+            receipt.note_takeover(lease.taken_from.as_ref());
             receipt.note_claim(lease.attempt, lease.fence.0);
             receipt.note_revision(lease.revision, self.asked.purpose().reason());
             finish::ping(self.job, Signal::Start, receipt, self.clock);

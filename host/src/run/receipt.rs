@@ -126,6 +126,19 @@ pub struct Warning {
     pub message: String,
 }
 
+/// The claim a run took over from an owner that stopped without letting
+/// go.
+#[derive(Debug, Clone, Serialize)]
+pub struct TakeoverInfo {
+    /// The earlier owner (`<host>:<pid>:<tag>`).
+    pub from: String,
+    /// Its fence.
+    pub fence: i64,
+    /// `lease-expired`, or `owner-gone`: its lease had not run out, but its
+    /// process, on this machine, had ended.
+    pub because: &'static str,
+}
+
 /// One destination's messages together.
 #[derive(Debug, Clone, Serialize)]
 pub struct DestinationInfo {
@@ -201,6 +214,10 @@ pub struct Receipt {
     /// --only failed|all`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub because: Option<String>,
+    /// The claim this run took over, when its owner stopped without
+    /// letting go.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub took_over: Option<TakeoverInfo>,
     /// The report.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub report: Option<ReportInfo>,
@@ -248,6 +265,7 @@ impl Receipt {
             fence: None,
             revision: None,
             because: None,
+            took_over: None,
             report: None,
             messages: None,
             destinations: None,
@@ -303,6 +321,15 @@ impl Receipt {
         self.event = Event::Skipped;
         self.reason = Some(reason);
         self.detail = Some(detail);
+    }
+
+    /// Notes the claim a takeover ended, if any.
+    pub fn note_takeover(&mut self, from: Option<&crate::store::TakenFrom>) {
+        self.took_over = from.map(|t| TakeoverInfo {
+            from: t.owner.clone(),
+            fence: t.fence.0,
+            because: t.because.as_str(),
+        });
     }
 
     /// Notes the claim's attempt number and fence.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::{Claim, ClaimRequest, Failure, Fence, Lease, Purpose, RunState};
+use super::{Claim, ClaimRequest, Failure, Fence, Lease, Purpose, RunState, TakenFrom, Takeover};
 use crate::core::command::{process_target, shell_quote};
 use crate::core::error::{Error, Result};
 use crate::core::window::WindowKey;
@@ -42,6 +42,10 @@ pub struct Existing {
     pub attempt: u32,
     /// The current or last owner.
     pub owner: String,
+    /// What the owner recorded of its process with its claim
+    /// ([`OwnerProbe::record`](super::OwnerProbe::record)); `None` from a
+    /// host that records nothing.
+    pub owner_process: Option<String>,
     /// When its lease runs out.
     pub lease_until: Timestamp,
     /// Whether that is still ahead on the store's clock.
@@ -73,6 +77,9 @@ pub enum Decision {
     TakeOver {
         /// The report is committed: deliver it, never re-render.
         resume: bool,
+        /// Why a CLAIMED or PREPARED row's owner could be taken over from
+        /// (`None` for FAILED and SKIPPED rows, which nobody holds).
+        from: Option<Takeover>,
     },
     /// A DONE window run again on purpose: archive the row and its
     /// messages as a revision, then claim the next revision afresh
@@ -111,6 +118,19 @@ pub fn decide(existing: &Existing, req: &ClaimRequest<'_>) -> Result<Decision> {
             abandoned_now: false,
         })
     };
+    // A live lease whose owner ran on this machine and is certainly gone
+    // is treated as one that ran out: nobody is left to use it.
+    let held = matches!(existing.state, RunState::Claimed | RunState::Prepared);
+    let owner_gone = held
+        && existing.lease_live
+        && req
+            .probe
+            .gone(&existing.owner, existing.owner_process.as_deref());
+    let from = held.then_some(if owner_gone {
+        Takeover::OwnerGone
+    } else {
+        Takeover::LeaseExpired
+    });
     Ok(match existing.state {
         RunState::Done => match req.purpose {
             Purpose::Rerun { of_revision, .. }
@@ -123,7 +143,7 @@ pub fn decide(existing: &Existing, req: &ClaimRequest<'_>) -> Result<Decision> {
                 fence,
             }),
         },
-        RunState::Claimed | RunState::Prepared if existing.lease_live => {
+        RunState::Claimed | RunState::Prepared if existing.lease_live && !owner_gone => {
             Decision::Answer(Claim::Busy {
                 owner: existing.owner.clone(),
                 attempt: attempts,
@@ -163,12 +183,13 @@ pub fn decide(existing: &Existing, req: &ClaimRequest<'_>) -> Result<Decision> {
                 "none recorded (the process died holding the claim; look at the host's logs)"
             )
         )),
-        RunState::Prepared => Decision::TakeOver { resume: true },
+        RunState::Prepared => Decision::TakeOver { resume: true, from },
         // A skip is a decision, not an effect: run on purpose, the window
         // runs (once, under the claim, as any other).
-        RunState::Claimed | RunState::Failed | RunState::Skipped => {
-            Decision::TakeOver { resume: false }
-        }
+        RunState::Claimed | RunState::Failed | RunState::Skipped => Decision::TakeOver {
+            resume: false,
+            from,
+        },
     })
 }
 
@@ -180,6 +201,7 @@ pub fn decided(decision: Decision, req: &ClaimRequest<'_>, existing: &Existing) 
         owner: req.owner.to_string(),
         attempt,
         revision,
+        taken_from: None,
     };
     match decision {
         Decision::Answer(claim) => claim,
@@ -189,9 +211,15 @@ pub fn decided(decision: Decision, req: &ClaimRequest<'_>, existing: &Existing) 
             error: Some(why),
             abandoned_now: true,
         },
-        Decision::TakeOver { resume } => {
-            lease(existing.attempt + 1, existing.revision).into_claim(resume)
+        Decision::TakeOver { resume, from } => Lease {
+            taken_from: from.map(|because| TakenFrom {
+                owner: existing.owner.clone(),
+                fence: Fence(existing.fence),
+                because,
+            }),
+            ..lease(existing.attempt + 1, existing.revision)
         }
+        .into_claim(resume),
         Decision::Restart { resume } => lease(1, existing.revision).into_claim(resume),
         Decision::Rerun => Claim::Run {
             lease: lease(1, existing.revision + 1),
@@ -343,37 +371,140 @@ impl Failure {
 mod tests {
     use super::*;
     use crate::core::window::{JobName, Window, WindowKind, Zone};
-    use crate::store::{ClaimRequest, RunState};
+    use crate::store::{ClaimRequest, LeasesOnly, OwnerProbe, RunState};
 
-    #[test]
-    fn a_row_for_another_window_under_the_same_key_is_refused() {
+    fn window() -> (Window, Timestamp) {
         let job = JobName::new("j").unwrap();
         let now: Timestamp = "2026-11-09T00:05:00Z".parse().unwrap();
-        let w = Window::last_closed(&job, WindowKind::Day, &Zone::utc(), now).unwrap();
-        let existing = Existing {
-            state: RunState::Done,
+        (
+            Window::last_closed(&job, WindowKind::Day, &Zone::utc(), now).unwrap(),
+            now,
+        )
+    }
+
+    fn existing(w: &Window, now: Timestamp, state: RunState) -> Existing {
+        Existing {
+            state,
             fence: 1,
             attempt: 1,
             owner: "a".into(),
+            owner_process: Some("a's process".into()),
             lease_until: now,
-            lease_live: false,
+            lease_live: true,
             error: None,
             retryable: false,
             retry_pending: None,
-            bounds: (w.start, w.end, "Asia/Tokyo".into()),
+            bounds: (w.start, w.end, "UTC".into()),
             revision: 1,
-            has_report: true,
-        };
-        let req = ClaimRequest {
-            window: &w,
+            has_report: state == RunState::Prepared,
+        }
+    }
+
+    fn request<'a>(w: &'a Window, now: Timestamp, probe: &'a dyn OwnerProbe) -> ClaimRequest<'a> {
+        ClaimRequest {
+            window: w,
             owner: "b",
             component: "sha256:00",
             now,
             lease: Duration::from_secs(60),
             max_attempts: 3,
             purpose: crate::store::Purpose::Asked,
-        };
-        let err = decide(&existing, &req).unwrap_err();
+            probe,
+        }
+    }
+
+    /// A probe that knows which owners are gone by their records.
+    #[derive(Debug)]
+    struct Gone(&'static str);
+
+    impl OwnerProbe for Gone {
+        fn record(&self, owner: &str) -> Option<String> {
+            Some(format!("{owner}'s process"))
+        }
+
+        fn gone(&self, _: &str, record: Option<&str>) -> bool {
+            record == Some(self.0)
+        }
+    }
+
+    #[test]
+    fn a_row_for_another_window_under_the_same_key_is_refused() {
+        let (w, now) = window();
+        let mut row = existing(&w, now, RunState::Done);
+        row.bounds.2 = "Asia/Tokyo".into();
+        let err = decide(&row, &request(&w, now, &LeasesOnly)).unwrap_err();
         assert!(err.to_string().contains("give the job a new name"), "{err}");
+    }
+
+    #[test]
+    fn a_live_lease_of_a_gone_owner_is_taken_over_as_if_it_had_run_out() {
+        let (w, now) = window();
+        for (state, resume) in [(RunState::Claimed, false), (RunState::Prepared, true)] {
+            let row = existing(&w, now, state);
+            let req = request(&w, now, &Gone("a's process"));
+            let decision = decide(&row, &req).unwrap();
+            assert_eq!(
+                decision,
+                Decision::TakeOver {
+                    resume,
+                    from: Some(Takeover::OwnerGone)
+                }
+            );
+            let lease = match decided(decision, &req, &row) {
+                Claim::Run { lease, .. } | Claim::Resume { lease } => lease,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!((lease.fence, lease.attempt), (Fence(2), 2));
+            assert_eq!(
+                lease.taken_from,
+                Some(TakenFrom {
+                    owner: "a".into(),
+                    fence: Fence(1),
+                    because: Takeover::OwnerGone
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn a_live_lease_is_busy_unless_the_probe_is_sure_its_owner_is_gone() {
+        let (w, now) = window();
+        let row = existing(&w, now, RunState::Prepared);
+        for probe in [&LeasesOnly as &dyn OwnerProbe, &Gone("another process")] {
+            let decision = decide(&row, &request(&w, now, probe)).unwrap();
+            assert!(
+                matches!(decision, Decision::Answer(Claim::Busy { .. })),
+                "{decision:?}"
+            );
+        }
+        let unrecorded = Existing {
+            owner_process: None,
+            ..row.clone()
+        };
+        let decision = decide(&unrecorded, &request(&w, now, &Gone("a's process"))).unwrap();
+        assert!(matches!(decision, Decision::Answer(Claim::Busy { .. })));
+        // Past its lease, the lease decides, whatever the probe says.
+        let expired = Existing {
+            lease_live: false,
+            ..row
+        };
+        assert_eq!(
+            decide(&expired, &request(&w, now, &LeasesOnly)).unwrap(),
+            Decision::TakeOver {
+                resume: true,
+                from: Some(Takeover::LeaseExpired)
+            }
+        );
+    }
+
+    #[test]
+    fn a_gone_owner_whose_attempts_are_spent_abandons_the_window() {
+        let (w, now) = window();
+        let row = Existing {
+            attempt: 3,
+            ..existing(&w, now, RunState::Claimed)
+        };
+        let decision = decide(&row, &request(&w, now, &Gone("a's process"))).unwrap();
+        assert!(matches!(decision, Decision::Abandon(_)), "{decision:?}");
     }
 }

@@ -48,8 +48,9 @@ pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use types::{
     Actor, Archived, Attempted, Attempts, AuditLine, Claim, ClaimRequest, DigestNote, DigestRecord,
-    Failure, Fence, Forgotten, Held, Lease, MessageRecord, Pause, PendingMessage, Pruned, Purpose,
-    RangeQuery, Revision, RunRecord, RunState, Skip, StagedMessage, StoredReport, message_prefix,
+    Failure, Fence, Forgotten, Held, Lease, LeasesOnly, LocalProcesses, MessageRecord, OwnerProbe,
+    Pause, PendingMessage, Pruned, Purpose, RangeQuery, Revision, RunRecord, RunState, Skip,
+    StagedMessage, StoredReport, TakenFrom, Takeover, message_prefix,
 };
 
 /// How long a claim on PostgreSQL waits for another session's hold on the

@@ -166,6 +166,10 @@ const MIGRATIONS: &[&str] = &[
     // a trigger made a claim up to twice as slow as their dead rows piled
     // up between vacuums.
     "CREATE INDEX jobhost_runs_by_state ON jobhost_runs (job, state, window_start);",
+    // v6: what a claim's owner recorded of its process, as SQLite's v7: a
+    // claim on the same machine tells from it that the owner of a live
+    // lease is gone. NULL from a host that records nothing.
+    "ALTER TABLE jobhost_runs ADD COLUMN owner_process text;",
 ];
 
 /// The transaction-scoped advisory lock that serialises migrations ("jobhost"

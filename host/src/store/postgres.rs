@@ -402,7 +402,7 @@ fn read_existing(
                 us!("window_start"),
                 ", ",
                 us!("window_end"),
-                ", timezone, revision, report IS NOT NULL FROM jobhost_runs \
+                ", timezone, revision, report IS NOT NULL, owner_process FROM jobhost_runs \
                  WHERE key = $1 FOR UPDATE"
             ),
             &[text(&key.as_str())],
@@ -422,6 +422,7 @@ fn read_existing(
         fence: r.get(1),
         attempt: count(r.get(2), "attempt")?,
         owner: r.get(3),
+        owner_process: r.get(15),
         lease_until: instant(r.get(4))?,
         lease_live: r.get(5),
         error: r.get(6),
@@ -443,6 +444,7 @@ fn restart(
     key: &WindowKey,
     req: &ClaimRequest<'_>,
     existing: &Existing,
+    process: Option<&str>,
 ) -> Result<()> {
     audit(
         tx,
@@ -460,7 +462,8 @@ fn restart(
         "UPDATE jobhost_runs SET state = CASE WHEN report IS NULL THEN 'CLAIMED' ELSE 'PREPARED' END,
             fence = $3, owner = $4, lease_expires_at = now() + make_interval(secs => $5),
             attempt = 1, component = CASE WHEN report IS NULL THEN $6 ELSE component END,
-            error = NULL, retryable = false, retry_at = NULL, updated_at = now()
+            error = NULL, retryable = false, retry_at = NULL, updated_at = now(),
+            owner_process = $7
          WHERE key = $1 AND fence = $2",
         &[
             text(&key.as_str()),
@@ -469,6 +472,7 @@ fn restart(
             text(&req.owner),
             float8(&seconds(req.lease)),
             text(&req.component),
+            text(&process),
         ],
     )
     .map_err(|e| tx.err("restart the window", &e))?;
@@ -491,6 +495,7 @@ fn rerun(
     key: &WindowKey,
     req: &ClaimRequest<'_>,
     existing: &Existing,
+    process: Option<&str>,
 ) -> Result<()> {
     let reason = req.purpose.reason().unwrap_or("");
     archive(tx, key)?;
@@ -515,7 +520,8 @@ fn rerun(
             fence = $4, owner = $5, lease_expires_at = now() + make_interval(secs => $6),
             attempt = 1, component = $7, report = NULL, report_cursor = NULL, journal = NULL,
             error = NULL, retryable = false, retry_at = NULL, digest_prompt = NULL,
-            described = false, pruned_at = NULL, created_at = now(), updated_at = now()
+            described = false, pruned_at = NULL, created_at = now(), updated_at = now(),
+            owner_process = $8
          WHERE key = $1 AND fence = $2",
         &[
             text(&key.as_str()),
@@ -525,6 +531,7 @@ fn rerun(
             text(&req.owner),
             float8(&seconds(req.lease)),
             text(&req.component),
+            text(&process),
         ],
     )
     .map_err(|e| tx.err("claim the next revision", &e))?;
@@ -678,6 +685,8 @@ impl ClaimStore for PostgresStore {
     fn claim(&mut self, req: &ClaimRequest<'_>) -> Result<Claim> {
         let key = req.window.key();
         let lease_s = seconds(req.lease);
+        let process = req.probe.record(req.owner);
+        let process = process.as_deref();
         // One transaction, which waits at most CLAIM_WAIT for the window's
         // row: a session holding it longer (a host paused in the middle of
         // a transaction) makes the window busy, not this process hang.
@@ -712,11 +721,11 @@ impl ClaimStore for PostgresStore {
         let inserted = tx.query_typed(
             "INSERT INTO jobhost_runs (key, job, window_start, window_end, timezone, state,
                 fence, owner, lease_expires_at, attempt, component, created_at, updated_at,
-                revision)
+                revision, owner_process)
              VALUES ($1, $2, to_timestamp($3), to_timestamp($4), $5, 'CLAIMED',
                 coalesce((SELECT next_fence FROM jobhost_forgotten WHERE key = $1), 1), $6,
                 now() + make_interval(secs => $7), 1, $8, now(), now(),
-                coalesce((SELECT next_revision FROM jobhost_forgotten WHERE key = $1), 1))
+                coalesce((SELECT next_revision FROM jobhost_forgotten WHERE key = $1), 1), $9)
              ON CONFLICT (key) DO NOTHING
              RETURNING revision, fence",
             &[
@@ -728,6 +737,7 @@ impl ClaimStore for PostgresStore {
                 text(&req.owner),
                 float8(&lease_s),
                 text(&req.component),
+                text(&process),
             ],
         );
         match inserted {
@@ -761,6 +771,7 @@ impl ClaimStore for PostgresStore {
                         owner: req.owner.to_string(),
                         attempt: 1,
                         revision,
+                        taken_from: None,
                     },
                     takeover: false,
                 });
@@ -797,14 +808,14 @@ impl ClaimStore for PostgresStore {
                         attempt = $6,
                         component = CASE state WHEN 'PREPARED' THEN component ELSE $7 END,
                         error = CASE state WHEN 'SKIPPED' THEN NULL ELSE error END,
-                        retry_at = NULL, updated_at = now()
+                        retry_at = NULL, updated_at = now(), owner_process = $8
                      WHERE key = $1 AND fence = $2",
-                    &[text(&key.as_str()), int8(&existing.fence), int8(&(existing.fence + 1)), text(&req.owner), float8(&lease_s), int8(&i64::from(existing.attempt + 1)), text(&req.component)],
+                    &[text(&key.as_str()), int8(&existing.fence), int8(&(existing.fence + 1)), text(&req.owner), float8(&lease_s), int8(&i64::from(existing.attempt + 1)), text(&req.component), text(&process)],
                 )
                 .map_err(|e| tx.err("take over the claim", &e))?;
             }
-            Decision::Restart { .. } => restart(&mut tx, &key, req, &existing)?,
-            Decision::Rerun => rerun(&mut tx, &key, req, &existing)?,
+            Decision::Restart { .. } => restart(&mut tx, &key, req, &existing, process)?,
+            Decision::Rerun => rerun(&mut tx, &key, req, &existing, process)?,
         }
         tx.commit_named("commit the claim")?;
         Ok(decided(decision, req, &existing))

@@ -237,6 +237,11 @@ const MIGRATIONS: &[&str] = &[
         INSERT INTO run_counts (job, state, n) VALUES (new.job, new.state, 1)
             ON CONFLICT (job, state) DO UPDATE SET n = n + 1;
     END;",
+    // v7: what a claim's owner recorded of its process (one line of JSON:
+    // host, pid, start time, boot id, pid namespace), so that a claim on
+    // the same machine can tell that the owner of a live lease is gone.
+    // NULL from a host that records nothing: its lease decides.
+    "ALTER TABLE runs ADD COLUMN owner_process TEXT;",
 ];
 
 /// The schema whose tables and columns the latest reads and writes: v5.
@@ -1045,10 +1050,12 @@ impl ClaimStore for SqliteStore {
         if let Some((note, by, since)) = paused {
             return Ok(Claim::Paused { note, by, since });
         }
+        let process = req.probe.record(req.owner);
         let existing = tx
             .query_row(
                 "SELECT state, fence, attempt, owner, lease_expires_at, error, retryable,
-                    window_start, window_end, timezone, retry_at, revision, report IS NOT NULL
+                    window_start, window_end, timezone, retry_at, revision, report IS NOT NULL,
+                    owner_process
                  FROM runs WHERE key = ?1",
                 [key.as_str()],
                 |r| {
@@ -1059,6 +1066,7 @@ impl ClaimStore for SqliteStore {
                         fence: r.get(1)?,
                         attempt: r.get(2)?,
                         owner: r.get(3)?,
+                        owner_process: r.get(13)?,
                         lease_until: stored_instant(r, 4)?,
                         lease_live: expires > now,
                         error: r.get(5)?,
@@ -1082,11 +1090,12 @@ impl ClaimStore for SqliteStore {
                     .query_row(
                         "INSERT INTO runs (key, job, window_start, window_end, timezone, state,
                             fence, owner, lease_expires_at, attempt, component, created_at,
-                            updated_at, revision)
+                            updated_at, revision, owner_process)
                          VALUES (?1, ?2, ?3, ?4, ?5, 'CLAIMED',
                             coalesce((SELECT next_fence FROM forgotten WHERE key = ?1), 1),
                             ?6, ?7, 1, ?8, ?9, ?9,
-                            coalesce((SELECT next_revision FROM forgotten WHERE key = ?1), 1))
+                            coalesce((SELECT next_revision FROM forgotten WHERE key = ?1), 1),
+                            ?10)
                          RETURNING revision, fence",
                         params![
                             key.as_str(),
@@ -1097,7 +1106,8 @@ impl ClaimStore for SqliteStore {
                             req.owner,
                             until,
                             req.component,
-                            now
+                            now,
+                            process
                         ],
                         |r| Ok((r.get(0)?, r.get(1)?)),
                     )
@@ -1109,6 +1119,7 @@ impl ClaimStore for SqliteStore {
                         owner: req.owner.to_string(),
                         attempt: 1,
                         revision,
+                        taken_from: None,
                     },
                     takeover: false,
                 }
@@ -1133,12 +1144,15 @@ impl ClaimStore for SqliteStore {
                             req,
                             existing.fence,
                             existing.attempt + 1,
+                            process.as_deref(),
                         )?;
                     }
                     Decision::Restart { .. } => {
-                        restart(&tx, &self.path, &key, req, &existing)?;
+                        restart(&tx, &self.path, &key, req, &existing, process.as_deref())?;
                     }
-                    Decision::Rerun => rerun(&tx, &self.path, &key, req, &existing)?,
+                    Decision::Rerun => {
+                        rerun(&tx, &self.path, &key, req, &existing, process.as_deref())?;
+                    }
                 }
                 decided(decision, req, &existing)
             }
@@ -2159,13 +2173,14 @@ fn take_over(
     req: &ClaimRequest<'_>,
     fence: i64,
     attempt: u32,
+    process: Option<&str>,
 ) -> Result<()> {
     tx.execute(
         "UPDATE runs SET state = CASE state WHEN 'PREPARED' THEN 'PREPARED' ELSE 'CLAIMED' END,
             fence = ?3, owner = ?4, lease_expires_at = ?5, attempt = ?6,
             component = CASE state WHEN 'PREPARED' THEN component ELSE ?7 END,
             error = CASE state WHEN 'SKIPPED' THEN NULL ELSE error END,
-            retry_at = NULL, updated_at = ?8
+            retry_at = NULL, updated_at = ?8, owner_process = ?9
          WHERE key = ?1 AND fence = ?2",
         params![
             key.as_str(),
@@ -2175,7 +2190,8 @@ fn take_over(
             secs_after(req.now, req.lease),
             attempt,
             req.component,
-            secs(req.now)
+            secs(req.now),
+            process
         ],
     )
     .map_err(|e| failed(path, "take over the claim", e))?;
@@ -2190,6 +2206,7 @@ fn restart(
     key: &WindowKey,
     req: &ClaimRequest<'_>,
     existing: &Existing,
+    process: Option<&str>,
 ) -> Result<()> {
     let now = secs(req.now);
     audit(
@@ -2210,7 +2227,7 @@ fn restart(
         "UPDATE runs SET state = CASE WHEN report IS NULL THEN 'CLAIMED' ELSE 'PREPARED' END,
             fence = ?3, owner = ?4, lease_expires_at = ?5, attempt = 1,
             component = CASE WHEN report IS NULL THEN ?6 ELSE component END,
-            error = NULL, retryable = 0, retry_at = NULL, updated_at = ?7
+            error = NULL, retryable = 0, retry_at = NULL, updated_at = ?7, owner_process = ?8
          WHERE key = ?1 AND fence = ?2",
         params![
             key.as_str(),
@@ -2219,7 +2236,8 @@ fn restart(
             req.owner,
             secs_after(req.now, req.lease),
             req.component,
-            now
+            now,
+            process
         ],
     )
     .map_err(|e| failed(path, "restart the window", e))?;
@@ -2243,6 +2261,7 @@ fn rerun(
     key: &WindowKey,
     req: &ClaimRequest<'_>,
     existing: &Existing,
+    process: Option<&str>,
 ) -> Result<()> {
     let now = secs(req.now);
     let reason = req.purpose.reason().unwrap_or("");
@@ -2270,7 +2289,7 @@ fn rerun(
             fence = ?4, owner = ?5, lease_expires_at = ?6, attempt = 1, component = ?7,
             report = NULL, report_cursor = NULL, journal = NULL, error = NULL, retryable = 0,
             retry_at = NULL, digest_prompt = NULL, described = 0, pruned_at = NULL,
-            created_at = ?8, updated_at = ?8
+            created_at = ?8, updated_at = ?8, owner_process = ?9
          WHERE key = ?1 AND fence = ?2",
         params![
             key.as_str(),
@@ -2280,7 +2299,8 @@ fn rerun(
             req.owner,
             secs_after(req.now, req.lease),
             req.component,
-            now
+            now,
+            process
         ],
     )
     .map_err(|e| failed(path, "claim the next revision", e))?;

@@ -118,6 +118,88 @@ pub struct Lease {
     /// Which revision of the window this run is, from 1: a rerun (or a
     /// window forgotten after its report was committed) makes the next.
     pub revision: u32,
+    /// The claim this one ended, when it took over from an owner that
+    /// stopped without letting go (its lease ran out, or its process is
+    /// gone).
+    pub taken_from: Option<TakenFrom>,
+}
+
+/// An owner whose claim was taken over: it stopped without letting go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakenFrom {
+    /// Its owner string (`<host>:<pid>:<tag>`).
+    pub owner: String,
+    /// Its fence.
+    pub fence: Fence,
+    /// Why its claim could be taken.
+    pub because: Takeover,
+}
+
+/// Why a claim on a CLAIMED or PREPARED window could take it over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Takeover {
+    /// The owner's lease ran out.
+    LeaseExpired,
+    /// The owner's lease had not run out, but its process is gone: it ran
+    /// on this machine (same boot, same pid namespace) and its pid is free
+    /// or another process's.
+    OwnerGone,
+}
+
+impl Takeover {
+    /// `lease-expired` or `owner-gone`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Takeover::LeaseExpired => "lease-expired",
+            Takeover::OwnerGone => "owner-gone",
+        }
+    }
+}
+
+/// Tells a claim whether the process holding a window's live lease has
+/// certainly ended, so that a claim on the machine it ran on need not wait
+/// for its lease. The store writes [`OwnerProbe::record`] with every claim
+/// and hands it back, with the owner, to [`OwnerProbe::gone`]; the shared
+/// decision ([`decide`](super::decide)) asks.
+pub trait OwnerProbe: fmt::Debug + Sync {
+    /// What the store records of this process with a claim made as
+    /// `owner`; `None` records nothing.
+    fn record(&self, owner: &str) -> Option<String>;
+
+    /// Whether `owner`, which recorded `record` with its claim, has
+    /// certainly ended. Anything uncertain (another machine, an older
+    /// jobhost's claim without a record) is `false`: the lease decides.
+    fn gone(&self, owner: &str, record: Option<&str>) -> bool;
+}
+
+/// The processes of this machine, seen through `/proc`
+/// ([`crate::core::process`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocalProcesses;
+
+impl OwnerProbe for LocalProcesses {
+    fn record(&self, owner: &str) -> Option<String> {
+        crate::core::process::ProcessRecord::current(owner).map(|r| r.to_text())
+    }
+
+    fn gone(&self, owner: &str, record: Option<&str>) -> bool {
+        crate::core::process::owner_gone(owner, record)
+    }
+}
+
+/// A probe that records nothing and knows no owner to be gone: leases
+/// alone decide.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LeasesOnly;
+
+impl OwnerProbe for LeasesOnly {
+    fn record(&self, _: &str) -> Option<String> {
+        None
+    }
+
+    fn gone(&self, _: &str, _: Option<&str>) -> bool {
+        false
+    }
 }
 
 impl Lease {
@@ -214,6 +296,9 @@ pub struct ClaimRequest<'a> {
     pub max_attempts: u32,
     /// Why the claim is made: what it may take over.
     pub purpose: Purpose<'a>,
+    /// Whether the holder of a live lease is gone ([`LocalProcesses`] for
+    /// a run; [`LeasesOnly`] to wait for every lease).
+    pub probe: &'a dyn OwnerProbe,
 }
 
 /// The answer to a claim attempt.

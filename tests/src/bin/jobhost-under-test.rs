@@ -6,8 +6,10 @@
 //!   run's clock instead of sleeping.
 //! - `JOBHOST_TEST_FAILPOINT=<boundary>[@<n>]:<action>`: at the `n`th time
 //!   (default the first) the run reaches `<boundary>` (`after-claim`,
-//!   `in-guest`, `after-prepare`, `before-send`, `after-send`), `kill`
-//!   sends the process SIGKILL and `stop` sends it SIGSTOP.
+//!   `in-guest`, `after-prepare`, `before-send`, `in-send`, `after-send`),
+//!   `kill` sends the process SIGKILL and `stop` sends it SIGSTOP;
+//!   `pause=<seconds>` sends it SIGSTOP and, once it goes on, moves the
+//!   run's clock that far on (delivery's boundaries; elsewhere as `stop`).
 //! - `JOBHOST_TEST_PEAK_FILE=<path>`: when the command returns, its peak
 //!   resident set (`VmHWM`, in KiB) is written to `<path>`. This is the
 //!   process's own: the peak the kernel reports to a parent (`ru_maxrss`)

@@ -419,17 +419,20 @@ fn send(
         // Nothing to fence: the run is DONE, and the key makes a second
         // copy harmless where the destination deduplicates.
         let run = Sending {
+            look: None,
             key,
             fence: None,
             maybe_there: true,
             now: clock.lease_now(),
         };
-        match sender.send(name, dest, &message, &run, &mut || Ok(())) {
+        match sender.send(name, dest, &message, &run, &mut || Ok(None)) {
             Ok(Sent::Delivered { detail, .. }) => {
                 out.status = MessageStatus::Delivered;
                 out.detail = Some(detail);
                 return out;
             }
+            // Nothing here is looked at before writing (no look is given).
+            Ok(Sent::Withheld) => return out,
             Ok(Sent::Failed(f)) => {
                 out.detail = Some(f.message.clone());
                 if f.outcome == Uncertainty::Refused || out.attempts >= dest.retry.tries {
