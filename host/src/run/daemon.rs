@@ -134,7 +134,8 @@ pub fn check_components(jobs: &[Job]) -> Result<()> {
 }
 
 /// Opens every job's store once before anything runs, creating and
-/// migrating it when needed, and says when one was created.
+/// migrating it when needed, and says when one was created (and, once per
+/// job, when a store hosts share goes with a file destination).
 ///
 /// # Errors
 ///
@@ -142,6 +143,9 @@ pub fn check_components(jobs: &[Job]) -> Result<()> {
 /// database, a newer schema, a bad URL). A store that cannot be reached
 /// now is only reported: each wake-up tries it again.
 pub fn open_stores(jobs: &[Job]) -> Result<()> {
+    for c in jobs {
+        job::say_local_destinations(c);
+    }
     let mut seen = HashSet::new();
     for c in jobs {
         if !seen.insert(c.store.to_string()) {

@@ -29,7 +29,7 @@ use crate::core::failpoint::Failpoints;
 use crate::effects::digest::Wanted;
 pub use finish::make_deferred_digest;
 pub use job::Job;
-pub use open::{refuse_ephemeral_store, store_created};
+pub use open::{refuse_ephemeral_store, say_local_destinations, store_created};
 pub use phases::{Asked, run, run_asked, run_for, run_window};
 use receipt::Receipt;
 

@@ -1,9 +1,11 @@
 //! Opening a job's store for a run: refused (or warned about) when it is
-//! on a filesystem that dies with its machine, and said when this
-//! invocation created it.
+//! on a filesystem that dies with its machine, warned about when hosts
+//! share it but the job's file destinations are each host's own, and said
+//! when this invocation created it.
 
 use crate::core::error::{Error, Result};
 use crate::core::failpoint::Failpoints;
+use crate::effects::destination::Target;
 use crate::run::job::Job;
 use crate::run::receipt::{Receipt, Warning, WarningKind};
 use crate::store::durable::ephemeral_filesystem;
@@ -18,6 +20,7 @@ pub(crate) fn open_store(
 ) -> Result<Box<dyn Store>> {
     receipt.store = Some(job.store.to_string());
     check_durable(job, receipt)?;
+    warn_local_destinations(job, receipt);
     let store = crate::store::open_with(&job.store, failpoints)?;
     if store.created() {
         receipt.store_created = true;
@@ -52,6 +55,71 @@ fn check_durable(job: &Job, receipt: &mut Receipt) -> Result<()> {
         message: format!("{problem}; {fix}"),
     });
     Ok(())
+}
+
+/// A PostgreSQL store is one hosts share, so any of them may run a
+/// window; a `file` destination is written on the disk of the host that
+/// ran it, so a fleet's lines end up split over its hosts. Every receipt
+/// says so; stderr says it once per job in a process (a daemon's or a
+/// backfill's runs would repeat it at every window).
+fn warn_local_destinations(job: &Job, receipt: &mut Receipt) {
+    if let Some(message) = say_local_destinations(job) {
+        receipt.warnings.push(Warning {
+            kind: WarningKind::LocalDestination,
+            message,
+        });
+    }
+}
+
+/// Says on stderr, the first time in this process for `job`, that its
+/// file destinations are each host's own while its store is shared (see
+/// [`warn_local_destinations`]); the message, whenever that is so. The
+/// daemon says it at start-up, before any window runs.
+pub fn say_local_destinations(job: &Job) -> Option<String> {
+    let message = local_destinations(job)?;
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let name = job.name().as_str();
+    if !said.iter().any(|n| n == name) {
+        said.push(name.to_string());
+        crate::core::text::say("warning", &message);
+    }
+    Some(message)
+}
+
+/// What is wrong with a job whose store hosts share and which writes
+/// files, and the fix; `None` when it is not such a job.
+fn local_destinations(job: &Job) -> Option<String> {
+    if !matches!(job.store, StoreLocation::Postgres(_)) {
+        return None;
+    }
+    let files: Vec<String> = job
+        .destinations
+        .iter()
+        .filter_map(|(name, d)| match &d.target {
+            Target::File { path } => Some(format!("`{name}` (`{}`)", path.display())),
+            Target::Http(_) => None,
+        })
+        .collect();
+    if files.is_empty() {
+        return None;
+    }
+    let (noun, verb) = if files.len() == 1 {
+        ("destination", "is")
+    } else {
+        ("destinations", "are")
+    };
+    Some(format!(
+        "job `{}` keeps its claims in the PostgreSQL store `{}`, which other hosts may share, \
+         but its file {noun} {} {verb} written on the disk of whichever host runs a window, so \
+         a fleet's lines are split over its hosts; deliver over HTTP (type = \"http\") or \
+         write the file on storage every host mounts",
+        job.name(),
+        job.store,
+        files.join(", ")
+    ))
 }
 
 /// For the commands that open a job's store before running its windows

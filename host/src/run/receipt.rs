@@ -113,6 +113,9 @@ impl SkipReason {
 pub enum WarningKind {
     /// The store is on a filesystem that dies with its machine.
     EphemeralStore,
+    /// The store is one hosts share, but a destination writes a file on
+    /// the disk of whichever host runs the window.
+    LocalDestination,
     /// The component's `describe` gave nothing for a model.
     Describe,
 }
