@@ -101,6 +101,7 @@ fn measure(
         token: None,
         clock: Arc::new(move || now),
         daemon: None,
+        liveness: None,
     })
     .unwrap();
     let addr = running.addr.to_string();

@@ -22,6 +22,7 @@ mod history;
 mod holes;
 mod hostile;
 mod journal;
+mod liveness;
 mod naive_times;
 mod operate;
 mod pause_trials;

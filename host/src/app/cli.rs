@@ -798,6 +798,7 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
     crate::run::daemon::check_components(&jobs)?;
     crate::run::daemon::open_stores(&jobs)?;
     let metrics = std::sync::Arc::new(crate::app::serve::DaemonMetrics::default());
+    let heartbeat = std::sync::Arc::new(crate::run::liveness::Heartbeat::default());
     let _server = match listen {
         Some((addr, token)) => {
             let origin = jiff::Timestamp::now();
@@ -820,6 +821,7 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
                     shift.map_or(now, |d| now.checked_add(d).unwrap_or(now))
                 }),
                 daemon: Some(metrics.clone()),
+                liveness: Some(heartbeat.clone()),
             })?;
             crate::core::text::say(
                 "note",
@@ -857,6 +859,7 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
             std::time::Duration::from_millis(500)
         },
         observer: Some(&gave_up),
+        heartbeat: Some(&heartbeat),
     };
     let out: crate::run::daemon::Output =
         std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
@@ -966,6 +969,7 @@ fn serve(args: ServeArgs) -> Result<(), Error> {
         token,
         clock: std::sync::Arc::new(move || now.unwrap_or_else(jiff::Timestamp::now)),
         daemon: None,
+        liveness: None,
     })?;
     crate::core::text::say(
         "note",

@@ -29,6 +29,7 @@ use jiff::{SignedDuration, Timestamp};
 use crate::core::clock::{Clock, rfc3339};
 use crate::core::error::Result;
 use crate::core::window::{Window, WindowKey};
+use crate::run::liveness::Heartbeat;
 use crate::run::plan::{self, What};
 use crate::run::receipt::SkipReason;
 use crate::run::{self as job, DeferredDigest, Job, Runtime};
@@ -51,6 +52,9 @@ pub struct Options<'a> {
     /// Told of every run's receipt and how long it took (the dashboard's
     /// metrics); it must not block.
     pub observer: Option<&'a dyn Observer>,
+    /// Told, before each wake-up, run and sleep, by when the loop will be
+    /// back (the dashboard's `/livez`).
+    pub heartbeat: Option<&'a Heartbeat>,
 }
 
 /// What is told of each run the daemon makes.
@@ -229,6 +233,7 @@ fn run_loop(jobs: &[Job], opts: &Options<'_>, out: &Output, digests: &Digests) -
         let now = opts.clock.now();
         let mut wake: Option<Timestamp> = None;
         for job in jobs {
+            expect(opts, job.lease, &format!("looking at job `{}`", job.name()));
             prune_if_due(job, opts, now, out, &mut memory);
             let next = match wake_job(job, opts, &owner, now, since, out, digests, &mut memory) {
                 Ok(next) => next,
@@ -251,6 +256,9 @@ fn run_loop(jobs: &[Job], opts: &Options<'_>, out: &Output, digests: &Digests) -
         if opts.until.is_some_and(|u| wake > u) {
             return Ok(());
         }
+        if let Some(h) = opts.heartbeat {
+            h.expect(wake, format!("sleeping until {}", rfc3339(wake)));
+        }
         sleep_until(opts, wake);
     }
 }
@@ -258,6 +266,17 @@ fn run_loop(jobs: &[Job], opts: &Options<'_>, out: &Output, digests: &Digests) -
 /// How soon a job is looked at again after its store failed or a run could
 /// not claim its window (a database restart, a component being replaced).
 const RETRY_SOON: Duration = Duration::from_secs(60);
+
+/// Tells the heartbeat that the loop is `doing` something that takes at
+/// most `bound` from now. A wake-up's reads and a run are given the job's
+/// lease: a run that has not ended by then is one another host could
+/// already take over, and one that delivers for longer (many messages to a
+/// slow destination) needs a longer `lease_seconds`.
+fn expect(opts: &Options<'_>, bound: Duration, doing: &str) {
+    if let Some(h) = opts.heartbeat {
+        h.expect(crate::core::clock::after(opts.clock.now(), bound), doing);
+    }
+}
 
 fn stopping(opts: &Options<'_>) -> bool {
     opts.stop.load(Ordering::SeqCst)
@@ -481,6 +500,8 @@ impl Wake<'_> {
             if stopping(self.opts) {
                 return None;
             }
+            let doing = format!("running `{}`", window.key());
+            expect(self.opts, self.job.lease, &doing);
             let at_now = self.opts.runtime.at(Some(self.opts.clock.now()));
             let started = std::time::Instant::now();
             let mut outcome = job::run_window(self.job, Some(&window), &at_now);

@@ -10,6 +10,7 @@ pub mod board;
 pub mod daemon;
 mod finish;
 pub mod job;
+pub mod liveness;
 mod open;
 pub mod operate;
 pub mod phases;

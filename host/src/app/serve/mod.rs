@@ -4,7 +4,8 @@
 //! connections, opened read-only; pages rendered from templates embedded in
 //! the binary (`minijinja`, HTML auto-escaping on every template); a JSON
 //! twin of every page with the same facts (`run::board`); `/metrics` in the
-//! Prometheus text format (`prometheus-client`); `/healthz`.
+//! Prometheus text format (`prometheus-client`); `/healthz`, and `/livez`,
+//! which fails when the daemon's loop is stuck.
 //!
 //! Safe by construction: no route writes anything; every text from a guest
 //! or a destination is escaped (control characters shown as `\u{..}`,
@@ -60,13 +61,15 @@ pub struct Settings {
     pub jobs: Vec<ServedJob>,
     /// The address to listen on.
     pub listen: SocketAddr,
-    /// The SHA-256 of the bearer token every request (but `/healthz`) must
-    /// carry, when one is required.
+    /// The SHA-256 of the bearer token every request (but `/healthz` and
+    /// `/livez`) must carry, when one is required.
     pub token: Option<[u8; 32]>,
     /// The instant pages judge lateness by: `now()` of this.
     pub clock: Arc<dyn Fn() -> Timestamp + Send + Sync>,
     /// The daemon's counters, when served inside it.
     pub daemon: Option<Arc<DaemonMetrics>>,
+    /// The daemon loop's heartbeat, when served inside it (`/livez`).
+    pub liveness: Option<Arc<crate::run::liveness::Heartbeat>>,
 }
 
 /// Checks `--listen`, `--token-file` and `--insecure-no-auth` together:
@@ -294,6 +297,9 @@ impl Worker<'_> {
         if path == "/healthz" {
             return Reply::text(200, "ok\n");
         }
+        if path == "/livez" {
+            return self.livez();
+        }
         if let Some(want) = &self.settings.token {
             let header = request
                 .headers()
@@ -317,6 +323,18 @@ impl Worker<'_> {
             pages::Route::NotFound => Reply::text(404, "not found\n"),
             page => self.page(page, now),
         }
+    }
+
+    /// `/livez`: 503 once the daemon's loop is late by the time it gave
+    /// itself, else 200; without a daemon (`serve`), as `/healthz`. It
+    /// reads nothing from the store.
+    fn livez(&self) -> Reply {
+        let Some(heartbeat) = &self.settings.liveness else {
+            return Reply::text(200, "ok\n");
+        };
+        let pulse = heartbeat.check((self.settings.clock)());
+        let status = if pulse.is_alive() { 200 } else { 503 };
+        Reply::text(status, &pulse.line())
     }
 
     /// The store of `location`, opened read-only on first use (`None`: no
