@@ -96,6 +96,7 @@ pub fn command(cwd: &Path, args: &[&str]) -> Command {
         .env("JOBHOST_CACHE_DIR", cache_dir())
         .env("XDG_STATE_HOME", guest_target().join("state-home"))
         .env_remove("JOBHOST_STORE")
+        .env_remove("JOBHOST_STORE_FILE")
         .env_remove("JOBHOST_REQUIRE_DURABLE_STORE")
         .env("RUST_BACKTRACE", "0");
     cmd

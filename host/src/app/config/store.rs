@@ -1,7 +1,8 @@
 //! The store a config names: `--store` (or `$JOBHOST_STORE`), else the
-//! config's `store`, else the default beside the config. A `${VAR}` in it
-//! is filled in from the environment, and a password is scrubbed from
-//! every message.
+//! first line of the file `$JOBHOST_STORE_FILE` names (a systemd
+//! credential, a mounted secret), else the config's `store`, else the
+//! default beside the config. A `${VAR}` in it is filled in from the
+//! environment, and a password is scrubbed from every message.
 
 use std::path::{Path, PathBuf};
 
@@ -11,8 +12,9 @@ use crate::core::redact::Redactor;
 use crate::store::location::{is_postgres_url, url_scheme};
 use crate::store::{PostgresUrl, StoreLocation};
 
-/// The store `flag` (`--store`), else `written` (the config's `store`, in
-/// the config `config`), else [`default_store`]; its secrets go to
+/// The store `flag` (`--store`), else the one in the file
+/// [`STORE_FILE`] names, else `written` (the config's `store`, in the
+/// config `config`), else [`default_store`]; its secrets go to
 /// `redactor`.
 ///
 /// # Errors
@@ -26,17 +28,86 @@ pub fn resolve(
     env: &Env<'_>,
     redactor: &mut Redactor,
 ) -> Result<StoreLocation> {
+    // The process's own setting, as `$JOBHOST_STORE` is, not a `${VAR}`.
+    let file = std::env::var_os(STORE_FILE)
+        .filter(|f| !f.is_empty())
+        .map(PathBuf::from);
+    resolve_with(flag, file.as_deref(), written, config, env, redactor)
+}
+
+/// [`resolve`], given the store file [`STORE_FILE`] names.
+fn resolve_with(
+    flag: Option<&Path>,
+    store_file: Option<&Path>,
+    written: Option<&str>,
+    config: Option<&Path>,
+    env: &Env<'_>,
+    redactor: &mut Redactor,
+) -> Result<StoreLocation> {
     match (flag, written) {
         (Some(p), _) => match p.to_str() {
             Some(text) => store_location("--store", text, Path::new(""), env, redactor),
             None => Ok(StoreLocation::Sqlite(p.to_path_buf())),
         },
+        _ if let Some(file) = store_file => {
+            let text = read_store_file(file)?;
+            let what = format!("store in ${STORE_FILE} `{}`", file.display());
+            store_location(&what, &text, Path::new(""), env, redactor)
+        }
         (None, Some(text)) => {
             let base = config.map(config_dir).unwrap_or_default();
             store_location("`store` in the job config", text, &base, env, redactor)
         }
         (None, None) => default_store(config, env),
     }
+}
+
+/// The environment variable naming a file whose first line is the store,
+/// as `--store` takes it: a URL with its password kept out of the
+/// environment and the unit file (systemd's `LoadCredential=`).
+pub const STORE_FILE: &str = "JOBHOST_STORE_FILE";
+
+/// The first line of the store file `file`, trimmed.
+///
+/// # Errors
+///
+/// `Error::Input` naming the file when it cannot be read, is empty, or can
+/// be read or written by every user of the machine (it may hold a
+/// password).
+fn read_store_file(file: &Path) -> Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let cannot = |e: std::io::Error| {
+        Error::input(format!(
+            "cannot read ${STORE_FILE} `{}`: {e}; name a file whose first line is the store \
+             (a postgres:// URL or a SQLite path)",
+            file.display()
+        ))
+    };
+    let f = std::fs::File::open(file).map_err(cannot)?;
+    let mode = f.metadata().map_err(cannot)?.permissions().mode();
+    if mode & 0o007 != 0 {
+        return Err(Error::input(format!(
+            "${STORE_FILE} `{}` can be read or written by every user of this machine (mode \
+             {:04o}), and a store URL may hold a password: `chmod o-rwx {}` (or 600)",
+            file.display(),
+            mode & 0o7777,
+            crate::core::command::shell_quote(&file.to_string_lossy())
+        )));
+    }
+    let mut text = String::new();
+    f.take(64 * 1024)
+        .read_to_string(&mut text)
+        .map_err(cannot)?;
+    let line = text.lines().next().unwrap_or_default().trim();
+    if line.is_empty() {
+        return Err(Error::input(format!(
+            "${STORE_FILE} `{}` is empty: its first line must be the store (a postgres:// URL \
+             or a SQLite path)",
+            file.display()
+        )));
+    }
+    Ok(line.to_string())
 }
 
 /// Where a job keeps its store when neither `--store`, `$JOBHOST_STORE` nor
@@ -344,5 +415,54 @@ mod tests {
             "{err}"
         );
         assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn the_store_file_stands_for_store_and_is_refused_when_every_user_can_read_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("store-url");
+        std::fs::write(&file, "postgres://jobs:hunter2@db.internal/jobs\nignored\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o400)).unwrap();
+        let env = |_: &str| None;
+        let resolve = |flag: Option<&Path>, written: Option<&str>| {
+            resolve_with(
+                flag,
+                Some(&file),
+                written,
+                None,
+                &env,
+                &mut Redactor::default(),
+            )
+        };
+
+        // The file's first line, over the config's `store`.
+        let StoreLocation::Postgres(url) = resolve(None, Some("state/jobs.db")).unwrap() else {
+            panic!("the store in the file")
+        };
+        assert_eq!(url.secret(), "postgres://jobs:hunter2@db.internal/jobs");
+        assert_eq!(url.to_string(), "postgres://jobs:***@db.internal/jobs");
+        // `--store` (and so $JOBHOST_STORE) over the file.
+        assert_eq!(
+            resolve(Some(Path::new("/var/lib/jobhost/jobhost.db")), None).unwrap(),
+            StoreLocation::Sqlite(PathBuf::from("/var/lib/jobhost/jobhost.db"))
+        );
+
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = resolve(None, None).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let text = err.to_string();
+        assert!(text.contains("$JOBHOST_STORE_FILE"), "{text}");
+        assert!(text.contains("mode 0644"), "{text}");
+        assert!(text.contains("chmod o-rwx"), "{text}");
+        assert!(!text.contains("hunter2"), "{text}");
+
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+        std::fs::write(&file, "\n").unwrap();
+        let err = resolve(None, None).unwrap_err().to_string();
+        assert!(err.contains("is empty"), "{err}");
+        std::fs::remove_file(&file).unwrap();
+        let err = resolve(None, None).unwrap_err().to_string();
+        assert!(err.starts_with("cannot read $JOBHOST_STORE_FILE"), "{err}");
     }
 }
