@@ -218,6 +218,14 @@ fn the_job_configs_the_deployments_carry_are_configs_jobhost_accepts() {
     }
 }
 
+/// The systemd units, by the name they are installed under.
+const UNITS: [&str; 4] = [
+    "jobhost-daemon.service",
+    "jobhost@.service",
+    "jobhost@.timer",
+    "jobhost-fleet.service",
+];
+
 #[test]
 fn every_systemd_unit_passes_systemd_analyze_verify() {
     let test = "every_systemd_unit_passes_systemd_analyze_verify";
@@ -228,28 +236,65 @@ fn every_systemd_unit_passes_systemd_analyze_verify() {
         );
     };
     let units = deploy().join("systemd");
-    let daemon = read(&units.join("jobhost-daemon.service"));
-    let oneshot = read(&units.join("jobhost@.service"));
-    let timer = read(&units.join("jobhost@.timer"));
-    for (name, text) in [
-        ("jobhost-daemon.service", &daemon),
-        ("jobhost@.service", &oneshot),
+    let text = |name: &str| read(&units.join(name));
+    for name in [
+        "jobhost-daemon.service",
+        "jobhost@.service",
+        "jobhost-fleet.service",
     ] {
+        let text = text(name);
         for line in [
             "StateDirectory=jobhost",
-            "DynamicUser=yes",
+            // One fixed user: units sharing the state folder must not each
+            // get a dynamic one.
+            "User=jobhost",
             "ProtectSystem=strict",
             "PrivateTmp=yes",
             "NoNewPrivileges=yes",
-            "Environment=JOBHOST_STORE=/var/lib/jobhost/jobhost.db",
             "Environment=JOBHOST_REQUIRE_DURABLE_STORE=1",
         ] {
             assert!(text.lines().any(|l| l == line), "{name} lacks {line}");
         }
+        assert!(
+            !text.lines().any(|l| l.starts_with("DynamicUser=")),
+            "{name}"
+        );
     }
-    assert!(daemon.lines().any(|l| l == "Restart=on-failure"));
+    for name in ["jobhost-daemon.service", "jobhost@.service"] {
+        let line = "Environment=JOBHOST_STORE=/var/lib/jobhost/jobhost.db";
+        assert!(text(name).lines().any(|l| l == line), "{name} lacks {line}");
+    }
+    // The fleet's unit: its store and token from credentials, its
+    // dashboard off loopback behind the token.
+    let fleet = text("jobhost-fleet.service");
+    for line in [
+        "LoadCredential=store-url:/etc/jobhost/credentials/store-url",
+        "LoadCredential=dashboard-token:/etc/jobhost/credentials/dashboard-token",
+        "Environment=JOBHOST_STORE_FILE=%d/store-url",
+    ] {
+        assert!(
+            fleet.lines().any(|l| l == line),
+            "the fleet's unit lacks {line}"
+        );
+    }
+    let exec = Unit::parse(&fleet).exec_start;
+    assert!(
+        exec.contains("--listen 0.0.0.0:8480 --token-file %d/dashboard-token"),
+        "{exec}"
+    );
+    assert!(
+        text("jobhost-daemon.service")
+            .lines()
+            .any(|l| l == "Restart=on-failure")
+    );
+    let timer = text("jobhost@.timer");
     assert!(timer.lines().any(|l| l == "Persistent=true"));
     assert!(timer.lines().any(|l| l.starts_with("RandomizedDelaySec=")));
+    let sysusers = read(&units.join("jobhost.sysusers"));
+    assert!(
+        sysusers.lines().any(|l| l.starts_with("u jobhost ")),
+        "{sysusers}"
+    );
 
     // verify wants ExecStart's binary to exist: the units name the
     // installed /usr/local/bin/jobhost, the copies the binary just built.
@@ -257,13 +302,9 @@ fn every_systemd_unit_passes_systemd_analyze_verify() {
     let dir = scratch();
     let binary = env!("CARGO_BIN_EXE_jobhost-under-test");
     let mut files = Vec::new();
-    for (name, text) in [
-        ("jobhost-daemon.service", &daemon),
-        ("jobhost@daily-sales.service", &oneshot),
-        ("jobhost@daily-sales.timer", &timer),
-    ] {
-        let path = dir.path().join(name);
-        std::fs::write(&path, text.replace("/usr/local/bin/jobhost", binary)).unwrap();
+    for name in UNITS {
+        let path = dir.path().join(name.replace("@.", "@daily-sales."));
+        std::fs::write(&path, text(name).replace("/usr/local/bin/jobhost", binary)).unwrap();
         files.push(path);
     }
     let out = Command::new(analyze)
@@ -276,6 +317,368 @@ fn every_systemd_unit_passes_systemd_analyze_verify() {
     assert_eq!(run.code, 0, "systemd-analyze verify: {}", run.stderr);
     // Unknown keys and other mistakes are only warnings to verify: none.
     assert_eq!(run.stderr.trim(), "", "systemd-analyze verify warns");
+}
+
+/// What a test takes of a service unit: how it starts the process and the
+/// environment and folders systemd gives it.
+#[derive(Debug, Default)]
+struct Unit {
+    exec_start: String,
+    /// `Environment=` assignments, in order.
+    environment: Vec<(String, String)>,
+    /// `EnvironmentFile=` paths, and whether a missing one is fine (`-`).
+    environment_files: Vec<(String, bool)>,
+    /// `LoadCredential=NAME:PATH`.
+    credentials: Vec<(String, String)>,
+    state_directory: Option<String>,
+    cache_directory: Option<String>,
+}
+
+impl Unit {
+    /// The `[Service]` keys of a unit file this repository writes (one
+    /// assignment per `Environment=` line, no quoting, no continuation
+    /// lines: asserted, so a unit that needs more is noticed here).
+    fn parse(text: &str) -> Unit {
+        let mut unit = Unit::default();
+        for line in text.lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') || line.starts_with('[') {
+                continue;
+            }
+            assert!(!line.ends_with('\\'), "a continued line: {line}");
+            let (key, value) = line.split_once('=').unwrap_or_else(|| panic!("{line}"));
+            let value = value.to_string();
+            match key {
+                "ExecStart" => unit.exec_start = value,
+                "Environment" => {
+                    assert!(
+                        !value.contains([' ', '"', '\'']),
+                        "one plain assignment: {line}"
+                    );
+                    let (k, v) = value.split_once('=').unwrap();
+                    unit.environment.push((k.to_string(), v.to_string()));
+                }
+                "EnvironmentFile" => match value.strip_prefix('-') {
+                    Some(path) => unit.environment_files.push((path.to_string(), true)),
+                    None => unit.environment_files.push((value, false)),
+                },
+                "LoadCredential" => {
+                    let (name, path) = value.split_once(':').unwrap();
+                    unit.credentials.push((name.to_string(), path.to_string()));
+                }
+                "StateDirectory" => unit.state_directory = Some(value),
+                "CacheDirectory" => unit.cache_directory = Some(value),
+                _ => {}
+            }
+        }
+        assert!(!unit.exec_start.is_empty(), "no ExecStart");
+        unit
+    }
+}
+
+/// A machine's file system laid out under a scratch folder: `install.sh
+/// --root` writes into it, and a unit's paths are read as paths in it.
+struct Installed {
+    root: tempfile::TempDir,
+    /// The service's credentials folder (`%d`).
+    credentials: PathBuf,
+}
+
+/// Where the units keep what a run reads and writes, and where an
+/// installed config may point: reads from the first two, writes to the
+/// last two (StateDirectory=, CacheDirectory=); nothing else is writable
+/// under ProtectSystem=strict.
+const READ_ONLY: [&str; 2] = ["/etc/jobhost/", "/usr/local/lib/jobhost/"];
+const WRITABLE: [&str; 2] = ["/var/lib/jobhost/", "/var/cache/jobhost/"];
+
+impl Installed {
+    /// `deploy/systemd/install.sh --root` (with `--fleet`), with the test
+    /// guests' report component and the tests' sales data.
+    fn new(fleet: bool) -> Installed {
+        // Not under /tmp, which may be a tmpfs, where the units' durable
+        // store requirement would (rightly) refuse the store.
+        let target = root().join("target");
+        let root_dir = tempfile::Builder::new()
+            .prefix("jobhost-systemd-")
+            .tempdir_in(&target)
+            .unwrap();
+        let data = sales_db(root_dir.path(), 200);
+        let mut cmd = Command::new("bash");
+        cmd.arg(deploy().join("systemd/install.sh"))
+            .arg("--root")
+            .arg(root_dir.path())
+            .arg("--component")
+            .arg(&guests().report)
+            .arg("--data")
+            .arg(&data);
+        if fleet {
+            cmd.arg("--fleet");
+        }
+        let run = to_run(cmd.output().unwrap());
+        assert_eq!(run.code, 0, "install.sh: {}", run.stderr);
+        let credentials = root_dir.path().join("run/credentials/jobhost");
+        std::fs::create_dir_all(&credentials).unwrap();
+        Installed {
+            root: root_dir,
+            credentials,
+        }
+    }
+
+    /// `path` on the installed machine, as a path here.
+    fn path(&self, path: &str) -> PathBuf {
+        self.root.path().join(path.trim_start_matches('/'))
+    }
+
+    /// A unit's text with its machine paths made paths here, `%i` the
+    /// instance and `%d` the credentials folder, as systemd would give
+    /// them; the binary is the one just built.
+    fn resolve(&self, text: &str, instance: &str) -> String {
+        let mut text = text
+            .replace(
+                "/usr/local/bin/jobhost",
+                env!("CARGO_BIN_EXE_jobhost-under-test"),
+            )
+            .replace("%i", instance)
+            .replace("%d", s(&self.credentials));
+        for prefix in READ_ONLY.iter().chain(&WRITABLE) {
+            let prefix = prefix.trim_end_matches('/');
+            text = text.replace(prefix, s(&self.path(prefix)));
+        }
+        text
+    }
+
+    /// The installed job config, with its paths made paths here; each of
+    /// them must be one the units let jobhost read or write.
+    fn job_config(&self) -> String {
+        let text = read(&self.path("/etc/jobhost/daily-sales.toml"));
+        let config: toml::Value = toml::from_str(&text).unwrap();
+        let reads = [
+            config["component"].as_str().unwrap(),
+            config["source"]["path"].as_str().unwrap(),
+        ];
+        for path in reads {
+            assert!(
+                READ_ONLY.iter().any(|p| path.starts_with(p)),
+                "{path} is not where the units let jobhost read"
+            );
+            assert!(self.path(path).is_file(), "{path} is not installed");
+        }
+        assert!(config.get("store").is_none(), "the units name the store");
+        for (name, d) in config["destinations"].as_table().unwrap() {
+            if let Some(path) = d.get("path") {
+                let path = path.as_str().unwrap();
+                assert!(
+                    WRITABLE.iter().any(|p| path.starts_with(p)),
+                    "destination {name}: {path} is not writable under ProtectSystem=strict"
+                );
+            }
+        }
+        self.resolve(&text, "")
+    }
+
+    /// What the unit's ExecStart would run, with `extra` arguments, in the
+    /// environment the unit gives it and the folders and credentials
+    /// systemd makes for it (a credential is copied from the machine's
+    /// file, readable by the service's user alone).
+    fn command(&self, unit_name: &str, instance: &str, extra: &[&str]) -> Command {
+        let text = read(&self.path(&format!("/etc/systemd/system/{unit_name}")));
+        let unit = Unit::parse(&self.resolve(&text, instance));
+        let mut env: Vec<(String, String)> = unit.environment.clone();
+        // EnvironmentFile= overrides Environment=, whatever their order.
+        for (file, optional) in &unit.environment_files {
+            match std::fs::read_to_string(file) {
+                Ok(text) => env.extend(
+                    text.lines()
+                        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+                        .map(|l| {
+                            let (k, v) = l.split_once('=').unwrap();
+                            (k.to_string(), v.to_string())
+                        }),
+                ),
+                Err(e) => assert!(optional, "{file}: {e}"),
+            }
+        }
+        for dir in [&unit.state_directory, &unit.cache_directory] {
+            assert_eq!(dir.as_deref().unwrap_or("jobhost"), "jobhost");
+        }
+        for dir in WRITABLE {
+            std::fs::create_dir_all(self.path(dir)).unwrap();
+        }
+        use std::os::unix::fs::PermissionsExt;
+        for (name, path) in &unit.credentials {
+            let to = self.credentials.join(name);
+            std::fs::copy(path, &to).unwrap_or_else(|e| panic!("credential {name}: {path}: {e}"));
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o400)).unwrap();
+        }
+        // The dashboard on any free port: 8480 may be taken here.
+        let exec_start = unit.exec_start.replace(":8480", ":0");
+        // Nothing the process is told of is outside the machine's folder.
+        let here = s(self.root.path());
+        for word in exec_start
+            .split_whitespace()
+            .skip(1)
+            .chain(env.iter().map(|(_, v)| v.as_str()))
+        {
+            assert!(
+                !word.starts_with('/') || word.starts_with(here),
+                "{unit_name}: {word} is not under the installed root"
+            );
+        }
+        let mut words = exec_start.split_whitespace();
+        let mut cmd = Command::new(words.next().unwrap());
+        cmd.args(words)
+            .args(extra)
+            .env_clear()
+            .envs(env)
+            .env("STATE_DIRECTORY", self.path("/var/lib/jobhost"))
+            .env("CACHE_DIRECTORY", self.path("/var/cache/jobhost"))
+            .env("HOME", self.path("/var/lib/jobhost"))
+            .env("RUST_BACKTRACE", "0")
+            // The clock is the tests' own: it starts at --now.
+            .env("JOBHOST_TEST_VIRTUAL_TIME", "1")
+            .current_dir("/");
+        if !unit.credentials.is_empty() {
+            cmd.env("CREDENTIALS_DIRECTORY", &self.credentials);
+        }
+        cmd
+    }
+
+    /// Writes `text` to the machine's `path`, readable by root alone.
+    fn write_secret(&self, path: &str, text: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        let file = self.path(path);
+        std::fs::write(&file, text).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+}
+
+/// The machine's config, its paths made paths here, written back.
+fn localize_config(machine: &Installed, edit: impl Fn(String) -> String) {
+    let text = edit(machine.job_config());
+    std::fs::write(machine.path("/etc/jobhost/daily-sales.toml"), text).unwrap();
+}
+
+#[test]
+fn the_timer_units_run_as_installed_reaches_ran_and_writes_only_where_systemd_lets_it() {
+    let machine = Installed::new(false);
+    localize_config(&machine, |t| t);
+    let run = to_run(
+        machine
+            .command(
+                "jobhost@.service",
+                "daily-sales",
+                &["--now", "2026-11-09T00:05:00Z"],
+            )
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let receipt = run.receipt();
+    assert_eq!(receipt["event"], "ran", "{receipt}");
+    assert_eq!(receipt["key"], "daily-sales:2026-11-08");
+    // The store and the report in the state folder, the compiled
+    // component in the cache folder.
+    assert_eq!(
+        receipt["store"].as_str().unwrap(),
+        s(&machine.path("/var/lib/jobhost/jobhost.db"))
+    );
+    let lines = read(&machine.path("/var/lib/jobhost/out/daily-sales.jsonl"));
+    assert_eq!(lines.lines().count(), 1, "{lines}");
+    assert!(
+        std::fs::read_dir(machine.path("/var/cache/jobhost"))
+            .unwrap()
+            .next()
+            .is_some(),
+        "nothing was cached"
+    );
+}
+
+#[test]
+fn the_daemon_unit_run_as_installed_gives_a_receipt() {
+    let machine = Installed::new(false);
+    localize_config(&machine, |t| t);
+    let run = to_run(
+        machine
+            .command(
+                "jobhost-daemon.service",
+                "",
+                &[
+                    "--now",
+                    "2026-11-09T00:05:00Z",
+                    "--until",
+                    "2026-11-09T06:00:00Z",
+                ],
+            )
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let receipt: serde_json::Value = serde_json::from_str(run.stdout.lines().next().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {}", run.stdout));
+    assert_eq!(receipt["event"], "ran", "{receipt}");
+    assert!(machine.path("/var/lib/jobhost/jobhost.db").is_file());
+}
+
+#[test]
+fn the_fleet_unit_run_as_installed_reads_its_store_and_token_from_credentials_and_posts() {
+    let Some(pg) = jobhost_tests::pg::Scratch::new(
+        "deploy::the_fleet_unit_run_as_installed_reads_its_store_and_token_from_credentials_and_posts",
+    ) else {
+        return;
+    };
+    let sink = jobhost_tests::sink::Sink::start();
+    let machine = Installed::new(true);
+    localize_config(&machine, |t| {
+        t.replace(
+            "https://reports.example.com/v1/daily-sales",
+            &sink.url("/v1/daily-sales"),
+        )
+    });
+    // What the administrator writes, as the unit's header says.
+    machine.write_secret(
+        "/etc/jobhost/credentials/store-url",
+        &format!("{}\n", pg.url()),
+    );
+    machine.write_secret(
+        "/etc/jobhost/credentials/dashboard-token",
+        "0123456789abcdef0123456789abcdef\n",
+    );
+    let cmd = machine.command(
+        "jobhost-fleet.service",
+        "",
+        &[
+            "--now",
+            "2026-11-09T00:05:00Z",
+            "--until",
+            "2026-11-09T06:00:00Z",
+        ],
+    );
+    let run = to_run({ cmd }.output().unwrap());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let receipt: serde_json::Value = serde_json::from_str(run.stdout.lines().next().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {}", run.stdout));
+    assert_eq!(receipt["event"], "ran", "{receipt}");
+    // The store from the credential (its password, if any, hidden).
+    assert!(
+        receipt["store"]
+            .as_str()
+            .unwrap()
+            .starts_with("postgres://"),
+        "{receipt}"
+    );
+    assert!(receipt.get("warnings").is_none(), "{receipt}");
+    assert!(
+        run.stderr
+            .contains("serving the dashboard on http://0.0.0.0:"),
+        "{}",
+        run.stderr
+    );
+    let posted = sink.requests();
+    assert_eq!(posted.len(), 1, "{posted:?}");
+    assert_eq!(posted[0].path, "/v1/daily-sales");
+    // The window is claimed in the shared store.
+    let rows = history(pg.url());
+    assert_eq!(rows.len(), 1, "{rows:?}");
 }
 
 /// kubernetes-validate, pinned, pip-installed into target/tools on first
