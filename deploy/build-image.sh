@@ -69,7 +69,8 @@ if [ -n "$(ls -A "$context" 2>/dev/null)" ] && [ ! -e "$context/.jobhost-image-c
     exit 2
 fi
 rm -rf "$context"
-mkdir -p "$context/etc" "$context/cache" "$context/empty"
+mkdir -p "$context/etc" "$context/cache" "$context/empty" "$context/root/var/lib" "$context/root/var/cache"
+chmod 0755 "$context/root" "$context/root/var" "$context/root/var/lib" "$context/root/var/cache"
 touch "$context/.jobhost-image-context"
 # A binary given with --binary is the host's own build, not the shipped one.
 [ -n "$given" ] && touch "$context/.host-binary"

@@ -114,6 +114,7 @@ fn every_yaml_file_parses_and_says_what_the_deployment_needs() {
     let pod = &spec["jobTemplate"]["spec"]["template"]["spec"];
     assert_store_from_secret(&pod["containers"][0]);
     assert_eq!(strings(&pod["containers"][0]["args"])[0], "run");
+    assert_locked_down(pod, "the CronJob");
 
     // The Deployment: two daemons on that store, probes and scraping on 8480.
     let deployment = object("deployment.yaml", "Deployment");
@@ -131,14 +132,27 @@ fn every_yaml_file_parses_and_says_what_the_deployment_needs() {
     assert_eq!(after("--listen"), "0.0.0.0:8480");
     assert!(after("--token-file").starts_with("/run/secrets/"));
     assert_eq!(container["ports"][0]["containerPort"], 8480);
+    // Liveness fails when the scheduler is stuck; readiness only says the
+    // server answers.
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/livez");
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/healthz");
     for probe in ["livenessProbe", "readinessProbe"] {
-        assert_eq!(container[probe]["httpGet"]["path"], "/healthz", "{probe}");
         assert_eq!(container[probe]["httpGet"]["port"], "dashboard", "{probe}");
     }
+    assert_locked_down(&template["spec"], "the Deployment");
     let secret = object("secret.yaml", "Secret");
     for key in ["pgpassword", "dashboard-token"] {
         assert!(secret["stringData"][key].is_string(), "{key}");
     }
+
+    // A voluntary disruption (a drain) takes at most one of the two
+    // daemons, and the budget selects exactly the Deployment's pods.
+    let pdb = object("deployment.yaml", "PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    assert_eq!(
+        pdb["spec"]["selector"]["matchLabels"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
 
     // Compose: PostgreSQL as the store, the daemon, the dashboard's port and
     // its token from a secret.
@@ -163,8 +177,48 @@ fn every_yaml_file_parses_and_says_what_the_deployment_needs() {
     assert_eq!(strings(&jobhost["secrets"]), ["dashboard_token"]);
 }
 
+/// The pod `spec` holds no service-account token, and its container runs
+/// as no root, with a read-only root filesystem, no capabilities, no
+/// privilege escalation and the runtime's seccomp profile; everything it
+/// writes (its working folder, /tmp) is a volume.
+fn assert_locked_down(spec: &Yaml, what: &str) {
+    assert_eq!(spec["automountServiceAccountToken"], false, "{what}");
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], true, "{what}");
+    let container = &spec["containers"][0];
+    let sc = &container["securityContext"];
+    assert_eq!(sc["runAsNonRoot"], true, "{what}");
+    assert_eq!(sc["readOnlyRootFilesystem"], true, "{what}");
+    assert_eq!(sc["allowPrivilegeEscalation"], false, "{what}");
+    assert_eq!(strings(&sc["capabilities"]["drop"]), ["ALL"], "{what}");
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault", "{what}");
+    let mounts = container["volumeMounts"].as_sequence().unwrap();
+    for path in ["/var/lib/jobhost", "/tmp"] {
+        let mount = mounts
+            .iter()
+            .find(|m| m["mountPath"] == path)
+            .unwrap_or_else(|| panic!("{what}: nothing is mounted at {path}"));
+        let volume = spec["volumes"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == mount["name"])
+            .unwrap();
+        assert!(
+            volume["emptyDir"].is_mapping(),
+            "{what}: {path}: {volume:?}"
+        );
+    }
+    // The database's CA, for sslmode=verify-full.
+    let ca = mounts
+        .iter()
+        .find(|m| m["mountPath"] == "/run/secrets/jobhost-db-ca")
+        .unwrap_or_else(|| panic!("{what}: no CA mounted"));
+    assert_eq!(ca["readOnly"], true, "{what}");
+}
+
 /// The container's store is PostgreSQL, its password from the Secret and
-/// filled in by jobhost from the environment.
+/// filled in by jobhost from the environment, its TLS checked against the
+/// CA mounted from a Secret and the server's name.
 fn assert_store_from_secret(container: &Yaml) {
     let env = container["env"].as_sequence().unwrap();
     let var = |name: &str| {
@@ -181,6 +235,29 @@ fn assert_store_from_secret(container: &Yaml) {
         store.starts_with("postgres://jobhost:${PGPASSWORD}@"),
         "{store}"
     );
+    assert!(
+        store.ends_with("?sslmode=verify-full&sslrootcert=/run/secrets/jobhost-db-ca/ca.crt"),
+        "{store}"
+    );
+}
+
+#[test]
+fn the_sample_secret_holds_a_dashboard_token_jobhost_accepts_unchanged() {
+    let secret = object("secret.yaml", "Secret");
+    let token = secret["stringData"]["dashboard-token"].as_str().unwrap();
+    // Mounted as a file, as the Deployment mounts it.
+    let dir = scratch();
+    let file = dir.path().join("dashboard-token");
+    std::fs::write(&file, token).unwrap();
+    let deployment = object("deployment.yaml", "Deployment");
+    let args = strings(&deployment["spec"]["template"]["spec"]["containers"][0]["args"]);
+    let listen = args[args.iter().position(|a| *a == "--listen").unwrap() + 1];
+    // The port the Deployment names may be taken here; the check is the
+    // token's, on the same kind of address (not loopback).
+    let listen = listen.replace(":8480", ":0");
+    let checked = jobhost::app::serve::check_listen(&listen, Some(&file), false);
+    assert!(checked.is_ok(), "{token:?}: {}", checked.unwrap_err());
+    assert!(token.contains("replace"), "{token} is marked to replace");
 }
 
 #[test]
@@ -748,7 +825,7 @@ fn the_kubernetes_manifests_pass_a_schema_check() {
             .matches(" passed ")
             .count();
         assert_eq!(
-            passed, 5,
+            passed, 6,
             "every object is checked: {}{}",
             run.stdout, run.stderr
         );
@@ -881,9 +958,26 @@ fn the_container_image_builds_from_its_containerfile() {
             .is_some(),
         "the image's compile cache is empty"
     );
-    let store_dir = std::fs::metadata(mount.join("var/lib/jobhost")).unwrap();
+    // The user owns what jobhost writes (the store's folder, the compile
+    // cache) and nothing above it or beside it.
     use std::os::unix::fs::MetadataExt;
-    assert_eq!((store_dir.uid(), store_dir.gid()), (65532, 65532));
+    let owner = |path: &str| {
+        let meta = std::fs::metadata(mount.join(path)).unwrap();
+        (meta.uid(), meta.gid())
+    };
+    for path in ["var/lib/jobhost", "var/cache/jobhost"] {
+        assert_eq!(owner(path), (65532, 65532), "/{path}");
+    }
+    for path in [
+        "var",
+        "var/lib",
+        "var/cache",
+        "etc/jobhost",
+        "opt/jobhost",
+        "usr/local/bin/jobhost",
+    ] {
+        assert_eq!(owner(path), (0, 0), "/{path} is the runtime user's");
+    }
     drop(mounted);
     if context.join(".host-binary").exists() {
         // Staged with `build-image.sh --binary` (CI): the host's own build,
@@ -957,4 +1051,131 @@ fn the_field_report_example_shows_the_duplicate_the_warning_the_refusal_and_the_
         assert!(text.contains(part), "`{part}` is not in:\n{text}");
     }
     assert!(!text.contains("UNEXPECTED"), "{text}");
+}
+
+/// The stderr lines of the fleet warning in `text`.
+fn fleet_warnings(text: &str) -> usize {
+    text.lines()
+        .filter(|l| {
+            l.starts_with(
+                "jobhost: warning: job `daily-report` keeps its claims in the PostgreSQL store",
+            )
+        })
+        .count()
+}
+
+/// Receipt lines (JSON with an `event` of a run) of `stdout`, with how many
+/// carry the `local-destination` warning.
+fn receipts_warned(stdout: &str) -> (usize, usize) {
+    let receipts: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["event"] == "ran" || r["event"] == "skipped" && r.get("key").is_some())
+        .filter(|r| r.get("store").is_some())
+        .collect();
+    let warned = receipts
+        .iter()
+        .filter(|r| {
+            r["warnings"]
+                .as_array()
+                .is_some_and(|w| w.iter().any(|w| w["kind"] == "local-destination"))
+        })
+        .count();
+    (receipts.len(), warned)
+}
+
+#[test]
+fn a_file_destination_on_a_store_hosts_share_is_warned_about_once_by_run_daemon_and_backfill() {
+    let Some(pg) = jobhost_tests::pg::Scratch::new(
+        "deploy::a_file_destination_on_a_store_hosts_share_is_warned_about_once_by_run_daemon_and_backfill",
+    ) else {
+        return;
+    };
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 200);
+    let url = pg.url();
+
+    let run = run_job(&cfg, &url, "2026-11-09T00:05:00Z");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let receipt = run.receipt();
+    let warning = &receipt["warnings"][0];
+    assert_eq!(warning["kind"], "local-destination", "{receipt}");
+    let message = warning["message"].as_str().unwrap();
+    for part in [
+        "`digest`",
+        "out.jsonl",
+        "whichever host",
+        "type = \"http\"",
+        "every host mounts",
+    ] {
+        assert!(message.contains(part), "`{part}` is not in: {message}");
+    }
+    assert_eq!(fleet_warnings(&run.stderr), 1, "{}", run.stderr);
+
+    // Three windows: said once on stderr, in every receipt.
+    let daemon = to_run(
+        daemon_command(
+            &[&cfg],
+            &url,
+            "2026-11-09T00:05:00Z",
+            "2026-11-12T00:05:00Z",
+        )
+        .output()
+        .unwrap(),
+    );
+    assert_eq!(daemon.code, 0, "{}", daemon.stderr);
+    let (receipts, warned) = receipts_warned(&daemon.stdout);
+    assert_eq!(receipts, 3, "{}", daemon.stdout);
+    assert_eq!(warned, receipts, "{}", daemon.stdout);
+    assert_eq!(fleet_warnings(&daemon.stderr), 1, "{}", daemon.stderr);
+
+    let backfill = jobhost(&[
+        "backfill",
+        "--config",
+        s(&cfg),
+        "--store",
+        &url,
+        "--from",
+        "2026-11-01",
+        "--to",
+        "2026-11-04",
+        "--now",
+        "2026-11-12T00:05:00Z",
+    ]);
+    assert_eq!(backfill.code, 0, "{}", backfill.stderr);
+    assert_eq!(fleet_warnings(&backfill.stderr), 1, "{}", backfill.stderr);
+
+    // A SQLite store is one host's: nothing to warn about.
+    let other = scratch();
+    let cfg = report_config(other.path(), 200);
+    let alone = run_job(&cfg, other.path().join("s.db"), "2026-11-09T00:05:00Z");
+    assert_eq!(alone.event(), "ran", "{}", alone.stderr);
+    assert!(
+        alone.receipt().get("warnings").is_none(),
+        "{}",
+        alone.stdout
+    );
+    assert_eq!(fleet_warnings(&alone.stderr), 0, "{}", alone.stderr);
+}
+
+#[test]
+fn the_files_the_compose_recipe_writes_are_ignored_by_git() {
+    let test = "the_files_the_compose_recipe_writes_are_ignored_by_git";
+    let Some(git) = tool("git") else {
+        return skipped(test, "git is not installed");
+    };
+    // What compose.yaml's header tells a person to write.
+    let compose = read(&deploy().join("container/compose.yaml"));
+    for file in ["deploy/container/.env", "deploy/container/dashboard-token"] {
+        assert!(
+            compose.contains(file),
+            "compose.yaml no longer writes {file}"
+        );
+        let out = Command::new(&git)
+            .current_dir(root())
+            .args(["check-ignore", "--no-index", "-q", file])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git does not ignore {file}");
+    }
 }
