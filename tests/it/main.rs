@@ -42,5 +42,6 @@ mod seed_scenarios;
 mod status;
 mod store_contract;
 mod store_faults;
+mod token_file;
 mod windows;
 mod zones;
