@@ -32,6 +32,7 @@ mod postgres;
 mod python;
 mod races;
 mod read_only;
+mod receipt_level;
 mod reference_report;
 mod replay;
 mod resume;
