@@ -44,5 +44,6 @@ mod status;
 mod store_contract;
 mod store_faults;
 mod token_file;
+mod upgrade;
 mod windows;
 mod zones;
