@@ -81,6 +81,13 @@ bench-schedule *args:
 pause-trials trials="200":
     RUST_BACKTRACE=0 JOBHOST_PAUSE_TRIALS={{trials}} cargo test -p jobhost-tests --test e2e -- pause_trials --test-threads 4 --nocapture
 
+# Old and new across a schema change: builds release REV (default: the
+# last before this tree's newest migration) from git beside this tree, runs
+# it on a store this tree migrated and this tree on one it wrote, and prints
+# what each command did (PostgreSQL too with JOBHOST_TEST_POSTGRES).
+upgrade-check rev="50fe569":
+    bash tests/upgrade/check.sh {{rev}}
+
 # Regenerate examples/sales.db (deterministic).
 sample-data:
     cargo run -p jobhost-tests --bin make-sample-data -- examples/sales.db

@@ -175,6 +175,7 @@ fn a_daemon_loop_stuck_past_its_wake_up_fails_livez_until_it_wakes() {
         sleep_slice: Duration::MAX,
         observer: None,
         heartbeat: Some(&heartbeat),
+        receipt: jobhost::run::receipt::ReceiptLevel::Full,
     };
     let wait_asleep = || {
         asleep

@@ -1,10 +1,13 @@
 //! What several commands take from the command line the same way: the
-//! process environment for `${VAR}`s, and which store a command reads.
+//! process environment for `${VAR}`s, which store a command reads, and
+//! the switches every command that runs a job takes from the environment
+//! too.
 
 use std::path::{Path, PathBuf};
 
 use crate::app::config::{JobConfig, RunFlags};
 use crate::core::error::Error;
+use crate::run::receipt::ReceiptLevel;
 use crate::store::StoreLocation;
 
 /// Where `${VAR}` values come from: the process environment.
@@ -51,6 +54,32 @@ pub fn require_durable_store(flag: bool) -> Result<bool, Error> {
         Some(value) => parse_switch(REQUIRE_DURABLE_STORE, &value)?,
     };
     Ok(flag || from_env)
+}
+
+/// The environment variable that sets the receipt level, as `--receipt`
+/// does, for every command that prints receipts.
+pub const RECEIPT: &str = "JOBHOST_RECEIPT";
+
+/// `--receipt`, else `$JOBHOST_RECEIPT`, else full: how much of each run
+/// its receipt tells.
+///
+/// # Errors
+///
+/// `Error::Input` naming the flag or the variable for a value other than
+/// `full` or `brief`.
+pub fn receipt_level(flag: Option<&str>) -> Result<ReceiptLevel, Error> {
+    let (given, text) = match (flag, std::env::var_os(RECEIPT)) {
+        (Some(f), _) => ("--receipt".to_string(), f.to_string()),
+        (None, Some(v)) => (format!("${RECEIPT}"), v.to_string_lossy().into_owned()),
+        (None, None) => return Ok(ReceiptLevel::Full),
+    };
+    ReceiptLevel::parse(text.trim()).ok_or_else(|| {
+        Error::input(format!(
+            "{given} is `{}`: it takes full (the default: the report's summary, what each send \
+             came to, the digest) or brief (without them)",
+            crate::core::text::printable(&text)
+        ))
+    })
 }
 
 /// A yes/no environment variable: `1`/`true`/`yes` or `0`/`false`/`no`

@@ -16,7 +16,7 @@ use crate::core::error::Error;
 use crate::core::schedule::Schedule;
 use crate::core::text::{json_line, printable};
 use crate::effects::digest::DigestStatus;
-use crate::run::receipt::{Event, Receipt};
+use crate::run::receipt::{Event, Receipt, ReceiptLevel};
 use crate::run::{Outcome, Runtime};
 use crate::store::{self, RunRecord};
 
@@ -162,6 +162,11 @@ struct DaemonArgs {
     /// 127.0.0.1:8480), on threads of its own.
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
+    /// How much each receipt tells: full, or brief (without the report's
+    /// summary, what each send came to and the digest's text) [default:
+    /// $JOBHOST_RECEIPT, else full].
+    #[arg(long, value_name = "full|brief")]
+    receipt: Option<String>,
     #[command(flatten)]
     auth: ListenArgs,
 }
@@ -349,6 +354,11 @@ struct RunArgs {
     /// Compiled-code cache folder [default: $XDG_CACHE_HOME/jobhost or ~/.cache/jobhost].
     #[arg(long, value_name = "DIR", env = "JOBHOST_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    /// How much each receipt tells: full, or brief (without the report's
+    /// summary, what each send came to and the digest's text) [default:
+    /// $JOBHOST_RECEIPT, else full].
+    #[arg(long, value_name = "full|brief")]
+    receipt: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -555,7 +565,12 @@ fn run(args: RunArgs, runtime: &Runtime) -> i32 {
         now: args.now,
         cache_dir: args.cache_dir,
     };
-    let job = crate::app::args::require_durable_store(flags.require_durable_store)
+    let mut level = ReceiptLevel::Full;
+    let job = crate::app::args::receipt_level(args.receipt.as_deref())
+        .and_then(|l| {
+            level = l;
+            crate::app::args::require_durable_store(flags.require_durable_store)
+        })
         .and_then(|require| {
             flags.require_durable_store = require;
             JobConfig::load(&flags)
@@ -578,7 +593,7 @@ fn run(args: RunArgs, runtime: &Runtime) -> i32 {
         crate::core::text::say("skipped", &detail.to_string());
     }
     let mut out = std::io::stdout().lock();
-    if writeln!(out, "{}", outcome.receipt.to_json_line()).is_err() {
+    if writeln!(out, "{}", outcome.receipt.line(level)).is_err() {
         return 1;
     }
     outcome.exit_code
@@ -751,6 +766,7 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
     );
     let require_durable_store =
         crate::app::args::require_durable_store(args.require_durable_store)?;
+    let level = crate::app::args::receipt_level(args.receipt.as_deref())?;
     let jobs = args
         .config
         .iter()
@@ -860,6 +876,7 @@ fn daemon(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
         },
         observer: Some(&gave_up),
         heartbeat: Some(&heartbeat),
+        receipt: level,
     };
     let out: crate::run::daemon::Output =
         std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));

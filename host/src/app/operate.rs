@@ -15,7 +15,7 @@ use crate::core::error::{Error, Result};
 use crate::core::text::{json_line, printable, say};
 use crate::core::window::JobName;
 use crate::run::operate::{self, Act, Only, Planned};
-use crate::run::receipt::Event;
+use crate::run::receipt::{Event, ReceiptLevel};
 use crate::run::{Outcome, Runtime};
 use crate::store::{self, Actor};
 
@@ -42,9 +42,19 @@ pub struct JobFlags {
     /// Compiled-code cache folder [default: $XDG_CACHE_HOME/jobhost or ~/.cache/jobhost].
     #[arg(long, value_name = "DIR", env = "JOBHOST_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    /// How much each receipt tells: full, or brief (without the report's
+    /// summary, what each send came to and the digest's text) [default:
+    /// $JOBHOST_RECEIPT, else full].
+    #[arg(long, value_name = "full|brief")]
+    receipt: Option<String>,
 }
 
 impl JobFlags {
+    /// `--receipt`, else `$JOBHOST_RECEIPT`, else full.
+    fn level(&self) -> Result<ReceiptLevel> {
+        crate::app::args::receipt_level(self.receipt.as_deref())
+    }
+
     fn load(&self) -> Result<JobConfig> {
         JobConfig::load(&RunFlags {
             config: Some(self.config.clone()),
@@ -201,7 +211,7 @@ fn refused(e: &Error) -> i32 {
 
 /// Prints a run's receipt as `run` does: its line on stdout, an error or
 /// skip on stderr.
-fn print_receipt(outcome: &Outcome) {
+fn print_receipt(outcome: &Outcome, level: ReceiptLevel) {
     if let Some(err) = &outcome.receipt.error {
         say("error", &err.message);
     } else if let (Event::Skipped, Some(detail)) = (outcome.receipt.event, &outcome.receipt.detail)
@@ -209,12 +219,14 @@ fn print_receipt(outcome: &Outcome) {
         say("skipped", detail);
     }
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{}", outcome.receipt.to_json_line());
+    let _ = writeln!(out, "{}", outcome.receipt.line(level));
 }
 
 /// `jobhost rerun KEY`: exit codes as for `run`.
 pub fn rerun(args: RerunArgs, runtime: &Runtime) -> i32 {
+    let mut level = ReceiptLevel::Full;
     let result = (|| {
+        level = args.job.level()?;
         let config = args.job.load()?;
         let job = config.job(&env)?;
         crate::run::refuse_ephemeral_store(&job)?;
@@ -224,12 +236,12 @@ pub fn rerun(args: RerunArgs, runtime: &Runtime) -> i32 {
     })();
     match result {
         Ok(outcome) => {
-            print_receipt(&outcome);
+            print_receipt(&outcome, level);
             outcome.exit_code
         }
         Err(e) => {
             let outcome = Outcome::refused(&e);
-            print_receipt(&outcome);
+            print_receipt(&outcome, level);
             outcome.exit_code
         }
     }
@@ -237,7 +249,9 @@ pub fn rerun(args: RerunArgs, runtime: &Runtime) -> i32 {
 
 /// `jobhost retry KEY`: exit codes as for `run`.
 pub fn retry(args: RetryArgs, runtime: &Runtime) -> i32 {
+    let mut level = ReceiptLevel::Full;
     let result = (|| {
+        level = args.job.level()?;
         let config = args.job.load()?;
         let job = config.job(&env)?;
         crate::run::refuse_ephemeral_store(&job)?;
@@ -249,7 +263,7 @@ pub fn retry(args: RetryArgs, runtime: &Runtime) -> i32 {
         operate::retry(&job, &args.key, &reason, &runtime)
     })();
     let outcome = result.unwrap_or_else(|e| Outcome::refused(&e));
-    print_receipt(&outcome);
+    print_receipt(&outcome, level);
     outcome.exit_code
 }
 
@@ -286,6 +300,7 @@ pub fn backfill(args: BackfillArgs, runtime: &Runtime) -> i32 {
 
 fn backfill_inner(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
     let only = Only::parse(&args.only)?;
+    let level = args.job.level()?;
     let config = args.job.load()?;
     let job = config.job(&env)?;
     crate::run::refuse_ephemeral_store(&job)?;
@@ -366,7 +381,7 @@ fn backfill_inner(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
         &mut |_, p, outcome| {
             n += 1;
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{}", outcome.receipt.to_json_line());
+            let _ = writeln!(out, "{}", outcome.receipt.line(level));
             drop(out);
             progress.step(n, todo, p, outcome);
         },

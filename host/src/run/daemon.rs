@@ -31,7 +31,7 @@ use crate::core::error::Result;
 use crate::core::window::{Window, WindowKey};
 use crate::run::liveness::Heartbeat;
 use crate::run::plan::{self, What};
-use crate::run::receipt::SkipReason;
+use crate::run::receipt::{ReceiptLevel, SkipReason};
 use crate::run::{self as job, DeferredDigest, Job, Runtime};
 use crate::store::{self, RunRecord, Skip, Store};
 
@@ -55,6 +55,8 @@ pub struct Options<'a> {
     /// Told, before each wake-up, run and sleep, by when the loop will be
     /// back (the dashboard's `/livez`).
     pub heartbeat: Option<&'a Heartbeat>,
+    /// How much of each run its receipt (and a digest's line) tells.
+    pub receipt: ReceiptLevel,
 }
 
 /// What is told of each run the daemon makes.
@@ -86,7 +88,7 @@ fn emit(out: &Output, line: &str) {
 /// None so far: a job whose store fails is reported on stderr and tried
 /// again a minute later, and a failed run is a receipt, not an error.
 pub fn run(jobs: &[Job], opts: &Options<'_>, out: &Output) -> Result<()> {
-    let (digests, worker) = Digests::start(opts.runtime, out);
+    let (digests, worker) = Digests::start(opts.runtime, opts.receipt, out);
     let result = run_loop(jobs, opts, out, &digests);
     let left = digests.pending.load(Ordering::SeqCst);
     drop(digests);
@@ -178,7 +180,11 @@ struct Digests {
 impl Digests {
     /// Starts the worker; it ends when the queue is dropped and empty,
     /// and makes nothing more once a stop is asked for.
-    fn start(runtime: &Runtime, out: &Output) -> (Digests, std::thread::JoinHandle<()>) {
+    fn start(
+        runtime: &Runtime,
+        level: ReceiptLevel,
+        out: &Output,
+    ) -> (Digests, std::thread::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel::<(Job, DeferredDigest)>();
         let pending = Arc::new(AtomicUsize::new(0));
         let (runtime, out, left) = (runtime.clone(), out.clone(), pending.clone());
@@ -195,6 +201,10 @@ impl Digests {
                         "now": rfc3339(deferred.at),
                         "digest": info,
                     });
+                    let line = match level {
+                        ReceiptLevel::Full => line,
+                        ReceiptLevel::Brief => crate::run::receipt::brief(line),
+                    };
                     emit(&out, &line.to_string());
                 }
                 left.fetch_sub(1, Ordering::SeqCst);
@@ -512,7 +522,7 @@ impl Wake<'_> {
                     started.elapsed(),
                 );
             }
-            emit(self.out, &outcome.receipt.to_json_line());
+            emit(self.out, &outcome.receipt.line(self.opts.receipt));
             if let Some(d) = outcome.digest.take() {
                 self.digests.queue(self.job, d);
             }

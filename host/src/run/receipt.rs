@@ -381,11 +381,119 @@ impl Receipt {
 
     /// The receipt as one line of JSON.
     pub fn to_json_line(&self) -> String {
-        match serde_json::to_string(self) {
+        self.line(ReceiptLevel::Full)
+    }
+
+    /// The receipt at `level` as one line of JSON.
+    pub fn line(&self, level: ReceiptLevel) -> String {
+        let rendered = match level {
+            ReceiptLevel::Full => serde_json::to_string(self),
+            ReceiptLevel::Brief => serde_json::to_value(self).map(|v| brief(v).to_string()),
+        };
+        match rendered {
             Ok(line) => crate::core::text::json_line(&line).into_owned(),
             Err(e) => format!(
                 r#"{{"event":"failed","error":{{"kind":"host","message":"cannot render receipt: {e}"}}}}"#
             ),
         }
+    }
+}
+
+/// How much of a run its receipt tells (`--receipt`, `$JOBHOST_RECEIPT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReceiptLevel {
+    /// Everything: the report's summary and cursor, what each send came to,
+    /// the digest's text.
+    #[default]
+    Full,
+    /// What a monitor or a grep needs, and nothing a guest, a destination
+    /// or a model wrote but an error: see [`brief`].
+    Brief,
+}
+
+impl ReceiptLevel {
+    /// The level `text` names (`full`, `brief`), if any.
+    pub fn parse(text: &str) -> Option<ReceiptLevel> {
+        match text {
+            "full" => Some(ReceiptLevel::Full),
+            "brief" => Some(ReceiptLevel::Brief),
+            _ => None,
+        }
+    }
+}
+
+/// The fields a brief receipt keeps, top level: everything but `report`
+/// (its summary is the report's text, its cursor the guest's).
+const BRIEF: &[&str] = &[
+    "event",
+    "job",
+    "key",
+    "window",
+    "now",
+    "component",
+    "store",
+    "store_created",
+    "warnings",
+    "reason",
+    "detail",
+    "attempt",
+    "fence",
+    "revision",
+    "because",
+    "took_over",
+    "messages",
+    "destinations",
+    "stats",
+    "compiled",
+    "digest",
+    "pings",
+    "error",
+];
+
+/// What a brief receipt keeps of each message: not `detail`, which may
+/// quote what the destination answered.
+const BRIEF_MESSAGE: &[&str] = &[
+    "seq",
+    "destination",
+    "idempotency_key",
+    "bytes",
+    "status",
+    "attempts",
+    "http_status",
+];
+
+/// What a brief receipt keeps of the digest: not its `text`, the model's
+/// account of the report.
+const BRIEF_DIGEST: &[&str] = &["status", "cache", "model", "error", "message"];
+
+/// What a brief receipt keeps of the digest's message.
+const BRIEF_DIGEST_MESSAGE: &[&str] = &["destination", "idempotency_key", "status", "attempts"];
+
+/// A receipt (or a daemon's digest line) cut to the fields a brief one
+/// keeps. The lists name what is kept, so a field added later stays out of
+/// brief receipts until it is added to them.
+pub fn brief(mut receipt: serde_json::Value) -> serde_json::Value {
+    keep(&mut receipt, BRIEF);
+    if let Some(messages) = receipt
+        .get_mut("messages")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        for m in messages {
+            keep(m, BRIEF_MESSAGE);
+        }
+    }
+    if let Some(digest) = receipt.get_mut("digest") {
+        keep(digest, BRIEF_DIGEST);
+        if let Some(message) = digest.get_mut("message") {
+            keep(message, BRIEF_DIGEST_MESSAGE);
+        }
+    }
+    receipt
+}
+
+/// Drops every field of the object `value` that `fields` does not name.
+fn keep(value: &mut serde_json::Value, fields: &[&str]) {
+    if let Some(map) = value.as_object_mut() {
+        map.retain(|k, _| fields.contains(&k.as_str()));
     }
 }

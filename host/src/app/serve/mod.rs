@@ -116,12 +116,22 @@ pub fn check_listen(
 }
 
 /// The digest of the token in `file`: its first line, at least 16
-/// characters.
+/// characters. A file every user may read is warned about on stderr
+/// ([`token_mode_warning`]).
 fn read_token(file: &Path) -> Result<[u8; 32]> {
     use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
     let mut text = String::new();
     std::fs::File::open(file)
-        .and_then(|f| f.take(4096).read_to_string(&mut text))
+        .and_then(|f| {
+            // The mode of the file read, not of a symbolic link to it (a
+            // Kubernetes Secret's files are links into a folder of its own).
+            let mode = f.metadata()?.permissions().mode();
+            if let Some(warning) = token_mode_warning(file, mode) {
+                crate::core::text::say("warning", &warning);
+            }
+            f.take(4096).read_to_string(&mut text)
+        })
         .map_err(|e| {
             Error::input(format!(
                 "cannot read --token-file `{}`: {e}; give a file holding the bearer token",
@@ -137,6 +147,24 @@ fn read_token(file: &Path) -> Result<[u8; 32]> {
         )));
     }
     Ok(Sha256::digest(token.as_bytes()).into())
+}
+
+/// What to say of a token file of `mode` that every user of the machine
+/// may read. Nothing for one only its group may read besides its owner
+/// (0640, 0440: how a file is shared with a service's group, as a
+/// Kubernetes `defaultMode: 0440` with an `fsGroup` does). A warning, not
+/// a refusal: Kubernetes mounts a Secret's files 0644 unless the volume
+/// says otherwise, and a refusal would stop every such pod's dashboard.
+fn token_mode_warning(file: &Path, mode: u32) -> Option<String> {
+    (mode & 0o004 != 0).then(|| {
+        format!(
+            "--token-file `{shown}` has mode {:04o}: every user of this machine can read the \
+             dashboard's bearer token; `chmod 600 {shown}` (in Kubernetes, `defaultMode: 0400` \
+             on the Secret's volume)",
+            mode & 0o7777,
+            shown = file.display()
+        )
+    })
 }
 
 /// Whether `header` (an `Authorization` value) carries the token whose
