@@ -54,3 +54,49 @@ fn history_of_a_missing_store_says_so_without_creating_it() {
     assert!(run.stderr.contains("no store at"), "{}", run.stderr);
     assert!(!store.exists());
 }
+
+#[test]
+fn a_reader_that_stops_reading_ends_the_listing_quietly() {
+    use jobhost::core::window::{JobName, Window, WindowKind, Zone};
+    use jobhost::store::{Ledger, Skip, SqliteStore};
+    use std::io::Read;
+    let dir = scratch();
+    let db = dir.path().join("s.db");
+    // Three thousand hour windows: far more than a pipe holds.
+    let job = JobName::new("hourly").unwrap();
+    let start: jiff::Timestamp = "2026-01-01T00:30:00Z".parse().unwrap();
+    let windows: Vec<Window> = (0..3000)
+        .map(|h| {
+            let at = start
+                .checked_add(jiff::SignedDuration::from_hours(h))
+                .unwrap();
+            Window::containing(&job, WindowKind::Hour, &Zone::utc(), at).unwrap()
+        })
+        .collect();
+    let skips: Vec<Skip<'_>> = windows
+        .iter()
+        .map(|w| Skip {
+            window: w,
+            reason: "catch_up = \"latest\"",
+        })
+        .collect();
+    SqliteStore::open(&db)
+        .unwrap()
+        .record_skips(&skips, "test", "2026-06-01T00:00:00Z".parse().unwrap())
+        .unwrap();
+    for args in [&["history"][..], &["history", "--json"][..]] {
+        // `jobhost history | head -c 100`: the reader goes after 100 bytes.
+        let mut child = command(&root(), args)
+            .args(["--store", s(&db)])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 100];
+        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert_eq!(stderr, "", "{args:?}: nothing said of the closed pipe");
+    }
+}

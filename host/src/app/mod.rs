@@ -9,5 +9,4 @@ pub mod compile;
 pub mod config;
 pub mod detail;
 pub mod new;
-pub mod operate;
 pub mod serve;

@@ -195,6 +195,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn lateness_reads_as_its_two_largest_units() {
+        let d = |s: i64| human_duration(jiff::SignedDuration::from_secs(s));
+        assert_eq!(d(45), "45s");
+        assert_eq!(d(18 * 3600 + 58 * 60 + 30), "18h58m");
+        assert_eq!(d(2 * 86_400 + 3 * 3600 + 59), "2d3h");
+        assert_eq!(d(3600), "1h");
+        assert_eq!(d(90), "1m30s");
+        assert_eq!(d(0), "0s");
+        assert_eq!(d(-5), "0s");
+    }
+
+    #[test]
     fn plain_text_passes_through_unchanged_and_unallocated() {
         assert!(matches!(
             printable("Sales digest: 241 orders, €15631.97"),

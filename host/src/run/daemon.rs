@@ -108,6 +108,86 @@ pub fn run(jobs: &[Job], opts: &Options<'_>, out: &Output) -> Result<()> {
     result
 }
 
+/// What cannot become valid while the daemon runs, refused before it
+/// claims anything: a store that dies with its machine where a durable one
+/// is required (before any store is opened or created), a component that
+/// is missing or broken at start-up, a store that cannot be a jobhost
+/// store. (A component replaced later, or a database that restarts, is
+/// retried.)
+///
+/// # Errors
+///
+/// `Error::Input` naming the job and what is wrong; the store's error.
+pub fn check_before_start(jobs: &[Job]) -> Result<()> {
+    for j in jobs {
+        job::refuse_ephemeral_store(j)
+            .map_err(|e| crate::core::error::Error::input(format!("job `{}`: {e}", j.name())))?;
+    }
+    check_components(jobs)?;
+    open_stores(jobs)
+}
+
+/// The daemon's clock: from `start` (`--now`) on, advancing in real time,
+/// or the system's; virtual in tests (`virtual_time`).
+pub fn clock(start: Option<Timestamp>, virtual_time: bool) -> Box<dyn Clock> {
+    use crate::core::clock::{ShiftedClock, SystemClock, VirtualClock};
+    match (start, virtual_time) {
+        (Some(t), true) => Box::new(VirtualClock::new(t)),
+        (Some(t), false) => Box::new(ShiftedClock::starting_at(t)),
+        (None, true) => Box::new(VirtualClock::new(Timestamp::now())),
+        (None, false) => Box::new(SystemClock),
+    }
+}
+
+/// An [`Observer`] that passes every run on to another and keeps the keys
+/// of the windows that failed for good or were abandoned, for `daemon
+/// --until`'s exit code.
+pub struct GaveUp<'a> {
+    inner: Option<&'a dyn Observer>,
+    keys: Mutex<Vec<String>>,
+}
+
+impl<'a> GaveUp<'a> {
+    /// Counting, and telling `inner` too.
+    pub fn new(inner: Option<&'a dyn Observer>) -> GaveUp<'a> {
+        GaveUp {
+            inner,
+            keys: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The windows that failed for good or were abandoned, in order.
+    pub fn keys(self) -> Vec<String> {
+        self.keys
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Observer for GaveUp<'_> {
+    fn ran(&self, job: &str, receipt: &crate::run::receipt::Receipt, took: Duration) {
+        use crate::run::receipt::Event;
+        if let Some(inner) = self.inner {
+            inner.ran(job, receipt, took);
+        }
+        let for_good = match receipt.event {
+            Event::Abandoned => true,
+            Event::Failed => receipt
+                .error
+                .as_ref()
+                .is_some_and(|e| e.retryable == Some(false)),
+            _ => false,
+        };
+        if for_good {
+            let key = receipt.key.clone().unwrap_or_else(|| job.to_string());
+            self.keys
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(key);
+        }
+    }
+}
+
 /// Loads (compiling, or finding in the compile cache) every job's
 /// component once, before anything runs.
 ///

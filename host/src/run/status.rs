@@ -22,7 +22,7 @@ use crate::core::schedule::Schedule;
 use crate::core::window::Window;
 use crate::run::plan::{HOLES_SCANNED, Holes, holes};
 use crate::run::reads::Reads;
-use crate::store::{Ledger, Pause, RangeQuery, RunRecord, RunState};
+use crate::store::{Pause, RangeQuery, RunRecord, RunState};
 
 /// How a job stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -120,41 +120,19 @@ pub struct Status {
     pub paused: Option<Pause>,
 }
 
-/// The status at `now` of the job whose windows `schedule` times, over
-/// `store` (`None`: no store yet).
-///
-/// # Errors
-///
-/// `Error::Store` when the store cannot be read.
-pub fn status(
-    schedule: &Schedule,
-    now: Timestamp,
-    store: Option<&mut dyn Ledger>,
-) -> Result<Status> {
-    let expected = schedule.last_due(now)?;
-    let (runs, decided_until, paused) = match store {
-        Some(s) => (
-            s.history(Some(schedule.job.as_str()))?,
-            s.decided_until(&schedule.job)?,
-            s.paused(schedule.job.as_str())?,
-        ),
-        None => (Vec::new(), None, None),
-    };
-    let holes = holes(schedule, now, &runs, decided_until, None)?;
-    judge(schedule, now, expected, &runs, holes, paused)
-}
-
 /// The most rows of each kind [`status_bounded`] reads: windows that need
 /// a person, unfinished ones, and skipped ones since the last DONE window.
 pub const BOUNDED_ROWS: usize = 200;
 
-/// [`status`] from a bounded number of indexed reads, whatever the length
-/// of the job's history (for the dashboard): the newest DONE row, the
+/// The status at `now` of the job whose windows `schedule` times, over
+/// `store` (`None`: no store yet), from a bounded number of indexed reads,
+/// whatever the length of the job's history: the newest DONE row, the
 /// expected window's row, the rows that need a person or are unfinished,
 /// the skipped ones since the last DONE one (at most [`BOUNDED_ROWS`] of
-/// each), and for the holes a count of the rows in the range
-/// [`holes`] scans, reading that range's rows only when the count says
-/// some window in it has none. Within those limits it equals [`status`].
+/// each), and for the holes a count of the rows in the range [`holes`]
+/// scans, reading that range's rows only when the count says some window
+/// in it has none. `jobhost status`, the dashboard and `/metrics` all
+/// judge by it.
 ///
 /// # Errors
 ///

@@ -1,0 +1,251 @@
+//! `jobhost backfill`: every window of a range in order, as the daemon
+//! would, with one receipt per window it runs on stdout and its progress
+//! and a summary by outcome on stderr.
+
+use std::io::IsTerminal;
+
+use jiff::Timestamp;
+
+use super::Out;
+use super::flags::{JobFlags, needed_reason, reason_text};
+use crate::app::args::env;
+use crate::core::clock::rfc3339;
+use crate::core::error::{Error, Result};
+use crate::core::text::{json_line, printable, say};
+use crate::run::operate::{self, Act, Only, Planned};
+use crate::run::{Outcome, Runtime};
+use crate::store;
+
+/// `jobhost backfill`.
+#[derive(Debug, clap::Args)]
+pub(super) struct BackfillArgs {
+    #[command(flatten)]
+    job: JobFlags,
+    /// The first window: its label (2026-11-03) or an RFC 3339 instant.
+    #[arg(long, value_name = "LABEL|INSTANT")]
+    from: String,
+    /// Where the range ends, exclusive: a label (its window is not run) or an instant.
+    #[arg(long, value_name = "LABEL|INSTANT")]
+    to: String,
+    /// Which windows besides those with no row: `missing` (also SKIPPED
+    /// and unfinished ones), `failed` (also FAILED and ABANDONED, as a new
+    /// series of attempts), `all` (also DONE, each rerun as a new revision).
+    #[arg(long, value_name = "WHICH", default_value = "missing")]
+    only: String,
+    /// Print what would run, one JSON line per window, and run nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Why (kept in the audit lines; needed with `--only all`).
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+}
+
+/// `jobhost backfill`: 0 when every run it made succeeded, 1 when one
+/// failed, 2 for bad input, 130 when a signal stopped it first.
+pub(super) fn main(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
+    let only = Only::parse(&args.only)?;
+    let level = args.job.level()?;
+    let config = args.job.load()?;
+    let job = config.job(&env)?;
+    crate::run::refuse_ephemeral_store(&job)?;
+    let now = config.now()?.or(runtime.now).unwrap_or_else(Timestamp::now);
+    let from = job.schedule.bound("--from", &args.from, now)?;
+    let to = job.schedule.bound("--to", &args.to, now)?;
+    if from >= to {
+        return Err(Error::input(format!(
+            "--from {} is not before --to {}: the range [from, to) holds no window; \
+             give a --to after --from",
+            printable(&args.from),
+            printable(&args.to)
+        )));
+    }
+    let reason = match (&args.reason, only) {
+        (Some(r), Only::All) => needed_reason("--reason", r)?,
+        (Some(r), _) => reason_text("--reason", r)?,
+        (None, Only::All) => {
+            return Err(Error::input(
+                "--only all reruns DONE windows as new revisions: say why with --reason TEXT"
+                    .to_string(),
+            ));
+        }
+        (None, _) => format!("backfill --only {}", args.only),
+    };
+    let plan = {
+        let mut store = store::open(&job.store)?;
+        if let Some(p) = store.paused(job.name().as_str())? {
+            return Err(Error::input(format!(
+                "job `{}` is paused (since {} by {}: {}); nothing of it runs, so nothing would be \
+                 backfilled: `{}` first",
+                job.name(),
+                rfc3339(p.since),
+                p.by,
+                p.note,
+                job.target.command(&format!("resume {}", job.name()))
+            )));
+        }
+        operate::backfill_plan(&job, store.as_mut(), (from, to), only, now)?
+    };
+    let count = |a: Act| plan.iter().filter(|p| p.act == a).count();
+    let todo = count(Act::Run) + count(Act::Retry) + count(Act::Rerun);
+    let summary = format!(
+        "{} window(s) from {} to {}: {} to run, {} to retry, {} to rerun, {} left as they are, \
+         {} not closed yet",
+        plan.len(),
+        rfc3339(from),
+        rfc3339(to),
+        count(Act::Run),
+        count(Act::Retry),
+        count(Act::Rerun),
+        count(Act::Leave),
+        count(Act::Open)
+    );
+    let mut out = Out::stdout();
+    if args.dry_run {
+        for p in &plan {
+            if out.closed() {
+                break;
+            }
+            out.line(&json_line(&plan_line(p, now).to_string()))?;
+        }
+        say("plan", &summary);
+        return Ok(0);
+    }
+    say("backfill", &summary);
+    let stop = crate::run::daemon::stop_on_signals()?;
+    let runtime = Runtime {
+        now: Some(now),
+        stop: Some(stop),
+        ..runtime.clone()
+    };
+    let progress = Progress::new(todo as u64);
+    let mut n = 0;
+    // A receipt that cannot be written does not stop the runs (their
+    // effects are what matters); the first such error ends the command.
+    let mut unwritten: Option<Error> = None;
+    let ended = operate::backfill(
+        &job,
+        &plan,
+        &reason,
+        &runtime,
+        Some(stop),
+        &mut |_, p, outcome| {
+            n += 1;
+            if let Err(e) = out.line(&outcome.receipt.line(level)) {
+                unwritten.get_or_insert(e);
+            }
+            progress.step(n, todo, p, outcome);
+        },
+    );
+    progress.finish();
+    if let Some(e) = unwritten {
+        return Err(e);
+    }
+    let end = ended_summary(&ended);
+    if ended.stopped {
+        say(
+            "stopped",
+            &format!(
+                "asked to stop after {} of {todo} window(s) ({end}); the same backfill again \
+                 goes on from there",
+                ended.attempted
+            ),
+        );
+        return Ok(130);
+    }
+    say("backfill", &format!("done: {end}"));
+    Ok(ended.exit_code)
+}
+
+/// What a backfill did, counted by outcome: `3 ran, 1 skipped (busy), 0
+/// failed, 2 left as they were`.
+fn ended_summary(ended: &operate::Backfilled) -> String {
+    let mut text = format!("{} ran", ended.ran);
+    let skipped = ended.skipped_total();
+    if skipped > 0 {
+        let reasons: Vec<String> = ended
+            .skipped
+            .iter()
+            .map(|(reason, n)| {
+                if *n == skipped {
+                    reason.as_str().to_string()
+                } else {
+                    format!("{n} {}", reason.as_str())
+                }
+            })
+            .collect();
+        text.push_str(&format!(", {skipped} skipped ({})", reasons.join(", ")));
+    } else {
+        text.push_str(", 0 skipped");
+    }
+    text.push_str(&format!(
+        ", {} failed, {} left as they were",
+        ended.failed, ended.left
+    ));
+    if ended.not_closed > 0 {
+        text.push_str(&format!(", {} not closed yet", ended.not_closed));
+    }
+    text
+}
+
+fn plan_line(p: &Planned, now: Timestamp) -> serde_json::Value {
+    serde_json::json!({
+        "event": "plan",
+        "job": p.window.job.as_str(),
+        "key": p.window.key().as_str(),
+        "window": {"start": rfc3339(p.window.start), "end": rfc3339(p.window.end)},
+        "state": p.state.map(|s| s.as_str()),
+        "revision": p.revision,
+        "action": p.act.as_str(),
+        "now": rfc3339(now),
+    })
+}
+
+/// A backfill's progress on stderr: a bar with the ETA on a terminal,
+/// one plain line per window otherwise (a log, CI).
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    fn new(total: u64) -> Progress {
+        if !std::io::stderr().is_terminal() {
+            return Progress { bar: None };
+        }
+        let bar = indicatif::ProgressBar::new(total);
+        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{bar:30} {pos}/{len} windows, {elapsed} so far, about {eta} left  {msg}",
+        ) {
+            bar.set_style(style);
+        }
+        Progress { bar: Some(bar) }
+    }
+
+    fn step(&self, n: usize, total: usize, p: &Planned, outcome: &Outcome) {
+        let what = match outcome.receipt.reason {
+            Some(reason) => format!("{} ({})", outcome.receipt.event.as_str(), reason.as_str()),
+            None => outcome.receipt.event.as_str().to_string(),
+        };
+        let key = p.window.key();
+        match &self.bar {
+            Some(bar) => {
+                bar.set_message(printable(&format!("{key} {what}")).into_owned());
+                bar.inc(1);
+            }
+            None => say(
+                "backfill",
+                &format!(
+                    "{n}/{total} {key} {}: {what} (exit {})",
+                    p.act.as_str(),
+                    outcome.exit_code
+                ),
+            ),
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

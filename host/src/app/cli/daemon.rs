@@ -1,0 +1,174 @@
+//! `jobhost daemon`: every job's due windows at the right moments, until
+//! stopped or `--until`, with the dashboard on `--listen`. The loop and its
+//! checks are `run::daemon`'s; this file reads the flags, starts the server
+//! and says how it ended.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::serve::{ListenArgs, page_target};
+use crate::app::args::env;
+use crate::app::config::{JobConfig, RunFlags};
+use crate::core::error::Error;
+use crate::core::text::printable;
+use crate::run::Runtime;
+use crate::run::daemon::GaveUp;
+
+/// `jobhost daemon`.
+#[derive(Debug, clap::Args)]
+pub(super) struct DaemonArgs {
+    /// A TOML job config; give it once per job.
+    #[arg(long, value_name = "FILE", required = true)]
+    config: Vec<PathBuf>,
+    /// The report component (.wasm) for every job, instead of each
+    /// config's `component`.
+    #[arg(long, value_name = "PATH")]
+    component: Option<PathBuf>,
+    /// The claim store, for every job [default: $JOBHOST_STORE, else each config's `store`, else state/jobhost.db beside each config].
+    #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
+    store: Option<PathBuf>,
+    /// Refuse a SQLite store on a filesystem that dies with its machine or
+    /// container (tmpfs, ramfs, overlayfs) instead of warning [also:
+    /// $JOBHOST_REQUIRE_DURABLE_STORE=1].
+    #[arg(long)]
+    require_durable_store: bool,
+    /// On start, also consider every window from this instant on that the
+    /// store does not hold (a fresh store otherwise starts with the newest
+    /// due window).
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
+    /// Stop once the next wake-up would be after this instant.
+    #[arg(long, value_name = "TIME")]
+    until: Option<String>,
+    /// Start the daemon's clock at this instant (it then advances in real
+    /// time) [default: the system clock].
+    #[arg(long, value_name = "TIME")]
+    now: Option<String>,
+    /// Also serve the dashboard and metrics on this address (e.g.
+    /// 127.0.0.1:8480), on threads of its own.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// How much each receipt tells: full, or brief (without the report's
+    /// summary, what each send came to and the digest's text) [default:
+    /// $JOBHOST_RECEIPT, else full].
+    #[arg(long, value_name = "full|brief")]
+    receipt: Option<String>,
+    #[command(flatten)]
+    auth: ListenArgs,
+}
+
+/// Runs the daemon until `--until`, or a signal: 0, or with `--until` 1
+/// when a run in it failed for good or was abandoned (a batch's exit code
+/// says so, as `backfill`'s does).
+pub(super) fn main(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
+    use crate::core::clock::parse_instant;
+    let instant =
+        |what: &str, t: &Option<String>| t.as_deref().map(|t| parse_instant(what, t)).transpose();
+    let (since, until, start) = (
+        instant("--since", &args.since)?,
+        instant("--until", &args.until)?,
+        instant("--now", &args.now)?,
+    );
+    let require_durable_store =
+        crate::app::args::require_durable_store(args.require_durable_store)?;
+    let level = crate::app::args::receipt_level(args.receipt.as_deref())?;
+    let jobs = args
+        .config
+        .iter()
+        .map(|file| {
+            JobConfig::load(&RunFlags {
+                config: Some(file.clone()),
+                store: args.store.clone(),
+                component: args.component.clone(),
+                require_durable_store,
+                ..RunFlags::default()
+            })?
+            .job(&env)
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    let listen = args
+        .listen
+        .as_deref()
+        .map(|l| {
+            crate::app::serve::check_listen(
+                l,
+                args.auth.token_file.as_deref(),
+                args.auth.insecure_no_auth,
+            )
+        })
+        .transpose()?;
+    crate::run::daemon::check_before_start(&jobs)?;
+    let metrics = Arc::new(crate::app::serve::DaemonMetrics::default());
+    let heartbeat = Arc::new(crate::run::liveness::Heartbeat::default());
+    let _server = match listen {
+        Some((addr, token)) => {
+            let origin = jiff::Timestamp::now();
+            let shift = start.map(|t| t.duration_since(origin));
+            let served = crate::app::serve::start(crate::app::serve::Settings {
+                jobs: jobs
+                    .iter()
+                    .zip(&args.config)
+                    .map(|(j, file)| crate::app::serve::ServedJob {
+                        schedule: j.schedule.clone(),
+                        location: j.store.clone(),
+                        digest_cache: j.digest.as_ref().map(|d| d.cache_dir.clone()),
+                        target: page_target(args.store.as_deref(), file),
+                    })
+                    .collect(),
+                listen: addr,
+                token,
+                clock: Arc::new(move || {
+                    let now = jiff::Timestamp::now();
+                    shift.map_or(now, |d| now.checked_add(d).unwrap_or(now))
+                }),
+                daemon: Some(metrics.clone()),
+                liveness: Some(heartbeat.clone()),
+            })?;
+            crate::core::text::say(
+                "note",
+                &format!("serving the dashboard on http://{}/", served.addr),
+            );
+            Some(served)
+        }
+        None => None,
+    };
+    let clock = crate::run::daemon::clock(start, runtime.virtual_time);
+    let stop = crate::run::daemon::stop_on_signals()?;
+    let runtime = Runtime {
+        stop: Some(stop),
+        defer_digests: true,
+        ..runtime.clone()
+    };
+    let gave_up = GaveUp::new(Some(metrics.as_ref()));
+    let opts = crate::run::daemon::Options {
+        clock: clock.as_ref(),
+        runtime: &runtime,
+        since,
+        until,
+        stop,
+        sleep_slice: if runtime.virtual_time {
+            std::time::Duration::MAX
+        } else {
+            std::time::Duration::from_millis(500)
+        },
+        observer: Some(&gave_up),
+        heartbeat: Some(&heartbeat),
+        receipt: level,
+    };
+    let out: crate::run::daemon::Output = Arc::new(std::sync::Mutex::new(std::io::stdout()));
+    crate::run::daemon::run(&jobs, &opts, &out)?;
+    let keys = gave_up.keys();
+    if until.is_some() && !keys.is_empty() {
+        crate::core::text::say(
+            "error",
+            &printable(&format!(
+                "{} window(s) failed for good or were abandoned while the daemon ran: {}; \
+                 `jobhost status` says what each needs",
+                keys.len(),
+                keys.join(", ")
+            )),
+        );
+        return Ok(1);
+    }
+    Ok(0)
+}

@@ -1,0 +1,157 @@
+//! What the commands a person runs on purpose share: the flags that name a
+//! job (`JobFlags`) or only its store (`StoreFlags`), the receipt printed as
+//! `run` prints it, and the reasons and notes a person types.
+
+use std::path::PathBuf;
+
+use super::Out;
+use crate::app::config::{JobConfig, RunFlags};
+use crate::core::command::Target;
+use crate::core::error::{Error, Result};
+use crate::core::text::{printable, say};
+use crate::core::window::JobName;
+use crate::run::Outcome;
+use crate::run::receipt::{Event, ReceiptLevel};
+
+/// What the commands that run a job's windows take besides their own flags.
+#[derive(Debug, clap::Args)]
+pub(super) struct JobFlags {
+    /// The job's TOML config.
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// The claim store [default: $JOBHOST_STORE, else the config's `store`, else state/jobhost.db beside the config].
+    #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
+    store: Option<PathBuf>,
+    /// Refuse a SQLite store on a filesystem that dies with its machine or
+    /// container (tmpfs, ramfs, overlayfs) instead of warning [also:
+    /// $JOBHOST_REQUIRE_DURABLE_STORE=1].
+    #[arg(long)]
+    require_durable_store: bool,
+    /// The report component, instead of the config's `component`.
+    #[arg(long, value_name = "PATH")]
+    component: Option<PathBuf>,
+    /// As if it were this instant (every run reads it) [default: the system clock].
+    #[arg(long, value_name = "TIME")]
+    now: Option<String>,
+    /// Compiled-code cache folder [default: $XDG_CACHE_HOME/jobhost or ~/.cache/jobhost].
+    #[arg(long, value_name = "DIR", env = "JOBHOST_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// How much each receipt tells: full, or brief (without the report's
+    /// summary, what each send came to and the digest's text) [default:
+    /// $JOBHOST_RECEIPT, else full].
+    #[arg(long, value_name = "full|brief")]
+    receipt: Option<String>,
+}
+
+impl JobFlags {
+    /// `--receipt`, else `$JOBHOST_RECEIPT`, else full.
+    pub(super) fn level(&self) -> Result<ReceiptLevel> {
+        crate::app::args::receipt_level(self.receipt.as_deref())
+    }
+
+    /// The job's config, with these flags over it.
+    pub(super) fn load(&self) -> Result<JobConfig> {
+        JobConfig::load(&RunFlags {
+            config: Some(self.config.clone()),
+            store: self.store.clone(),
+            component: self.component.clone(),
+            now: self.now.clone(),
+            cache_dir: self.cache_dir.clone(),
+            require_durable_store: crate::app::args::require_durable_store(
+                self.require_durable_store,
+            )?,
+            ..RunFlags::default()
+        })
+    }
+}
+
+/// Where a command that changes only the store finds it.
+#[derive(Debug, clap::Args)]
+pub(super) struct StoreFlags {
+    /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else the store of --config, else ~/.local/state/jobhost/jobhost.db].
+    #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
+    store: Option<PathBuf>,
+    /// A job config whose store it is.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+impl StoreFlags {
+    /// How the commands this process prints name the store.
+    pub(super) fn target(&self) -> Target {
+        crate::app::config::command_target(self.store.as_deref(), self.config.as_deref())
+    }
+
+    /// The store these flags name (`--store`, else `--config`'s).
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` for a config that cannot be read or a bad store.
+    pub(super) fn location(&self) -> Result<crate::store::StoreLocation> {
+        crate::app::args::store_location(self.store.clone(), self.config.as_deref())
+    }
+
+    /// The job config `--config` names, if any.
+    pub(super) fn config(&self) -> Option<&std::path::Path> {
+        self.config.as_deref()
+    }
+}
+
+/// Prints a run's receipt as `run` does: its line on stdout, an error or
+/// skip on stderr; returns its exit code.
+///
+/// # Errors
+///
+/// Standard output failing for another reason than a reader gone.
+pub(super) fn print_receipt(outcome: &Outcome, level: ReceiptLevel) -> Result<i32> {
+    if let Some(err) = &outcome.receipt.error {
+        say("error", &err.message);
+    } else if let (Event::Skipped, Some(detail)) = (outcome.receipt.event, &outcome.receipt.detail)
+    {
+        say("skipped", detail);
+    }
+    Out::stdout().line(&outcome.receipt.line(level))?;
+    Ok(outcome.exit_code)
+}
+
+/// A reason a person must give: not empty.
+pub(super) fn needed_reason(what: &str, text: &str) -> Result<String> {
+    let text = reason_text(what, text)?;
+    if text.is_empty() {
+        return Err(Error::input(format!(
+            "{what} is empty: say why, for whoever reads the history later"
+        )));
+    }
+    Ok(text)
+}
+
+/// A reason or note a person typed: one line, bounded.
+pub(super) fn reason_text(what: &str, text: &str) -> Result<String> {
+    let text = text.trim();
+    if text.chars().count() > 500 {
+        return Err(Error::input(format!(
+            "{what} is longer than 500 characters; say it in fewer"
+        )));
+    }
+    Ok(printable(text).into_owned())
+}
+
+/// The job name a person typed, checked against `--config`'s job.
+pub(super) fn named_job(text: &str, config: Option<&std::path::Path>) -> Result<JobName> {
+    let name = JobName::new(text)?;
+    if let Some(file) = config {
+        let of_config = JobConfig::load(&RunFlags {
+            config: Some(file.to_path_buf()),
+            ..RunFlags::default()
+        })?
+        .name()?;
+        if of_config != name {
+            return Err(Error::input(format!(
+                "job `{name}` is not the job of `{}` (`{of_config}`); name that job, or drop \
+                 --config and give --store",
+                file.display()
+            )));
+        }
+    }
+    Ok(name)
+}

@@ -1,0 +1,344 @@
+//! The command line: the clap types of every command and the glue that
+//! turns them into library calls and prints what they return, one file
+//! per command (`run`, `history`, `replay`, `export`, `plan`, `status`,
+//! `daemon`, `serve`, `digest`, `compile` and `new`, and what a person does
+//! on purpose: `backfill`, `rerun` and `retry`, `forget`, `pause` and
+//! `resume`, `prune`). No domain logic lives here. Every command ends
+//! through one path ([`main_with`]): a value it returns is the exit code;
+//! an error is said on stderr in one line and exits with its code.
+//! Standard output goes through [`Out`], so a reader that stops reading
+//! (`| head`) ends a listing quietly.
+
+mod backfill;
+mod compile;
+mod daemon;
+mod digest;
+mod export;
+mod flags;
+mod forget;
+mod history;
+mod new;
+mod pause;
+mod plan;
+mod prune;
+mod replay;
+mod rerun;
+mod run;
+mod serve;
+mod status;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::app::args::env;
+use crate::app::config::{JobConfig, RunFlags};
+use crate::core::error::Error;
+use crate::core::schedule::Schedule;
+use crate::run::Runtime;
+use crate::run::receipt::{Event, Receipt};
+use crate::store;
+
+use backfill::BackfillArgs;
+use compile::CompileArgs;
+use daemon::DaemonArgs;
+use digest::DigestArgs;
+use export::ExportArgs;
+use forget::ForgetArgs;
+use history::HistoryArgs;
+use new::NewArgs;
+use pause::{PauseArgs, ResumeArgs};
+use plan::PlanArgs;
+use prune::PruneArgs;
+use replay::ReplayArgs;
+use rerun::{RerunArgs, RetryArgs};
+use run::RunArgs;
+use serve::ServeArgs;
+use status::StatusArgs;
+
+/// Run a report job exactly once per time window, as a sandboxed
+/// WebAssembly component.
+#[derive(Debug, Parser)]
+#[command(name = "jobhost", version = version_text(), about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the job for the last window that closed before now; print one JSON receipt.
+    Run(RunArgs),
+    /// Show what the claim store holds.
+    History(HistoryArgs),
+    /// Run a recorded run's component again against its journal, with its
+    /// recorded clock, and compare the report and messages it produces.
+    Replay(ReplayArgs),
+    /// Write a recorded run as a self-contained replay file (for fixtures).
+    Export(ExportArgs),
+    /// Show which due windows would run now, which missed ones would be
+    /// skipped and why, and the next window to come due; runs nothing.
+    Plan(PlanArgs),
+    /// Say whether each job keeps up: exit 0 healthy, 5 paused, 3 late, 4 failed.
+    Status(StatusArgs),
+    /// Run every job's due windows at the right moments, until stopped;
+    /// one JSON line per run or skipped window on stdout.
+    Daemon(DaemonArgs),
+    /// Serve a read-only dashboard of the jobs and Prometheus metrics over
+    /// HTTP, until stopped.
+    Serve(ServeArgs),
+    /// Make (or find in the cache) the digest of a DONE run, and send its
+    /// message if the job names a destination for it.
+    Digest(DigestArgs),
+    /// Compile report components into the compile cache ahead of time (an
+    /// image build, a deploy step), so that no run pays for compiling.
+    Compile(CompileArgs),
+    /// Write a new report project (sources using the SDK, the WIT, a job
+    /// config on the sample data, a build recipe and a test).
+    New(NewArgs),
+    /// Run every window of a range in order, as the daemon would: missing
+    /// ones by default, also failed ones or every one with --only.
+    Backfill(BackfillArgs),
+    /// Run a DONE window again on purpose, as a new revision whose messages
+    /// carry new idempotency keys.
+    Rerun(RerunArgs),
+    /// Try a FAILED or ABANDONED window, or a committed report whose
+    /// delivery waits out its backoff, again now, as a new series of
+    /// attempts (its messages keep their idempotency keys).
+    Retry(RetryArgs),
+    /// Remove a FAILED, ABANDONED or SKIPPED window's decision so that it
+    /// runs again as if new; kept as an audit line.
+    Forget(ForgetArgs),
+    /// Stop claiming a job's windows, on every host sharing the store.
+    Pause(PauseArgs),
+    /// Let a paused job run again.
+    Resume(ResumeArgs),
+    /// Drop the journals and delivered message bodies of old DONE runs,
+    /// keeping their rows.
+    Prune(PruneArgs),
+}
+
+/// What `--version` prints after the name: the crate's version and the WIT
+/// package the host speaks (`jobhost:report@0.1.1`, from the world it links).
+fn version_text() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        let world = crate::guest::sandbox::WORLD;
+        // `jobhost:report/reporter@0.1.1` -> `jobhost:report@0.1.1`.
+        let package = match (world.split_once('/'), world.rsplit_once('@')) {
+            (Some((pkg, _)), Some((_, v))) => format!("{pkg}@{v}"),
+            _ => world.to_string(),
+        };
+        format!("{} (WIT {package})", env!("CARGO_PKG_VERSION"))
+    })
+}
+
+/// Parses the command line, runs it, and returns the process exit code.
+pub fn main() -> i32 {
+    main_with(&Runtime::default())
+}
+
+/// [`main`] with a given runtime (the test suite's build of the command line
+/// passes a virtual clock and failpoints).
+pub fn main_with(runtime: &Runtime) -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            if !e.use_stderr() {
+                return 0; // --help, --version
+            }
+            // `run` promises one receipt per invocation, even for bad flags.
+            if std::env::args().nth(1).as_deref() == Some("run") {
+                let mut receipt = Receipt::new(Event::Failed);
+                let rendered = e.render().to_string();
+                let first = rendered.lines().next().unwrap_or("invalid command line");
+                let message = format!(
+                    "{}; see `jobhost run --help`",
+                    first.trim_start_matches("error: ")
+                );
+                receipt.fail(crate::core::error::ErrorKind::InvalidInput, message, None);
+                let _ = Out::stdout().line(&receipt.to_json_line());
+            }
+            return 2;
+        }
+    };
+    // The commands jobhost prints name the config or store this command
+    // line gave, so that they paste (commands over several jobs name each
+    // job's own config where they print one).
+    let single = match &cli.command {
+        Command::Run(a) => Some(a.target()),
+        Command::History(a) => Some(a.target()),
+        Command::Replay(a) => Some(a.target()),
+        Command::Export(a) => Some(a.target()),
+        Command::Digest(a) => Some(a.target()),
+        Command::Forget(a) => Some(a.target()),
+        Command::Pause(a) => Some(a.target()),
+        Command::Resume(a) => Some(a.target()),
+        Command::Prune(a) => Some(a.target()),
+        _ => None,
+    };
+    if let Some(target) = single {
+        crate::core::command::set_process_target(target);
+    }
+    let ended = match cli.command {
+        Command::Run(args) => run::main(args, runtime),
+        Command::Backfill(args) => backfill::main(args, runtime),
+        Command::Rerun(args) => rerun::rerun(args, runtime),
+        Command::Retry(args) => rerun::retry(args, runtime),
+        Command::Forget(args) => forget::main(args),
+        Command::Pause(args) => pause::pause(args),
+        Command::Resume(args) => pause::resume(args),
+        Command::Prune(args) => prune::main(args),
+        Command::History(args) => history::main(args),
+        Command::Export(args) => export::main(args),
+        Command::Digest(args) => digest::main(args, runtime),
+        Command::Compile(args) => compile::main(args),
+        Command::New(args) => new::main(args),
+        Command::Daemon(args) => daemon::main(args, runtime),
+        Command::Serve(args) => serve::main(args),
+        Command::Status(args) => status::main(args),
+        Command::Plan(args) => plan::main(args),
+        Command::Replay(args) => replay::main(args),
+    };
+    match ended {
+        Ok(code) => code,
+        Err(e) => {
+            crate::core::text::say("error", &crate::core::text::printable(&e.to_string()));
+            e.exit_code()
+        }
+    }
+}
+
+/// Standard output for a command's lines. A reader that stopped reading
+/// (a closed pipe: `jobhost history | head -1`) is not an error: what is
+/// written after it is dropped, [`Out::closed`] says so, a listing stops
+/// there, and the command exits as it would have.
+pub(crate) struct Out {
+    inner: std::io::Stdout,
+    closed: bool,
+}
+
+impl Out {
+    /// The process's standard output.
+    pub(crate) fn stdout() -> Out {
+        Out {
+            inner: std::io::stdout(),
+            closed: false,
+        }
+    }
+
+    /// Writes `text` and a newline.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Host` when standard output fails for another reason than a
+    /// reader gone (a full disk, say).
+    pub(crate) fn line(&mut self, text: &str) -> Result<(), Error> {
+        writeln!(self, "{text}").map_err(written)
+    }
+
+    /// Whether the reader has gone: nothing more will be read.
+    pub(crate) fn closed(&self) -> bool {
+        self.closed
+    }
+
+    /// What a closed pipe does to a write: nothing, once it is known.
+    fn gone<T>(&mut self, result: std::io::Result<T>, all: T) -> std::io::Result<T> {
+        match result {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(all)
+            }
+            other => other,
+        }
+    }
+}
+
+impl Write for Out {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.closed {
+            return Ok(buf.len());
+        }
+        let written = self.inner.write(buf);
+        self.gone(written, buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        let flushed = self.inner.flush();
+        self.gone(flushed, ())
+    }
+}
+
+/// A write to standard output that failed for another reason than a
+/// reader gone.
+fn written(e: std::io::Error) -> Error {
+    Error::Host(format!("cannot write to standard output: {e}"))
+}
+
+/// The crate's error inside an `anyhow` one (as `app::detail` returns),
+/// kept with its kind and exit code; anything else as a host error with
+/// its causes.
+fn unwrapped(e: anyhow::Error) -> Error {
+    match e.downcast::<Error>() {
+        Ok(e) => e,
+        Err(e) => match e.downcast::<std::io::Error>() {
+            Ok(io) => written(io),
+            Err(e) => Error::Host(format!("{e:#}")),
+        },
+    }
+}
+
+/// What the commands that only read (`plan`, `status`) take of a job.
+pub(super) struct JobView {
+    pub(super) config: JobConfig,
+    pub(super) schedule: Schedule,
+    /// The instant to look at it: `--now`, else the clock.
+    pub(super) now: jiff::Timestamp,
+    /// Its store, if it exists.
+    pub(super) store: Option<Box<dyn store::Store>>,
+}
+
+/// A job's schedule, instant and store, and nothing else of its config: a
+/// monitoring host needs neither its component nor its credentials.
+pub(super) fn job_view(
+    file: &std::path::Path,
+    store: &Option<PathBuf>,
+    now: &Option<String>,
+) -> Result<JobView, Error> {
+    let config = JobConfig::load(&RunFlags {
+        config: Some(file.to_path_buf()),
+        store: store.clone(),
+        now: now.clone(),
+        ..RunFlags::default()
+    })?;
+    let schedule = config.schedule()?;
+    let now = config.now()?.unwrap_or_else(jiff::Timestamp::now);
+    let store = store::open_if_exists(&config.store(&env)?)?;
+    Ok(JobView {
+        config,
+        schedule,
+        now,
+        store,
+    })
+}
+
+/// A store that may not exist, lent out for reading.
+pub(super) fn lend(store: &mut Option<Box<dyn store::Store>>) -> Option<&mut dyn store::Ledger> {
+    store.as_mut().map(|s| s.as_mut() as &mut dyn store::Ledger)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_version_names_the_wit_package() {
+        assert!(version_text().ends_with("(WIT jobhost:report@0.1.1)"));
+        assert!(version_text().starts_with(env!("CARGO_PKG_VERSION")));
+    }
+}

@@ -1,0 +1,365 @@
+//! `jobhost replay`: a recorded run (or the newest N, or an exported file)
+//! run again against its journal with its recorded clock, and compared: 0
+//! identical, 1 different, 2 bad input, 3 no comparable result (the guest
+//! failed or diverged, or the host could not run it).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::{Out, written};
+use crate::app::args::store_location;
+use crate::app::config::{JobConfig, RunFlags};
+use crate::core::command::Target;
+use crate::core::error::Error;
+use crate::core::text::{json_line, printable};
+use crate::store;
+
+/// `jobhost replay`.
+#[derive(Debug, clap::Args)]
+pub(super) struct ReplayArgs {
+    /// The run's window key, as `history` shows it.
+    #[arg(value_name = "KEY", required_unless_present_any = ["file", "last"])]
+    key: Option<String>,
+    /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else the store of --config, else ~/.local/state/jobhost/jobhost.db].
+    #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
+    store: Option<PathBuf>,
+    /// A job config whose store holds the run (its `store`, or
+    /// state/jobhost.db beside it); with --last, its job is the one replayed.
+    #[arg(long, value_name = "FILE", conflicts_with = "file")]
+    config: Option<PathBuf>,
+    /// Replay a file written by `jobhost export` instead; no store needed
+    /// (`--store` is then ignored). Its embedded component runs unless
+    /// --component names another.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["key", "last"])]
+    file: Option<PathBuf>,
+    /// Replay the job's newest N windows that have a committed report and
+    /// journal, all with the component --component names (a swap preview).
+    #[arg(long, value_name = "N", conflicts_with = "key", requires = "component")]
+    last: Option<String>,
+    /// With --last: the job whose windows to replay [default: the config's
+    /// job, else the store's only job].
+    #[arg(long, value_name = "NAME", requires = "last")]
+    job: Option<String>,
+    /// Replay with this component instead of the recorded one.
+    #[arg(long, value_name = "PATH")]
+    component: Option<PathBuf>,
+    /// Replay this revision of the window (`history KEY` lists them)
+    /// [default: the newest].
+    #[arg(long, value_name = "N", conflicts_with = "file", value_parser = clap::value_parser!(u32).range(1..))]
+    revision: Option<u32>,
+    /// Give the guest this value for a parameter instead of the recorded
+    /// one (or add it); repeat for more.
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    params: Vec<String>,
+    /// One JSON object per window replayed (and, with --last, a summary
+    /// object last) instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Compiled-code cache folder, where the recorded component is looked up.
+    #[arg(long, value_name = "DIR", env = "JOBHOST_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+}
+
+/// One replayed window as a JSON object.
+fn verdict_json(
+    key: &str,
+    verdict: &crate::run::replay::Verdict,
+    recorded: Option<&str>,
+    component: &str,
+    overridden: &[crate::run::replay::Overridden],
+) -> serde_json::Value {
+    use crate::run::replay::Verdict;
+    let (differences, reason, messages) = match verdict {
+        Verdict::Identical { messages, .. } => (&[][..], None, Some(*messages)),
+        Verdict::Different(d) => (&d[..], None, None),
+        Verdict::Diverged(r) | Verdict::Failed(r) => (&[][..], Some(r.as_str()), None),
+    };
+    serde_json::json!({
+        "key": key,
+        "verdict": verdict.name(),
+        "differences": differences,
+        "reason": reason,
+        "messages": messages,
+        "recorded_component": recorded,
+        "component": component,
+        "overridden": overridden.iter().map(|o| serde_json::json!({
+            "name": o.name,
+            "recorded": o.recorded,
+            "replayed": o.replayed,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Writes `line` as one JSON line.
+fn print_json(out: &mut Out, line: &serde_json::Value) -> Result<(), Error> {
+    out.line(&json_line(&line.to_string()))
+}
+
+/// Replays a run (or with `--last`, a job's newest windows) and prints the
+/// verdicts; 0 identical, 1 different, 3 no comparable result.
+impl ReplayArgs {
+    /// How the commands this prints name the store.
+    pub(super) fn target(&self) -> Target {
+        crate::app::config::command_target(self.store.as_deref(), self.config.as_deref())
+    }
+}
+
+/// Replays and prints the verdicts; an error that is not bad input is "no
+/// comparable result" (3), said on stderr.
+pub(super) fn main(args: ReplayArgs) -> Result<i32, Error> {
+    match replay(args) {
+        Err(e) if e.exit_code() != 2 => {
+            crate::core::text::say("error", &printable(&e.to_string()));
+            Ok(3)
+        }
+        other => other,
+    }
+}
+
+fn replay(args: ReplayArgs) -> Result<i32, Error> {
+    use crate::guest::sandbox::ComponentFile;
+    use crate::run::replay::{self, Recording, Tally, Verdict};
+    let params = replay::parse_params(&args.params)?;
+    let last = args.last.as_deref().map(last_count).transpose()?;
+    let sandbox = crate::guest::sandbox::Sandbox::new()?;
+    let cache = crate::guest::cache::CompileCache::new(
+        args.cache_dir
+            .clone()
+            .or_else(crate::guest::cache::CompileCache::default_dir),
+    );
+    if let Some(n) = last {
+        return replay_last(&args, n, &params, &sandbox, &cache);
+    }
+    let (key, mut recording) = match (&args.file, &args.key) {
+        (Some(file), _) => {
+            let recording = Recording::from_file(&Recording::read_file(file)?)?;
+            (recording.journal.context.key.clone(), recording)
+        }
+        (None, key) => {
+            let mut store = store::open_read_only(&store_location(
+                args.store.clone(),
+                args.config.as_deref(),
+            )?)?;
+            let key = key.clone().unwrap_or_default();
+            let window_key = crate::core::window::WindowKey::from_stored(key.clone());
+            let recording = match args.revision {
+                Some(n) => Recording::from_revision(store.as_mut(), &window_key, n)?,
+                None => Recording::from_store(store.as_mut(), &window_key)?,
+            };
+            (key, recording)
+        }
+    };
+    let embedded = recording.embedded.take();
+    let (component, whence) = match (&args.component, embedded) {
+        (Some(p), _) => (
+            sandbox.load(&mut ComponentFile::open(p, &cache)?, &cache)?,
+            "",
+        ),
+        // Checked against the recorded digest when the file was read.
+        (None, Some(wasm)) => {
+            let shown = format!(
+                "the component in {}",
+                args.file.as_deref().unwrap_or(Path::new("")).display()
+            );
+            (
+                sandbox.load(&mut ComponentFile::in_memory(shown, wasm), &cache)?,
+                " (the one the file carries)",
+            )
+        }
+        (None, None) => {
+            let hex = recording
+                .component
+                .strip_prefix("sha256:")
+                .unwrap_or(&recording.component);
+            (sandbox.load_cached(hex, &cache)?, "")
+        }
+    };
+    let overridden = recording.override_params(&params);
+    let mut out = Out::stdout();
+    if !args.json {
+        // A replay file is input: its key and texts are shown escaped.
+        writeln!(
+            out,
+            "{}",
+            printable(&format!(
+                "replaying {key} (recorded with {}) with {}{whence}",
+                recording.component, component.digest
+            ))
+        )
+        .map_err(written)?;
+        for o in &overridden {
+            writeln!(out, "{}", printable(&o.to_string())).map_err(written)?;
+        }
+    }
+    let verdict = replay::judge(
+        &recording,
+        replay::replay(&sandbox, &component, &recording)?,
+    );
+    let mut tally = Tally::default();
+    tally.add(&verdict);
+    if args.json {
+        print_json(
+            &mut out,
+            &verdict_json(
+                &key,
+                &verdict,
+                Some(&recording.component),
+                &component.digest,
+                &overridden,
+            ),
+        )?;
+        return Ok(tally.exit_code());
+    }
+    match &verdict {
+        Verdict::Identical { messages, bytes } => {
+            writeln!(
+                out,
+                "identical: the report and {messages} message(s) ({bytes} bytes) are bit for bit what was recorded"
+            ).map_err(written)?;
+        }
+        Verdict::Different(diffs) => {
+            writeln!(out, "different: {} difference(s)", diffs.len()).map_err(written)?;
+            for d in diffs {
+                writeln!(out, "  {}", printable(d)).map_err(written)?;
+            }
+        }
+        Verdict::Diverged(reason) | Verdict::Failed(reason) => {
+            writeln!(out, "{}: {}", verdict.name(), printable(reason)).map_err(written)?;
+        }
+    }
+    Ok(tally.exit_code())
+}
+
+/// `--last N`: a number of windows, at least 1.
+fn last_count(text: &str) -> Result<usize, Error> {
+    match text.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(Error::input(format!(
+            "invalid `--last {}`: give how many windows to replay, 1 or more (for example \
+             --last 7)",
+            crate::core::text::cap(text, 200)
+        ))),
+    }
+}
+
+/// `replay --last N`: the job's newest N recorded windows against one
+/// component, compiled once; one line (or JSON object) per window and a
+/// summary.
+fn replay_last(
+    args: &ReplayArgs,
+    asked: usize,
+    params: &[(String, String)],
+    sandbox: &crate::guest::sandbox::Sandbox,
+    cache: &crate::guest::cache::CompileCache,
+) -> Result<i32, Error> {
+    use crate::run::replay::{self, Recording, Tally, Verdict};
+    let mut store =
+        store::open_read_only(&store_location(args.store.clone(), args.config.as_deref())?)?;
+    let job = match (&args.job, &args.config) {
+        (Some(j), _) => Some(j.clone()),
+        (None, Some(file)) => Some(
+            JobConfig::load(&RunFlags {
+                config: Some(file.clone()),
+                ..RunFlags::default()
+            })?
+            .name()?
+            .as_str()
+            .to_string(),
+        ),
+        (None, None) => None,
+    };
+    let job = replay::pick_job(store.as_mut(), job.as_deref())?;
+    let keys = replay::last_recorded(store.as_mut(), &job, asked)?;
+    // Clap makes --last require --component.
+    let path = args.component.clone().unwrap_or_default();
+    let component = sandbox.load(
+        &mut crate::guest::sandbox::ComponentFile::open(&path, cache)?,
+        cache,
+    )?;
+    let mut out = Out::stdout();
+    if !args.json {
+        let fewer = if keys.len() < asked {
+            format!(
+                " (only {} of the {asked} asked for have a committed report and journal)",
+                keys.len()
+            )
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "{}",
+            printable(&format!(
+                "replaying the last {} window(s) of {job}{fewer} with {} ({})",
+                keys.len(),
+                component.digest,
+                path.display()
+            ))
+        )
+        .map_err(written)?;
+    }
+    let mut tally = Tally::default();
+    let mut said: Option<Vec<replay::Overridden>> = None;
+    for key in &keys {
+        let replayed = Recording::from_store(store.as_mut(), key).and_then(|mut recording| {
+            let overridden = recording.override_params(params);
+            let replayed = replay::replay(sandbox, &component, &recording)?;
+            Ok((
+                replay::judge(&recording, replayed),
+                overridden,
+                Some(recording.component),
+            ))
+        });
+        // A window that cannot be replayed is said as such; the others go on.
+        let (verdict, overridden, recorded) =
+            replayed.unwrap_or_else(|e| (Verdict::Failed(e.to_string()), Vec::new(), None));
+        tally.add(&verdict);
+        if args.json {
+            print_json(
+                &mut out,
+                &verdict_json(
+                    key.as_str(),
+                    &verdict,
+                    recorded.as_deref(),
+                    &component.digest,
+                    &overridden,
+                ),
+            )?;
+            continue;
+        }
+        // Overrides are said before the first window they apply to, and
+        // again when the recorded values they replace change.
+        if !overridden.is_empty() && said.as_ref() != Some(&overridden) {
+            for o in &overridden {
+                writeln!(out, "{}", printable(&o.to_string())).map_err(written)?;
+            }
+            said = Some(overridden);
+        }
+        let line = match &verdict {
+            Verdict::Identical { .. } => format!("{key}: identical"),
+            Verdict::Different(diffs) => {
+                let more = match diffs.len() {
+                    0 | 1 => String::new(),
+                    n => format!(" (and {} more)", n - 1),
+                };
+                format!(
+                    "{key}: different: {}{more}",
+                    diffs.first().map_or("", String::as_str)
+                )
+            }
+            Verdict::Diverged(reason) | Verdict::Failed(reason) => {
+                format!("{key}: {}: {reason}", verdict.name())
+            }
+        };
+        writeln!(out, "{}", printable(&line)).map_err(written)?;
+    }
+    if args.json {
+        let mut summary = serde_json::to_value(tally).unwrap_or_default();
+        summary["job"] = job.into();
+        summary["component"] = component.digest.clone().into();
+        print_json(&mut out, &summary)?;
+    } else {
+        writeln!(out, "{tally}").map_err(written)?;
+    }
+    Ok(tally.exit_code())
+}

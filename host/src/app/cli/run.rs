@@ -1,0 +1,108 @@
+//! `jobhost run`: one window, once, and one JSON receipt on stdout whatever
+//! happened.
+
+use std::path::PathBuf;
+
+use super::Out;
+use crate::app::args::env;
+use crate::app::config::{JobConfig, RunFlags};
+use crate::core::command::Target;
+use crate::core::error::Error;
+use crate::run::receipt::{Event, ReceiptLevel};
+use crate::run::{Outcome, Runtime};
+
+/// `jobhost run`.
+#[derive(Debug, clap::Args)]
+pub(super) struct RunArgs {
+    /// The report component (.wasm, built for wasm32-wasip2).
+    #[arg(long, value_name = "PATH")]
+    component: Option<PathBuf>,
+    /// A TOML job config; flags override its values.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The job's name, part of every window key [default: daily-report].
+    #[arg(long, value_name = "NAME")]
+    job: Option<String>,
+    /// Window length: hour, day, week or month [default: day].
+    #[arg(long, value_name = "KIND")]
+    window: Option<String>,
+    /// IANA time zone whose calendar defines the windows [default: UTC].
+    #[arg(long, value_name = "IANA_ZONE")]
+    tz: Option<String>,
+    /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else the config's `store`, else state/jobhost.db beside the config, else ~/.local/state/jobhost/jobhost.db].
+    #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
+    store: Option<PathBuf>,
+    /// Refuse a SQLite store on a filesystem that dies with its machine or
+    /// container (tmpfs, ramfs, overlayfs) instead of warning [also:
+    /// $JOBHOST_REQUIRE_DURABLE_STORE=1].
+    #[arg(long)]
+    require_durable_store: bool,
+    /// Run as if it were this instant: RFC 3339 with an offset or Z, or RFC 9557 with a [Zone].
+    #[arg(long, value_name = "TIME")]
+    now: Option<String>,
+    /// Run this window instead of the newest due one, if it has closed: its
+    /// label (2026-11-03, 2026-W45, 2026-11-01T01:00-05:00, 2026-11) or an
+    /// RFC 3339 instant inside it.
+    #[arg(long = "for", value_name = "LABEL|INSTANT")]
+    for_window: Option<String>,
+    /// Compiled-code cache folder [default: $XDG_CACHE_HOME/jobhost or ~/.cache/jobhost].
+    #[arg(long, value_name = "DIR", env = "JOBHOST_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// How much each receipt tells: full, or brief (without the report's
+    /// summary, what each send came to and the digest's text) [default:
+    /// $JOBHOST_RECEIPT, else full].
+    #[arg(long, value_name = "full|brief")]
+    receipt: Option<String>,
+}
+
+impl RunArgs {
+    /// How the commands this run prints name its job.
+    pub(super) fn target(&self) -> Target {
+        crate::app::config::command_target(self.store.as_deref(), self.config.as_deref())
+    }
+}
+
+/// Runs the window; the receipt is printed even for bad input. Exit codes
+/// as the receipt's outcome says.
+pub(super) fn main(args: RunArgs, runtime: &Runtime) -> Result<i32, Error> {
+    let mut flags = RunFlags {
+        component: args.component,
+        config: args.config,
+        job: args.job,
+        window: args.window,
+        tz: args.tz,
+        store: args.store,
+        require_durable_store: args.require_durable_store,
+        now: args.now,
+        cache_dir: args.cache_dir,
+    };
+    let mut level = ReceiptLevel::Full;
+    let job = crate::app::args::receipt_level(args.receipt.as_deref())
+        .and_then(|l| {
+            level = l;
+            crate::app::args::require_durable_store(flags.require_durable_store)
+        })
+        .and_then(|require| {
+            flags.require_durable_store = require;
+            JobConfig::load(&flags)
+        })
+        .and_then(|c| Ok((c.job(&env)?, c.now()?)));
+    let outcome = match job {
+        Ok((job, now)) => {
+            let runtime = runtime.at(now.or(runtime.now));
+            match &args.for_window {
+                Some(text) => crate::run::run_for(&job, text, &runtime),
+                None => crate::run::run(&job, &runtime),
+            }
+        }
+        Err(e) => Outcome::refused(&e),
+    };
+    if let Some(err) = &outcome.receipt.error {
+        crate::core::text::say("error", &err.message);
+    } else if let (Event::Skipped, Some(detail)) = (outcome.receipt.event, &outcome.receipt.detail)
+    {
+        crate::core::text::say("skipped", &detail.to_string());
+    }
+    Out::stdout().line(&outcome.receipt.line(level))?;
+    Ok(outcome.exit_code)
+}

@@ -1,0 +1,98 @@
+//! `jobhost serve`: the read-only dashboard and `/metrics`, until stopped.
+
+use std::path::{Path, PathBuf};
+
+use crate::app::args::env;
+use crate::app::config::{JobConfig, RunFlags};
+use crate::core::error::Error;
+
+/// `jobhost serve`.
+#[derive(Debug, clap::Args)]
+pub(super) struct ServeArgs {
+    /// A TOML job config; give it once per job.
+    #[arg(long, value_name = "FILE", required = true)]
+    config: Vec<PathBuf>,
+    /// The claim store, for every job [default: $JOBHOST_STORE, else each config's `store`, else state/jobhost.db beside each config].
+    #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
+    store: Option<PathBuf>,
+    /// The address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = crate::app::serve::DEFAULT_LISTEN)]
+    listen: String,
+    /// Judge lateness as if it were this instant [default: the system clock].
+    #[arg(long, value_name = "TIME")]
+    now: Option<String>,
+    #[command(flatten)]
+    auth: ListenArgs,
+}
+
+/// Serves the dashboard until stopped: 0, or the error.
+pub(super) fn main(args: ServeArgs) -> Result<i32, Error> {
+    let (addr, token) = crate::app::serve::check_listen(
+        &args.listen,
+        args.auth.token_file.as_deref(),
+        args.auth.insecure_no_auth,
+    )?;
+    let mut jobs: Vec<crate::app::serve::ServedJob> = Vec::new();
+    let mut now = None;
+    for file in &args.config {
+        let config = JobConfig::load(&RunFlags {
+            config: Some(file.clone()),
+            store: args.store.clone(),
+            now: args.now.clone(),
+            ..RunFlags::default()
+        })?;
+        let schedule = config.schedule()?;
+        if jobs.iter().any(|j| j.schedule.job == schedule.job) {
+            return Err(Error::input(format!(
+                "job `{}` is named by two --config files (the second is `{}`): give each job once",
+                schedule.job,
+                file.display()
+            )));
+        }
+        now = config.now()?;
+        jobs.push(crate::app::serve::ServedJob {
+            location: config.store(&env)?,
+            digest_cache: config.digest_cache_dir(),
+            target: page_target(args.store.as_deref(), file),
+            schedule,
+        });
+    }
+    let stop = crate::run::daemon::stop_on_signals()?;
+    let served = crate::app::serve::start(crate::app::serve::Settings {
+        jobs,
+        listen: addr,
+        token,
+        clock: std::sync::Arc::new(move || now.unwrap_or_else(jiff::Timestamp::now)),
+        daemon: None,
+        liveness: None,
+    })?;
+    crate::core::text::say(
+        "note",
+        &format!("serving the dashboard on http://{}/", served.addr),
+    );
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    served.stop();
+    Ok(0)
+}
+
+/// Where and to whom the dashboard is served.
+#[derive(Debug, Clone, clap::Args)]
+pub(super) struct ListenArgs {
+    /// A file whose first line is the bearer token every request (but
+    /// /healthz) must carry; required to listen off loopback.
+    #[arg(long, value_name = "FILE")]
+    pub(super) token_file: Option<PathBuf>,
+    /// Serve off loopback without a token, to anyone who can reach it.
+    #[arg(long, conflicts_with = "token_file")]
+    pub(super) insecure_no_auth: bool,
+}
+
+/// How a dashboard page names the job of the config `file` in the commands
+/// it prints: by its absolute path, since whoever reads the page is not in
+/// the folder the server was started from.
+pub(super) fn page_target(store: Option<&Path>, file: &Path) -> crate::core::command::Target {
+    let absolute = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    crate::app::config::command_target(store, Some(&absolute))
+}

@@ -1,0 +1,466 @@
+//! `jobhost status`: whether each job keeps up, for a person or a monitor
+//! (jobhost's own exit codes, or a Nagios plugin's with `--nagios`).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use super::{JobView, Out, job_view, written};
+use crate::app::args::env;
+use crate::core::clock::rfc3339;
+use crate::core::error::Error;
+use crate::core::text::{human_duration, json_line, printable};
+use crate::store::RunRecord;
+
+/// `jobhost status`.
+#[derive(Debug, clap::Args)]
+pub(super) struct StatusArgs {
+    /// A TOML job config; give it once per job.
+    #[arg(long, value_name = "FILE", required = true)]
+    config: Vec<PathBuf>,
+    /// As if it were this instant [default: the system clock].
+    #[arg(long, value_name = "TIME")]
+    now: Option<String>,
+    /// The claim store, for every job [default: $JOBHOST_STORE, else each config's `store`, else state/jobhost.db beside each config].
+    #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
+    store: Option<PathBuf>,
+    /// One JSON object per job instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Exit as a Nagios plugin does: 0 OK (healthy), 1 WARNING (late or
+    /// paused), 2 CRITICAL (failed), 3 UNKNOWN (a store that cannot be
+    /// read, bad input); the first line is `JOBHOST <STATE> - <summary>`.
+    #[arg(long, conflicts_with = "json")]
+    nagios: bool,
+    /// Take a store that does not exist yet as one where nothing has run
+    /// (a fresh deploy), instead of an error.
+    #[arg(long)]
+    allow_missing: bool,
+}
+
+/// Prints each job's status; returns the worst job's exit code.
+/// Prints each job's status; the worst job sets the exit code. With
+/// `--nagios` an error is UNKNOWN (3), said on the plugin's line too.
+pub(super) fn main(args: StatusArgs) -> Result<i32, Error> {
+    let nagios = args.nagios;
+    match status(args) {
+        Err(e) if nagios => {
+            let line = printable(&e.to_string()).into_owned();
+            Out::stdout().line(&format!("JOBHOST UNKNOWN - {line}"))?;
+            crate::core::text::say("error", &line);
+            Ok(3)
+        }
+        other => other,
+    }
+}
+
+fn status(args: StatusArgs) -> Result<i32, Error> {
+    use crate::run::status::Health;
+    let mut worst = Health::Healthy;
+    let mut out = Out::stdout();
+    let real_now = jiff::Timestamp::now();
+    // With --nagios the job lines follow the one-line summary a plugin
+    // prints first.
+    let mut lines: Vec<String> = Vec::new();
+    let mut by_health: Vec<(Health, String)> = Vec::new();
+    for file in &args.config {
+        let JobView {
+            config,
+            schedule,
+            now,
+            mut store,
+        } = job_view(file, &args.store, &args.now)?;
+        if store.is_none() && !args.allow_missing {
+            return Err(Error::Store(format!(
+                "store `{}` of job `{}` does not exist: a mistyped path would read as a job \
+                 that never ran; check --store or the config's `store`, or pass \
+                 --allow-missing where nothing has run yet (a fresh deploy)",
+                config.store(&env)?,
+                schedule.job
+            )));
+        }
+        let target = crate::app::config::command_target(args.store.as_deref(), Some(file));
+        // The same bounded reads as the dashboard's, whatever the length
+        // of the job's history.
+        let st = {
+            let mut reads = store.as_mut().map(|s| {
+                crate::run::reads::Reads::new(s.as_mut() as &mut dyn crate::store::Ledger)
+            });
+            crate::run::status::status_bounded(&schedule, now, reads.as_mut())?
+        };
+        worst = worst.max(st.health);
+        by_health.push((st.health, schedule.job.to_string()));
+        let expected_state = st.expected_state.map_or("not claimed", |s| s.as_str());
+        let last_done = st.last_done.as_ref().map(|r| r.key.to_string());
+        let retry = |key: &crate::core::window::WindowKey| {
+            target.command(&format!(
+                "retry {}",
+                crate::core::command::shell_quote(key.as_str())
+            ))
+        };
+        // When an unfinished run can be taken over: its lease's end (on
+        // the store's clock, which real time stands in for here).
+        let resumable = |r: &RunRecord| {
+            if r.lease_until <= real_now {
+                "now".to_string()
+            } else {
+                format!("at {}", rfc3339(r.lease_until))
+            }
+        };
+        if args.json {
+            let people: Vec<serde_json::Value> = st
+                .needs_a_person
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "key": r.key.as_str(), "state": r.state.as_str(), "error": r.error,
+                        "retry_command": retry(&r.key),
+                    })
+                })
+                .collect();
+            let retrying: Vec<serde_json::Value> = st
+                .retrying
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "key": r.key.as_str(), "state": r.state.as_str(), "attempt": r.attempt,
+                        "retry_at": r.retry_at.map(rfc3339), "error": r.error,
+                        "retry_command": retry(&r.key),
+                    })
+                })
+                .collect();
+            let unfinished: Vec<serde_json::Value> = st
+                .unfinished
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "key": r.key.as_str(), "state": r.state.as_str(), "owner": r.owner,
+                        "attempt": r.attempt, "lease_until": rfc3339(r.lease_until),
+                        "messages": r.messages, "delivered": r.delivered,
+                        "resumable_at": rfc3339(r.lease_until),
+                        "retry_command": retry(&r.key),
+                    })
+                })
+                .collect();
+            let skipped: Vec<serde_json::Value> = st
+                .skipped
+                .iter()
+                .map(|r| serde_json::json!({"key": r.key.as_str(), "reason": r.error}))
+                .collect();
+            let listed: Vec<serde_json::Value> = st
+                .holes
+                .first
+                .iter()
+                .map(|h| {
+                    serde_json::json!({
+                        "key": h.window.key().as_str(),
+                        "start": rfc3339(h.window.start),
+                        "end": rfc3339(h.window.end),
+                        "due": rfc3339(h.due),
+                        "late_seconds": now.duration_since(h.due).as_secs().max(0),
+                        "run_command": target.command(&format!(
+                            "run --for {}",
+                            crate::core::command::shell_quote(&h.window.label)
+                        )),
+                    })
+                })
+                .collect();
+            let line = serde_json::json!({
+                "job": schedule.job.as_str(),
+                "health": st.health.as_str(),
+                "now": rfc3339(now),
+                "expected": st.expected.key().as_str(),
+                "expected_due": rfc3339(st.expected_due),
+                "expected_state": expected_state,
+                "expected_late_seconds": st.expected_late.as_secs(),
+                "late_seconds": st.late_by.as_secs(),
+                "grace_seconds": schedule.grace.as_secs(),
+                "last_done": last_done,
+                "needs_a_person": people,
+                "retrying": retrying,
+                "unfinished": unfinished,
+                "stuck": st.stuck,
+                "skipped_since_last_done": skipped,
+                "holes": {
+                    "count": st.holes.count,
+                    "listed": listed,
+                    "truncated": st.holes.truncated,
+                    "oldest_late_seconds": st.hole_late.as_secs(),
+                },
+                "paused": st.paused.as_ref().map(|p| serde_json::json!({
+                    "note": p.note, "by": p.by, "since": rfc3339(p.since),
+                })),
+            });
+            writeln!(out, "{}", json_line(&line.to_string())).map_err(written)?;
+            continue;
+        }
+        let last = last_done.unwrap_or_else(|| "none".to_string());
+        let expected = format!(
+            "{} due {} is {expected_state}",
+            st.expected.key(),
+            rfc3339(st.expected_due)
+        );
+        let line = match st.health {
+            Health::Healthy => format!("{}: healthy; {expected}; last done {last}", schedule.job),
+            Health::Paused => {
+                let (since, by, note) = st
+                    .paused
+                    .as_ref()
+                    .map(|p| (rfc3339(p.since), p.by.clone(), p.note.clone()))
+                    .unwrap_or_default();
+                format!(
+                    "{}: paused since {since} by {by}: {note}; {expected}; last done {last}; \
+                     `{}` lets it run",
+                    schedule.job,
+                    target.command(&format!("resume {}", schedule.job))
+                )
+            }
+            Health::Late => {
+                // Each late thing with its own age, the latest first: the
+                // newest due window, the oldest hole.
+                let mut late = Vec::new();
+                if st.expected_late > st.grace {
+                    late.push((st.expected_late, expected.clone()));
+                }
+                if let Some(h) = st.holes.first.first().filter(|_| st.hole_late > st.grace) {
+                    late.push((
+                        st.hole_late,
+                        format!(
+                            "{} due {} has no run (the oldest of {}{} hole(s))",
+                            h.window.key(),
+                            rfc3339(h.due),
+                            if st.holes.truncated { "at least " } else { "" },
+                            st.holes.count
+                        ),
+                    ));
+                }
+                late.sort_by_key(|l| std::cmp::Reverse(l.0));
+                let mut parts: Vec<String> = late
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (by, what))| {
+                        if i == 0 {
+                            what.clone()
+                        } else {
+                            format!("also {what}, late by {}", human_duration(*by))
+                        }
+                    })
+                    .collect();
+                if st.stuck {
+                    parts.push(
+                        "an older run is stuck past the grace (its lease or retry time passed)"
+                            .to_string(),
+                    );
+                }
+                if st.expected_late <= st.grace {
+                    parts.push(expected.clone());
+                }
+                let head = match late.first() {
+                    Some((by, _)) => format!("late by {}", human_duration(*by)),
+                    None => "late".to_string(),
+                };
+                format!(
+                    "{}: {head} (grace {}): {}; last done {last}",
+                    schedule.job,
+                    human_duration(st.grace),
+                    parts.join("; ")
+                )
+            }
+            Health::Failed => {
+                let people: Vec<String> = st
+                    .needs_a_person
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{} {}{} (`{}` tries it again)",
+                            r.key,
+                            r.state,
+                            r.error
+                                .as_deref()
+                                .map(|e| format!(": {e}"))
+                                .unwrap_or_default(),
+                            retry(&r.key)
+                        )
+                    })
+                    .collect();
+                format!(
+                    "{}: failed, a person must look: {}; last done {last}",
+                    schedule.job,
+                    people.join("; ")
+                )
+            }
+        };
+        let mut notes = Vec::new();
+        for r in st.unfinished.iter().take(3) {
+            let what = match r.state {
+                crate::store::RunState::Prepared => format!(
+                    "PREPARED (report committed, {} of {} message(s) delivered)",
+                    r.delivered, r.messages
+                ),
+                _ => format!("CLAIMED (attempt {})", r.attempt),
+            };
+            let when = resumable(r);
+            notes.push(format!(
+                "{} is {what}, held by {} until {}; it can be taken over {when} (the daemon \
+                 does, or `{}`)",
+                r.key,
+                r.owner,
+                rfc3339(r.lease_until),
+                retry(&r.key)
+            ));
+        }
+        if st.unfinished.len() > 3 {
+            notes.push(format!(
+                "{} more window(s) CLAIMED or PREPARED",
+                st.unfinished.len() - 3
+            ));
+        }
+        if let Some(r) = st.retrying.first() {
+            notes.push(format!(
+                "{} window(s) waiting to retry, the newest {} ({}attempt {}) at {}; `{}` tries \
+                 it now",
+                st.retrying.len(),
+                r.key,
+                if r.state == crate::store::RunState::Prepared {
+                    "delivery of its committed report, "
+                } else {
+                    ""
+                },
+                r.attempt,
+                r.retry_at.map(rfc3339).unwrap_or_default(),
+                retry(&r.key)
+            ));
+        }
+        if !st.skipped.is_empty() {
+            notes.push(format!(
+                "{} window(s) skipped by catch-up since the last done one",
+                st.skipped.len()
+            ));
+        }
+        if st.holes.count > 0 {
+            notes.push(hole_note(&st.holes, &target));
+        }
+        // The line quotes errors a guest or a destination wrote.
+        let line = if notes.is_empty() {
+            line
+        } else {
+            format!("{line}; {}", notes.join("; "))
+        };
+        lines.push(printable(&line).into_owned());
+    }
+    if args.nagios {
+        writeln!(out, "{}", nagios_summary(worst, &by_health)).map_err(written)?;
+    }
+    for line in &lines {
+        writeln!(out, "{line}").map_err(written)?;
+    }
+    Ok(if args.nagios {
+        nagios_code(worst)
+    } else {
+        worst.exit_code()
+    })
+}
+
+/// A Nagios plugin's exit code for the worst job's health: 0 OK, 1
+/// WARNING (late, paused), 2 CRITICAL (failed); 3, UNKNOWN, is for an
+/// error.
+fn nagios_code(worst: crate::run::status::Health) -> i32 {
+    use crate::run::status::Health;
+    match worst {
+        Health::Healthy => 0,
+        Health::Paused | Health::Late => 1,
+        Health::Failed => 2,
+    }
+}
+
+/// The line a Nagios plugin prints first: `JOBHOST CRITICAL - 1 failed
+/// (sales), 1 late (weekly), 3 healthy`.
+fn nagios_summary(
+    worst: crate::run::status::Health,
+    jobs: &[(crate::run::status::Health, String)],
+) -> String {
+    use crate::run::status::Health;
+    let state = ["OK", "WARNING", "CRITICAL"][nagios_code(worst) as usize];
+    let mut parts = Vec::new();
+    for h in [
+        Health::Failed,
+        Health::Late,
+        Health::Paused,
+        Health::Healthy,
+    ] {
+        let names: Vec<&str> = jobs
+            .iter()
+            .filter(|(j, _)| *j == h)
+            .map(|(_, n)| n.as_str())
+            .collect();
+        if names.is_empty() {
+            continue;
+        }
+        parts.push(if h == Health::Healthy {
+            format!("{} healthy", names.len())
+        } else {
+            format!("{} {} ({})", names.len(), h.as_str(), names.join(", "))
+        });
+    }
+    format!("JOBHOST {state} - {}", parts.join(", "))
+}
+
+/// The holes of a job in one sentence: how many, the first few, and the
+/// command that runs the oldest.
+fn hole_note(holes: &crate::run::plan::Holes, target: &crate::core::command::Target) -> String {
+    let keys: Vec<String> = holes
+        .first
+        .iter()
+        .map(|h| h.window.key().to_string())
+        .collect();
+    let more = holes.count.saturating_sub(keys.len());
+    let run = holes.first.first().map_or_else(String::new, |h| {
+        format!(
+            "; `{}` runs the oldest",
+            target.command(&format!(
+                "run --for {}",
+                crate::core::command::shell_quote(&h.window.label)
+            ))
+        )
+    });
+    format!(
+        "{}{} window(s) due with no run (holes): {}{}{run}",
+        if holes.truncated { "at least " } else { "" },
+        holes.count,
+        keys.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nagios_states_follow_the_worst_job() {
+        use crate::run::status::Health;
+        let jobs = [
+            (Health::Healthy, "a".to_string()),
+            (Health::Failed, "sales".to_string()),
+            (Health::Late, "weekly".to_string()),
+            (Health::Healthy, "b".to_string()),
+        ];
+        assert_eq!(
+            nagios_summary(Health::Failed, &jobs),
+            "JOBHOST CRITICAL - 1 failed (sales), 1 late (weekly), 2 healthy"
+        );
+        assert_eq!(
+            [
+                Health::Healthy,
+                Health::Paused,
+                Health::Late,
+                Health::Failed
+            ]
+            .map(nagios_code),
+            [0, 1, 1, 2]
+        );
+    }
+}
