@@ -787,3 +787,39 @@ fn a_store_that_cannot_be_read_costs_only_its_own_jobs() {
     }
     assert_eq!(get(&srv.addr, "/jobs/good.json", &[]).status, 200);
 }
+
+#[test]
+fn the_dashboard_carries_the_status_json_exactly_as_status_prints_it() {
+    let dir = scratch();
+    let (cfg, db, _sink) = every_state(dir.path());
+    let srv = serve(&[
+        "serve",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&db),
+        "--now",
+        NOW,
+    ]);
+    let status = jobhost(&[
+        "status",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&db),
+        "--now",
+        NOW,
+        "--json",
+    ]);
+    let printed: Value = serde_json::from_str(status.stdout.trim()).expect("status JSON");
+    assert_eq!(printed["health"], "failed", "{printed}");
+    for path in ["/jobs.json", "/jobs/daily-report.json"] {
+        let page = get(&srv.addr, path, &[]).json();
+        let job = if path == "/jobs.json" {
+            &page["jobs"][0]
+        } else {
+            &page["job"]
+        };
+        assert_eq!(job["status"], printed, "{path}");
+    }
+}

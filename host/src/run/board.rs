@@ -16,7 +16,7 @@ use crate::core::text::cap;
 use crate::core::window::{Window, WindowKey, WindowKind};
 use crate::effects::digest::cache::{DigestCache, Lookup};
 use crate::run::reads::Reads;
-use crate::run::status::{Status, status_bounded};
+use crate::run::status::{Status, StatusReport, status_bounded};
 use crate::store::{MessageRecord, RangeQuery, RunRecord, RunState};
 
 /// An instant as the dashboard shows it: RFC 3339 UTC to the second (the
@@ -262,6 +262,8 @@ pub struct JobRow {
     pub paused: Option<PauseFacts>,
     /// The last [`STRIP`] due windows, oldest first.
     pub strip: Vec<Cell>,
+    /// The job's status, exactly as `jobhost status --json` prints it.
+    pub status: StatusReport,
 }
 
 /// A job the dashboard shows: its name, schedule and store.
@@ -333,6 +335,7 @@ pub fn job_row(
             since: rfc3339(p.since),
         }),
         strip: cells(schedule, now, &windows, &rows, from, &st.expected.key()),
+        status: st.report(schedule, now, job.target),
     };
     Ok((row, st))
 }

@@ -324,3 +324,243 @@ fn judge(
         paused,
     })
 }
+
+/// A job's status as `jobhost status --json` prints it and the dashboard's
+/// job object carries it (`status`): one struct, so the two cannot drift.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StatusReport {
+    /// The job.
+    pub job: String,
+    /// `healthy`, `paused`, `late` or `failed`.
+    pub health: &'static str,
+    /// The instant judged by.
+    pub now: String,
+    /// The newest window that should be done by now.
+    pub expected: String,
+    /// When it became due.
+    pub expected_due: String,
+    /// Where it stands (`not claimed` without a row).
+    pub expected_state: &'static str,
+    /// How long it has been due without being DONE.
+    pub expected_late_seconds: i64,
+    /// The larger of that and the oldest hole's lateness.
+    pub late_seconds: i64,
+    /// The job's grace.
+    pub grace_seconds: u64,
+    /// The newest DONE window's key.
+    pub last_done: Option<String>,
+    /// Windows that failed for good or were abandoned, newest first.
+    pub needs_a_person: Vec<NeedsAPerson>,
+    /// Windows waiting out a retry, newest first.
+    pub retrying: Vec<Retrying>,
+    /// Windows CLAIMED or PREPARED with no retry pending, newest first.
+    pub unfinished: Vec<Unfinished>,
+    /// Whether an older run is stuck past the grace.
+    pub stuck: bool,
+    /// Windows skipped by catch-up since the last DONE one, newest first.
+    pub skipped_since_last_done: Vec<SkippedWindow>,
+    /// The holes.
+    pub holes: HolesReport,
+    /// The pause, when a person paused the job.
+    pub paused: Option<PauseReport>,
+}
+
+/// A window that needs a person.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NeedsAPerson {
+    /// Its key.
+    pub key: String,
+    /// `FAILED` or `ABANDONED`.
+    pub state: &'static str,
+    /// Its last error.
+    pub error: Option<String>,
+    /// `jobhost retry KEY ...`.
+    pub retry_command: String,
+}
+
+/// A window waiting out a retry.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Retrying {
+    /// Its key.
+    pub key: String,
+    /// `FAILED`, or `PREPARED` with a delivery in backoff.
+    pub state: &'static str,
+    /// The attempt that failed.
+    pub attempt: u32,
+    /// When the next one is due.
+    pub retry_at: Option<String>,
+    /// Its last error.
+    pub error: Option<String>,
+    /// `jobhost retry KEY ...`: tries it now.
+    pub retry_command: String,
+}
+
+/// A window a run holds or held.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Unfinished {
+    /// Its key.
+    pub key: String,
+    /// `CLAIMED` or `PREPARED`.
+    pub state: &'static str,
+    /// Who holds (or held) it.
+    pub owner: String,
+    /// The attempt.
+    pub attempt: u32,
+    /// When its lease ends.
+    pub lease_until: String,
+    /// Messages staged.
+    pub messages: u32,
+    /// Messages delivered.
+    pub delivered: u32,
+    /// When it can be taken over: the lease's end.
+    pub resumable_at: String,
+    /// `jobhost retry KEY ...`: takes it over then.
+    pub retry_command: String,
+}
+
+/// A window skipped by catch-up.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SkippedWindow {
+    /// Its key.
+    pub key: String,
+    /// Why.
+    pub reason: Option<String>,
+}
+
+/// The holes, as [`Holes`] counts them.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HolesReport {
+    /// How many (at least, when `truncated`).
+    pub count: usize,
+    /// The oldest, oldest first.
+    pub listed: Vec<HoleReport>,
+    /// Not every window was looked at.
+    pub truncated: bool,
+    /// How long the oldest has been due.
+    pub oldest_late_seconds: i64,
+}
+
+/// One hole.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HoleReport {
+    /// Its key.
+    pub key: String,
+    /// Its start.
+    pub start: String,
+    /// Its end.
+    pub end: String,
+    /// When it became due.
+    pub due: String,
+    /// How long ago.
+    pub late_seconds: i64,
+    /// `jobhost run --for LABEL ...`: runs it.
+    pub run_command: String,
+}
+
+/// A pause.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PauseReport {
+    /// The note given.
+    pub note: String,
+    /// Who paused it.
+    pub by: String,
+    /// Since when.
+    pub since: String,
+}
+
+impl Status {
+    /// This status as [`StatusReport`] says it, for the job `schedule`
+    /// times, at `now`, its commands naming the job as `target` does.
+    pub fn report(
+        &self,
+        schedule: &Schedule,
+        now: Timestamp,
+        target: &crate::core::command::Target,
+    ) -> StatusReport {
+        use crate::core::clock::rfc3339;
+        use crate::core::command::shell_quote;
+        let retry = |r: &RunRecord| target.command(&format!("retry {}", shell_quote(r.key.as_str())));
+        StatusReport {
+            job: schedule.job.to_string(),
+            health: self.health.as_str(),
+            now: rfc3339(now),
+            expected: self.expected.key().to_string(),
+            expected_due: rfc3339(self.expected_due),
+            expected_state: self.expected_state.map_or("not claimed", RunState::as_str),
+            expected_late_seconds: self.expected_late.as_secs(),
+            late_seconds: self.late_by.as_secs(),
+            grace_seconds: schedule.grace.as_secs(),
+            last_done: self.last_done.as_ref().map(|r| r.key.to_string()),
+            needs_a_person: self
+                .needs_a_person
+                .iter()
+                .map(|r| NeedsAPerson {
+                    key: r.key.to_string(),
+                    state: r.state.as_str(),
+                    error: r.error.clone(),
+                    retry_command: retry(r),
+                })
+                .collect(),
+            retrying: self
+                .retrying
+                .iter()
+                .map(|r| Retrying {
+                    key: r.key.to_string(),
+                    state: r.state.as_str(),
+                    attempt: r.attempt,
+                    retry_at: r.retry_at.map(rfc3339),
+                    error: r.error.clone(),
+                    retry_command: retry(r),
+                })
+                .collect(),
+            unfinished: self
+                .unfinished
+                .iter()
+                .map(|r| Unfinished {
+                    key: r.key.to_string(),
+                    state: r.state.as_str(),
+                    owner: r.owner.clone(),
+                    attempt: r.attempt,
+                    lease_until: rfc3339(r.lease_until),
+                    messages: r.messages,
+                    delivered: r.delivered,
+                    resumable_at: rfc3339(r.lease_until),
+                    retry_command: retry(r),
+                })
+                .collect(),
+            stuck: self.stuck,
+            skipped_since_last_done: self
+                .skipped
+                .iter()
+                .map(|r| SkippedWindow {
+                    key: r.key.to_string(),
+                    reason: r.error.clone(),
+                })
+                .collect(),
+            holes: HolesReport {
+                count: self.holes.count,
+                listed: self
+                    .holes
+                    .first
+                    .iter()
+                    .map(|h| HoleReport {
+                        key: h.window.key().to_string(),
+                        start: rfc3339(h.window.start),
+                        end: rfc3339(h.window.end),
+                        due: rfc3339(h.due),
+                        late_seconds: now.duration_since(h.due).as_secs().max(0),
+                        run_command: target
+                            .command(&format!("run --for {}", shell_quote(&h.window.label))),
+                    })
+                    .collect(),
+                truncated: self.holes.truncated,
+                oldest_late_seconds: self.hole_late.as_secs(),
+            },
+            paused: self.paused.as_ref().map(|p| PauseReport {
+                note: p.note.clone(),
+                by: p.by.clone(),
+                since: rfc3339(p.since),
+            }),
+        }
+    }
+}

@@ -107,90 +107,10 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
             }
         };
         if args.json {
-            let people: Vec<serde_json::Value> = st
-                .needs_a_person
-                .iter()
-                .map(|r| {
-                    serde_json::json!({
-                        "key": r.key.as_str(), "state": r.state.as_str(), "error": r.error,
-                        "retry_command": retry(&r.key),
-                    })
-                })
-                .collect();
-            let retrying: Vec<serde_json::Value> = st
-                .retrying
-                .iter()
-                .map(|r| {
-                    serde_json::json!({
-                        "key": r.key.as_str(), "state": r.state.as_str(), "attempt": r.attempt,
-                        "retry_at": r.retry_at.map(rfc3339), "error": r.error,
-                        "retry_command": retry(&r.key),
-                    })
-                })
-                .collect();
-            let unfinished: Vec<serde_json::Value> = st
-                .unfinished
-                .iter()
-                .map(|r| {
-                    serde_json::json!({
-                        "key": r.key.as_str(), "state": r.state.as_str(), "owner": r.owner,
-                        "attempt": r.attempt, "lease_until": rfc3339(r.lease_until),
-                        "messages": r.messages, "delivered": r.delivered,
-                        "resumable_at": rfc3339(r.lease_until),
-                        "retry_command": retry(&r.key),
-                    })
-                })
-                .collect();
-            let skipped: Vec<serde_json::Value> = st
-                .skipped
-                .iter()
-                .map(|r| serde_json::json!({"key": r.key.as_str(), "reason": r.error}))
-                .collect();
-            let listed: Vec<serde_json::Value> = st
-                .holes
-                .first
-                .iter()
-                .map(|h| {
-                    serde_json::json!({
-                        "key": h.window.key().as_str(),
-                        "start": rfc3339(h.window.start),
-                        "end": rfc3339(h.window.end),
-                        "due": rfc3339(h.due),
-                        "late_seconds": now.duration_since(h.due).as_secs().max(0),
-                        "run_command": target.command(&format!(
-                            "run --for {}",
-                            crate::core::command::shell_quote(&h.window.label)
-                        )),
-                    })
-                })
-                .collect();
-            let line = serde_json::json!({
-                "job": schedule.job.as_str(),
-                "health": st.health.as_str(),
-                "now": rfc3339(now),
-                "expected": st.expected.key().as_str(),
-                "expected_due": rfc3339(st.expected_due),
-                "expected_state": expected_state,
-                "expected_late_seconds": st.expected_late.as_secs(),
-                "late_seconds": st.late_by.as_secs(),
-                "grace_seconds": schedule.grace.as_secs(),
-                "last_done": last_done,
-                "needs_a_person": people,
-                "retrying": retrying,
-                "unfinished": unfinished,
-                "stuck": st.stuck,
-                "skipped_since_last_done": skipped,
-                "holes": {
-                    "count": st.holes.count,
-                    "listed": listed,
-                    "truncated": st.holes.truncated,
-                    "oldest_late_seconds": st.hole_late.as_secs(),
-                },
-                "paused": st.paused.as_ref().map(|p| serde_json::json!({
-                    "note": p.note, "by": p.by, "since": rfc3339(p.since),
-                })),
-            });
-            writeln!(out, "{}", json_line(&line.to_string())).map_err(written)?;
+            let report = st.report(&schedule, now, &target);
+            let line = serde_json::to_string(&report)
+                .map_err(|e| Error::Host(format!("cannot encode the status: {e}")))?;
+            out.line(&json_line(&line))?;
             continue;
         }
         let last = last_done.unwrap_or_else(|| "none".to_string());
