@@ -120,6 +120,35 @@ fn measure(
     [out.remove(0), out.remove(0)]
 }
 
+/// `jobhost status`'s judgement (the bounded reads it shares with the
+/// dashboard), in process, against what it read before this release: the
+/// job's whole history.
+fn measure_status(location: &StoreLocation, now: Timestamp, samples: usize) -> [Duration; 2] {
+    let schedule = Schedule {
+        job: JobName::new("big").unwrap(),
+        kind: WindowKind::Hour,
+        zone: Zone::utc(),
+        delay: Duration::ZERO,
+        jitter: Duration::ZERO,
+        grace: Duration::from_secs(3600),
+    };
+    let mut store = jobhost::store::open_if_exists(location).unwrap().unwrap();
+    let mut bounded = Vec::with_capacity(samples);
+    let mut whole = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let t = Instant::now();
+        let mut reads = jobhost::run::reads::Reads::new(store.as_mut() as &mut dyn Ledger);
+        std::hint::black_box(
+            jobhost::run::status::status_bounded(&schedule, now, Some(&mut reads)).unwrap(),
+        );
+        bounded.push(t.elapsed());
+        let t = Instant::now();
+        std::hint::black_box(store.history(Some("big")).unwrap());
+        whole.push(t.elapsed());
+    }
+    [median(&bounded), median(&whole)]
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let samples = if quick { 10 } else { 40 };
@@ -133,6 +162,12 @@ fn main() {
         let (ws, now) = windows(n);
         let path = dir.join(format!("s{n}.db"));
         fill(&mut SqliteStore::open(&path).unwrap(), &ws);
+        let [status, whole] = measure_status(&StoreLocation::Sqlite(path.clone()), now, samples);
+        println!(
+            "  SQLite     {n:>7} windows: status {:>7.2} ms (the whole history it read before: {:>7.2} ms)",
+            ms(status),
+            ms(whole)
+        );
         let [page, metrics] = measure(StoreLocation::Sqlite(path), now, samples);
         println!(
             "  SQLite     {n:>7} windows: job page {:>7.2} ms ({}; {} B), /metrics {:>7.2} ms ({})",
@@ -146,6 +181,13 @@ fn main() {
             Some(scratch) => {
                 let url = PostgresUrl::new(scratch.url());
                 fill(&mut PostgresStore::open(&url).unwrap(), &ws);
+                let [status, whole] =
+                    measure_status(&StoreLocation::Postgres(url.clone()), now, samples);
+                println!(
+                    "  PostgreSQL {n:>7} windows: status {:>7.2} ms (the whole history it read before: {:>7.2} ms)",
+                    ms(status),
+                    ms(whole)
+                );
                 let [page, metrics] = measure(StoreLocation::Postgres(url), now, samples);
                 println!(
                     "  PostgreSQL {n:>7} windows: job page {:>7.2} ms ({}; {} B), /metrics {:>7.2} ms ({})",

@@ -479,7 +479,8 @@ impl Status {
     ) -> StatusReport {
         use crate::core::clock::rfc3339;
         use crate::core::command::shell_quote;
-        let retry = |r: &RunRecord| target.command(&format!("retry {}", shell_quote(r.key.as_str())));
+        let retry =
+            |r: &RunRecord| target.command(&format!("retry {}", shell_quote(r.key.as_str())));
         StatusReport {
             job: schedule.job.to_string(),
             health: self.health.as_str(),
