@@ -507,4 +507,357 @@ mod tests {
         let decision = decide(&row, &request(&w, now, &Gone("a's process"))).unwrap();
         assert!(matches!(decision, Decision::Abandon(_)), "{decision:?}");
     }
+    /// One combination of what a claim can find and why it was asked for.
+    #[derive(Debug, Clone, Copy)]
+    struct Case {
+        state: RunState,
+        /// 0 Scheduled, 1 Asked, 2 Retry, 3 Rerun of any revision, 4 Rerun
+        /// of the row's revision, 5 Rerun of an older revision.
+        purpose: usize,
+        lease_live: bool,
+        owner_gone: bool,
+        retry_pending: bool,
+        retryable: bool,
+        attempts_left: bool,
+        has_report: bool,
+    }
+
+    const PURPOSES: [&str; 6] = [
+        "scheduled",
+        "asked",
+        "retry",
+        "rerun",
+        "rerun of this revision",
+        "rerun of an older revision",
+    ];
+
+    fn purpose(i: usize) -> crate::store::Purpose<'static> {
+        use crate::store::Purpose;
+        match i {
+            0 => Purpose::Scheduled,
+            1 => Purpose::Asked,
+            2 => Purpose::Retry {
+                reason: "r",
+                by: "u",
+            },
+            3 => Purpose::Rerun {
+                reason: "r",
+                of_revision: None,
+                by: "u",
+            },
+            4 => Purpose::Rerun {
+                reason: "r",
+                of_revision: Some(2),
+                by: "u",
+            },
+            _ => Purpose::Rerun {
+                reason: "r",
+                of_revision: Some(1),
+                by: "u",
+            },
+        }
+    }
+
+    /// Every combination: 6 states x 6 purposes x lease live or not x
+    /// owner gone or not x retry pending or not x retryable or not x
+    /// attempts left or not x report committed or not.
+    fn every_case() -> Vec<Case> {
+        let mut all = Vec::new();
+        for state in RunState::ALL {
+            for purpose in 0..PURPOSES.len() {
+                for bits in 0..64u8 {
+                    let bit = |i: u8| bits & (1 << i) != 0;
+                    all.push(Case {
+                        state,
+                        purpose,
+                        lease_live: bit(0),
+                        owner_gone: bit(1),
+                        retry_pending: bit(2),
+                        retryable: bit(3),
+                        attempts_left: bit(4),
+                        has_report: bit(5),
+                    });
+                }
+            }
+        }
+        all
+    }
+
+    /// What the claim does, in a word: the table's right-hand side.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Does {
+        Done,
+        Busy,
+        Skipped,
+        Wait,
+        GaveUp,
+        Abandon,
+        /// Take the row over and run the guest again.
+        TakeOverRun,
+        /// Take the row over and deliver its committed report.
+        TakeOverResume,
+        /// A new series of attempts that runs the guest.
+        RestartRun,
+        /// A new series of attempts that delivers the committed report.
+        RestartResume,
+        /// The next revision.
+        Rerun,
+    }
+
+    /// A row of the table: `None` matches anything.
+    struct Row {
+        states: &'static [RunState],
+        purposes: &'static [usize],
+        lease_live: Option<bool>,
+        owner_gone: Option<bool>,
+        retry_pending: Option<bool>,
+        retryable: Option<bool>,
+        attempts_left: Option<bool>,
+        has_report: Option<bool>,
+        does: Does,
+    }
+
+    const ANY: Row = Row {
+        states: &RunState::ALL,
+        purposes: &[0, 1, 2, 3, 4, 5],
+        lease_live: None,
+        owner_gone: None,
+        retry_pending: None,
+        retryable: None,
+        attempts_left: None,
+        has_report: None,
+        does: Does::Done,
+    };
+
+    use RunState::{Abandoned, Claimed, Done, Failed, Prepared, Skipped};
+
+    /// The claim rules as the docs state them, first matching row wins.
+    const TABLE: &[Row] = &[
+        // A DONE window runs again only as a rerun of its current revision.
+        Row {
+            states: &[Done],
+            purposes: &[3, 4],
+            does: Does::Rerun,
+            ..ANY
+        },
+        Row {
+            states: &[Done],
+            does: Does::Done,
+            ..ANY
+        },
+        // A held row whose lease is live and whose owner may be alive is
+        // never taken, whatever was asked.
+        Row {
+            states: &[Claimed, Prepared],
+            lease_live: Some(true),
+            owner_gone: Some(false),
+            does: Does::Busy,
+            ..ANY
+        },
+        // retry, rerun and `backfill --only failed` start a failed or
+        // abandoned window's attempts anew, delivering a committed report.
+        Row {
+            states: &[Failed, Abandoned],
+            purposes: &[2, 3, 4, 5],
+            has_report: Some(true),
+            does: Does::RestartResume,
+            ..ANY
+        },
+        Row {
+            states: &[Failed, Abandoned],
+            purposes: &[2, 3, 4, 5],
+            does: Does::RestartRun,
+            ..ANY
+        },
+        // `jobhost retry` on a delivery waiting out its backoff sends now.
+        Row {
+            states: &[Prepared],
+            purposes: &[2],
+            retry_pending: Some(true),
+            does: Does::RestartResume,
+            ..ANY
+        },
+        Row {
+            states: &[Abandoned],
+            does: Does::GaveUp,
+            ..ANY
+        },
+        // The scheduler leaves what a scheduler skipped.
+        Row {
+            states: &[Skipped],
+            purposes: &[0],
+            does: Does::Skipped,
+            ..ANY
+        },
+        Row {
+            states: &[Failed],
+            retryable: Some(false),
+            does: Does::GaveUp,
+            ..ANY
+        },
+        Row {
+            retry_pending: Some(true),
+            does: Does::Wait,
+            ..ANY
+        },
+        Row {
+            attempts_left: Some(false),
+            does: Does::Abandon,
+            ..ANY
+        },
+        // A committed report is delivered, never rendered again.
+        Row {
+            states: &[Prepared],
+            does: Does::TakeOverResume,
+            ..ANY
+        },
+        Row {
+            states: &[Claimed, Failed, Skipped],
+            does: Does::TakeOverRun,
+            ..ANY
+        },
+    ];
+
+    fn matches(row: &Row, c: &Case) -> bool {
+        let is = |want: Option<bool>, got: bool| want.is_none_or(|w| w == got);
+        row.states.contains(&c.state)
+            && row.purposes.contains(&c.purpose)
+            && is(row.lease_live, c.lease_live)
+            && is(row.owner_gone, c.owner_gone)
+            && is(row.retry_pending, c.retry_pending)
+            && is(row.retryable, c.retryable)
+            && is(row.attempts_left, c.attempts_left)
+            && is(row.has_report, c.has_report)
+    }
+
+    #[test]
+    fn decide_follows_the_claim_table_in_every_combination() {
+        let (w, now) = window();
+        let pending: Timestamp = "2026-11-09T01:00:00Z".parse().unwrap();
+        let mut used = vec![0usize; TABLE.len()];
+        let cases = every_case();
+        assert_eq!(cases.len(), 6 * 6 * 64);
+        for c in &cases {
+            let row = Existing {
+                fence: 7,
+                attempt: if c.attempts_left { 1 } else { 3 },
+                lease_live: c.lease_live,
+                error: Some("boom".into()),
+                retryable: c.retryable,
+                retry_pending: c.retry_pending.then_some(pending),
+                revision: 2,
+                has_report: c.has_report,
+                ..existing(&w, now, c.state)
+            };
+            let probe = if c.owner_gone {
+                Gone("a's process")
+            } else {
+                Gone("somebody else's process")
+            };
+            let req = ClaimRequest {
+                purpose: purpose(c.purpose),
+                ..request(&w, now, &probe)
+            };
+            let (i, expected) = TABLE
+                .iter()
+                .enumerate()
+                .find(|(_, r)| matches(r, c))
+                .map(|(i, r)| (i, r.does))
+                .unwrap_or_else(|| panic!("no row of the table covers {c:?}"));
+            used[i] += 1;
+            let decision = decide(&row, &req).unwrap();
+            let claim = decided(decision.clone(), &req, &row);
+            let what = format!("{c:?} ({}): {decision:?} -> {claim:?}", PURPOSES[c.purpose]);
+            let does = match &decision {
+                Decision::Answer(Claim::Done { .. }) => Does::Done,
+                Decision::Answer(Claim::Busy { .. }) => Does::Busy,
+                Decision::Answer(Claim::Skipped { .. }) => Does::Skipped,
+                Decision::Answer(Claim::Wait { .. }) => Does::Wait,
+                Decision::Answer(Claim::GaveUp { .. }) => Does::GaveUp,
+                Decision::Abandon(_) => Does::Abandon,
+                Decision::TakeOver { resume: false, .. } => Does::TakeOverRun,
+                Decision::TakeOver { resume: true, .. } => Does::TakeOverResume,
+                Decision::Restart { resume: false } => Does::RestartRun,
+                Decision::Restart { resume: true } => Does::RestartResume,
+                Decision::Rerun => Does::Rerun,
+                Decision::Answer(other) => panic!("{what}: unexpected answer {other:?}"),
+            };
+            assert_eq!(does, expected, "{what}");
+
+            // What every answer must carry, whatever the row.
+            match &claim {
+                Claim::Run { lease, .. } | Claim::Resume { lease } => {
+                    // A new claim always fences out the one before it.
+                    assert_eq!(lease.fence, Fence(8), "{what}");
+                    assert_eq!(lease.owner, "b", "{what}");
+                    // A committed report is never rendered again, except as
+                    // a rerun's new revision.
+                    if c.state == Prepared {
+                        assert!(
+                            matches!(claim, Claim::Resume { .. }),
+                            "a PREPARED row was rendered again: {what}"
+                        );
+                    }
+                    match does {
+                        Does::Rerun => {
+                            assert_eq!((lease.attempt, lease.revision), (1, 3), "{what}")
+                        }
+                        Does::RestartRun | Does::RestartResume => {
+                            assert_eq!((lease.attempt, lease.revision), (1, 2), "{what}")
+                        }
+                        _ => {
+                            assert_eq!(
+                                (lease.attempt, lease.revision),
+                                (row.attempt + 1, 2),
+                                "{what}"
+                            );
+                            let from = lease.taken_from.as_ref().map(|t| t.because);
+                            let held = matches!(c.state, Claimed | Prepared);
+                            let expect = held.then_some(if c.lease_live {
+                                Takeover::OwnerGone
+                            } else {
+                                Takeover::LeaseExpired
+                            });
+                            assert_eq!(from, expect, "{what}");
+                        }
+                    }
+                }
+                Claim::Wait { until, fence, .. } => {
+                    assert_eq!((*until, *fence), (pending, Fence(7)), "{what}")
+                }
+                Claim::Busy {
+                    owner, lease_until, ..
+                } => assert_eq!((owner.as_str(), *lease_until), ("a", now), "{what}"),
+                Claim::GaveUp {
+                    error,
+                    abandoned_now,
+                    ..
+                } => {
+                    assert_eq!(*abandoned_now, does == Does::Abandon, "{what}");
+                    let error = error.as_deref().unwrap_or_default();
+                    if does == Does::Abandon {
+                        assert!(
+                            error.contains("after 3 attempt(s)") && error.contains("boom"),
+                            "{what}"
+                        );
+                    } else {
+                        assert_eq!(error, "boom", "{what}");
+                    }
+                }
+                Claim::Done { fence, .. } => assert_eq!(*fence, Fence(7), "{what}"),
+                Claim::Skipped { reason } => {
+                    assert_eq!(reason.as_deref(), Some("boom"), "{what}")
+                }
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+        // Every row of the table decides some combination: none is dead.
+        for (row, n) in TABLE.iter().zip(&used) {
+            assert!(
+                *n > 0,
+                "no combination reaches the row doing {:?}",
+                row.does
+            );
+        }
+    }
 }
