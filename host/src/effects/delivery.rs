@@ -426,14 +426,12 @@ impl Deliverer<'_, '_> {
         info.http_status = f.http_status;
         info.detail = Some(f.message.clone());
         let at_most_once = dest.mode == DeliveryMode::AtMostOnce;
-        let how = match f.outcome {
-            Uncertainty::Refused => Some(Failure::Permanent),
-            Uncertainty::Unknown if at_most_once => Some(Failure::Abandon),
-            _ if info.attempts >= dest.retry.tries => {
-                Some(self.d.settings.attempts.after_failure(self.d.lease.attempt))
-            }
-            _ => None,
-        };
+        let how = how_it_ends(
+            f.outcome,
+            dest.mode,
+            info.attempts >= dest.retry.tries,
+            || self.d.settings.attempts.after_failure(self.d.lease.attempt),
+        );
         let done = Attempted {
             seq: m.seq,
             tries: uncounted,
@@ -512,6 +510,26 @@ impl Deliverer<'_, '_> {
     }
 }
 
+/// Whether a failed send ends the run's delivery, and how: a refusal
+/// fails the window for good; a send that may have arrived abandons an
+/// at-most-once message (never sent twice); once the destination's sends
+/// are spent (`spent`) the attempt ends as the job's attempts say
+/// (`attempt_failed`: retried later, or abandoned on the last one);
+/// otherwise `None`: send again after the destination's wait.
+fn how_it_ends(
+    outcome: Uncertainty,
+    mode: DeliveryMode,
+    spent: bool,
+    attempt_failed: impl FnOnce() -> Failure,
+) -> Option<Failure> {
+    match outcome {
+        Uncertainty::Refused => Some(Failure::Permanent),
+        Uncertainty::Unknown if mode == DeliveryMode::AtMostOnce => Some(Failure::Abandon),
+        _ if spent => Some(attempt_failed()),
+        _ => None,
+    }
+}
+
 /// Sends of one message withheld in a row after which the attempt ends.
 const WITHHELD_IN_A_ROW: u32 = 3;
 
@@ -564,5 +582,49 @@ fn ended(how: Failure, why: String, info: &mut MessageInfo) -> Ended {
             info.status = DeliveryStatus::Abandoned;
             Ended::Abandoned(why)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_send_ends_the_delivery_as_its_outcome_and_mode_say() {
+        use DeliveryMode::{AtLeastOnce, AtMostOnce};
+        use Uncertainty::{NotSent, Refused, Unknown};
+        let later = Failure::Retry {
+            after: Duration::from_secs(60),
+        };
+        // (outcome, mode, the destination's sends spent) -> how it ends.
+        let table = [
+            // A refusal is never sent again, in either mode.
+            (Refused, AtLeastOnce, false, Some(Failure::Permanent)),
+            (Refused, AtLeastOnce, true, Some(Failure::Permanent)),
+            (Refused, AtMostOnce, false, Some(Failure::Permanent)),
+            (Refused, AtMostOnce, true, Some(Failure::Permanent)),
+            // Maybe arrived: at-most-once never sends it twice.
+            (Unknown, AtMostOnce, false, Some(Failure::Abandon)),
+            (Unknown, AtMostOnce, true, Some(Failure::Abandon)),
+            // Otherwise the destination's sends, then the job's attempts.
+            (Unknown, AtLeastOnce, false, None),
+            (Unknown, AtLeastOnce, true, Some(later)),
+            (NotSent, AtLeastOnce, false, None),
+            (NotSent, AtLeastOnce, true, Some(later)),
+            (NotSent, AtMostOnce, false, None),
+            (NotSent, AtMostOnce, true, Some(later)),
+        ];
+        for (outcome, mode, spent, expected) in table {
+            assert_eq!(
+                how_it_ends(outcome, mode, spent, || later),
+                expected,
+                "{outcome:?} {mode:?} spent={spent}"
+            );
+        }
+        // The job's attempts decide only once the sends are spent.
+        assert_eq!(
+            how_it_ends(NotSent, AtLeastOnce, false, || panic!("asked too early")),
+            None
+        );
     }
 }

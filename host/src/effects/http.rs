@@ -97,12 +97,12 @@ pub(super) fn post(
     match result {
         Ok(mut resp) => {
             let status = resp.status().as_u16();
-            if (200..300).contains(&status) {
+            let Some(outcome) = answered(status) else {
                 return Sent::Delivered {
                     detail: format!("http {status}"),
                     http_status: Some(status),
                 };
-            }
+            };
             let retry_after = resp
                 .headers()
                 .get("retry-after")
@@ -120,13 +120,6 @@ pub(super) fn post(
                     .read_to_end(&mut snippet);
             }
             let body = one_line(&redactor.scrub(&String::from_utf8_lossy(&snippet)), 200);
-            let outcome = match status {
-                408 | 425 | 429 => Uncertainty::NotSent,
-                // 409: a request with this idempotency key is still
-                // being processed (an earlier send that timed out here).
-                409 | 500..=599 => Uncertainty::Unknown,
-                _ => Uncertainty::Refused,
-            };
             let hint = match status {
                 300..=399 => {
                     "; jobhost does not follow redirects: point the destination at the final URL"
@@ -198,6 +191,20 @@ pub(super) fn post(
     }
 }
 
+/// What a destination's answer `status` says about the message: `None`
+/// when it has it (2xx), else whether it certainly did not arrive, may
+/// have arrived, or was refused.
+fn answered(status: u16) -> Option<Uncertainty> {
+    Some(match status {
+        200..=299 => return None,
+        408 | 425 | 429 => Uncertainty::NotSent,
+        // 409: a request with this idempotency key is still being
+        // processed (an earlier send that timed out here).
+        409 | 500..=599 => Uncertainty::Unknown,
+        _ => Uncertainty::Refused,
+    })
+}
+
 /// `Retry-After` as delta-seconds or an HTTP date, measured from `now`
 /// (the run's clock: a virtual one in tests, the host's otherwise).
 fn parse_retry_after(v: &str, now: Timestamp) -> Option<Duration> {
@@ -221,6 +228,27 @@ fn one_line(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_status_says_whether_the_message_arrived_may_have_or_was_refused() {
+        use Uncertainty::{NotSent, Refused, Unknown};
+        for status in 100..=599u16 {
+            let expected = match status {
+                200..=299 => None,
+                // Too many requests, a timeout before the request was read,
+                // too early: the destination did not act on it.
+                408 | 425 | 429 => Some(NotSent),
+                // A request with the same idempotency key still in hand.
+                409 => Some(Unknown),
+                // The server failed somewhere while holding the request.
+                500..=599 => Some(Unknown),
+                // Redirects are not followed and every other 4xx fails the
+                // same way if sent again.
+                _ => Some(Refused),
+            };
+            assert_eq!(answered(status), expected, "http {status}");
+        }
+    }
 
     #[test]
     fn retry_after_is_read_as_seconds_or_a_date() {

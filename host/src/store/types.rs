@@ -801,3 +801,69 @@ pub struct Skip<'a> {
     /// Why, for a person: the catch-up policy that skipped it.
     pub reason: &'a str,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempts(max: u32, first: u64, longest: u64) -> Attempts {
+        Attempts {
+            max_attempts: max,
+            retry_delay: Duration::from_secs(first),
+            max_retry_delay: Duration::from_secs(longest),
+        }
+    }
+
+    fn wait(a: &Attempts, attempt: u32) -> Option<u64> {
+        match a.after_failure(attempt) {
+            Failure::Retry { after } => Some(after.as_secs()),
+            Failure::Abandon => None,
+            other => panic!("attempt {attempt}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_wait_doubles_from_the_first_delay_up_to_the_longest() {
+        let a = attempts(8, 60, 600);
+        let waits: Vec<_> = (1..=8).map(|n| wait(&a, n)).collect();
+        assert_eq!(
+            waits,
+            [
+                Some(60),
+                Some(120),
+                Some(240),
+                Some(480),
+                Some(600),
+                Some(600),
+                Some(600),
+                None
+            ]
+        );
+    }
+
+    #[test]
+    fn the_last_attempt_abandons_and_one_attempt_means_no_retry() {
+        assert_eq!(attempts(3, 1, 10).after_failure(3), Failure::Abandon);
+        // An attempt past the limit abandons too.
+        assert_eq!(attempts(3, 1, 10).after_failure(4), Failure::Abandon);
+        assert_eq!(attempts(1, 1, 10).after_failure(1), Failure::Abandon);
+    }
+
+    #[test]
+    fn huge_attempt_counts_and_delays_saturate_instead_of_overflowing() {
+        let a = Attempts {
+            max_attempts: u32::MAX,
+            retry_delay: Duration::MAX,
+            max_retry_delay: Duration::MAX,
+        };
+        assert_eq!(
+            a.after_failure(u32::MAX - 1),
+            Failure::Retry {
+                after: Duration::MAX
+            }
+        );
+        let b = attempts(u32::MAX, 1, u64::MAX);
+        // 2^30 s at most: the exponent stops at 30.
+        assert_eq!(wait(&b, 1_000_000), Some(1 << 30));
+    }
+}
