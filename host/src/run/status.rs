@@ -565,3 +565,238 @@ impl Status {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::core::window::{JobName, WindowKind, Zone};
+    use crate::store::Fence;
+
+    /// A daily job in UTC, due at midnight, late an hour after.
+    fn schedule() -> Schedule {
+        Schedule {
+            job: JobName::new("daily").unwrap(),
+            kind: WindowKind::Day,
+            zone: Zone::utc(),
+            delay: Duration::ZERO,
+            jitter: Duration::ZERO,
+            grace: Duration::from_secs(3600),
+        }
+    }
+
+    fn at(t: &str) -> Timestamp {
+        t.parse().unwrap()
+    }
+
+    /// A row of day `label` in `state`, its lease long over.
+    fn row(label: &str, state: RunState) -> RunRecord {
+        let s = schedule();
+        let w = Window::labelled(&s.job, s.kind, &s.zone, label).unwrap();
+        RunRecord {
+            key: w.key(),
+            job: "daily".into(),
+            window_start: w.start,
+            window_end: w.end,
+            timezone: "UTC".into(),
+            state,
+            fence: Fence(1),
+            attempt: 1,
+            owner: "host-a".into(),
+            lease_until: w.end,
+            retry_at: None,
+            component: "sha256:00".into(),
+            report: None,
+            error: None,
+            journal_bytes: None,
+            messages: 0,
+            delivered: 0,
+            created_at: w.end,
+            updated_at: w.end,
+            digest: None,
+            revision: 1,
+            reason: None,
+            pruned_at: None,
+        }
+    }
+
+    fn retrying(mut r: RunRecord, at_: &str) -> RunRecord {
+        r.retry_at = Some(at(at_));
+        r
+    }
+
+    fn status(now: &str, rows: &[RunRecord], paused: bool) -> Status {
+        let s = schedule();
+        let now = at(now);
+        let mut rows = rows.to_vec();
+        rows.sort_by(|a, b| b.window_start.cmp(&a.window_start));
+        let holes = holes(&s, now, &rows, None, None).unwrap();
+        let pause = paused.then(|| Pause {
+            job: "daily".into(),
+            note: "maintenance".into(),
+            by: "ops".into(),
+            since: at("2026-11-09T12:00:00Z"),
+        });
+        judge(&s, now, s.last_due(now).unwrap(), &rows, holes, pause).unwrap()
+    }
+
+    use RunState::{Abandoned, Claimed, Done, Failed, Prepared, Skipped};
+
+    #[test]
+    fn health_follows_the_rules_worst_first() {
+        // (what, now, rows, paused) -> health. The newest due window at
+        // these instants is 2026-11-09, due at 2026-11-10T00:00Z.
+        let cases: Vec<(&str, &str, Vec<RunRecord>, bool, Health)> = vec![
+            (
+                "newest window done",
+                "2026-11-10T05:00:00Z",
+                vec![row("2026-11-09", Done)],
+                false,
+                Health::Healthy,
+            ),
+            (
+                "not done yet, within the grace",
+                "2026-11-10T00:30:00Z",
+                vec![row("2026-11-08", Done)],
+                false,
+                Health::Healthy,
+            ),
+            (
+                "not done past the grace",
+                "2026-11-10T05:00:00Z",
+                vec![row("2026-11-08", Done)],
+                false,
+                Health::Late,
+            ),
+            (
+                "a retry waiting past the grace is late, not failed",
+                "2026-11-10T05:00:00Z",
+                vec![
+                    retrying(row("2026-11-09", Failed), "2026-11-10T06:00:00Z"),
+                    row("2026-11-08", Done),
+                ],
+                false,
+                Health::Late,
+            ),
+            (
+                "failed for good",
+                "2026-11-10T00:30:00Z",
+                vec![row("2026-11-09", Failed), row("2026-11-08", Done)],
+                false,
+                Health::Failed,
+            ),
+            (
+                "an older abandoned window fails a job whose newest is done",
+                "2026-11-10T05:00:00Z",
+                vec![row("2026-11-09", Done), row("2026-11-08", Abandoned)],
+                false,
+                Health::Failed,
+            ),
+            (
+                "paused is not called late",
+                "2026-11-10T05:00:00Z",
+                vec![row("2026-11-08", Done)],
+                true,
+                Health::Paused,
+            ),
+            (
+                "failed beats paused",
+                "2026-11-10T05:00:00Z",
+                vec![row("2026-11-09", Abandoned)],
+                true,
+                Health::Failed,
+            ),
+            (
+                "an older run a dead owner holds, ready past the grace, is stuck",
+                "2026-11-10T05:00:00Z",
+                vec![
+                    row("2026-11-09", Done),
+                    row("2026-11-08", Prepared),
+                    row("2026-11-07", Done),
+                ],
+                false,
+                Health::Late,
+            ),
+            (
+                "a hole past its grace makes the job late",
+                "2026-11-10T05:00:00Z",
+                vec![row("2026-11-09", Done), row("2026-11-07", Done)],
+                false,
+                Health::Late,
+            ),
+            (
+                "a skipped window is no hole",
+                "2026-11-10T05:00:00Z",
+                vec![
+                    row("2026-11-09", Done),
+                    row("2026-11-08", Skipped),
+                    row("2026-11-07", Done),
+                ],
+                false,
+                Health::Healthy,
+            ),
+        ];
+        for (what, now, rows, paused, health) in cases {
+            let st = status(now, &rows, paused);
+            assert_eq!(st.health, health, "{what}: {st:?}");
+            assert_eq!(
+                st.health.exit_code(),
+                [0, 5, 3, 4][Health::ALL.iter().position(|h| *h == health).unwrap()],
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_row_is_listed_where_a_person_looks_for_it() {
+        let st = status(
+            "2026-11-10T05:00:00Z",
+            &[
+                retrying(row("2026-11-09", Prepared), "2026-11-10T06:00:00Z"),
+                row("2026-11-08", Claimed),
+                row("2026-11-07", Skipped),
+                retrying(row("2026-11-06", Failed), "2026-11-10T06:00:00Z"),
+                row("2026-11-05", Failed),
+                row("2026-11-04", Done),
+                row("2026-11-03", Skipped),
+            ],
+            false,
+        );
+        let keys = |rs: &[RunRecord]| {
+            rs.iter()
+                .map(|r| r.key.as_str().trim_start_matches("daily:").to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(keys(&st.retrying), ["2026-11-09", "2026-11-06"]);
+        assert_eq!(keys(&st.unfinished), ["2026-11-08"]);
+        assert_eq!(keys(&st.needs_a_person), ["2026-11-05"]);
+        // Skipped since the last DONE window only.
+        assert_eq!(keys(&st.skipped), ["2026-11-07"]);
+        assert_eq!(
+            st.last_done.as_ref().map(|r| r.key.as_str()),
+            Some("daily:2026-11-04")
+        );
+        assert_eq!(st.expected_state, Some(Prepared));
+    }
+
+    #[test]
+    fn the_newest_late_window_and_the_oldest_hole_each_keep_their_own_age() {
+        // 2026-11-07 has no row: a hole due since 2026-11-08T00:00Z.
+        let st = status(
+            "2026-11-10T00:30:00Z",
+            &[row("2026-11-08", Done), row("2026-11-06", Done)],
+            false,
+        );
+        assert_eq!(st.holes.count, 1);
+        assert_eq!(st.expected_late, SignedDuration::from_mins(30));
+        assert_eq!(
+            st.hole_late,
+            SignedDuration::from_hours(48) + SignedDuration::from_mins(30)
+        );
+        assert_eq!(st.late_by, st.hole_late);
+        // Late for the hole, not for the newest window, still within its grace.
+        assert!(st.late_for_hole);
+        assert_eq!(st.health, Health::Late);
+    }
+}
