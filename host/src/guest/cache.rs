@@ -15,7 +15,7 @@
 use std::fs;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -372,29 +372,12 @@ fn trusted_file(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes to a temporary file and renames it into place, so a concurrent
-/// reader sees either no artifact or a whole one.
+/// Writes to a temporary file in `dir` (mode 0600) and renames it into
+/// place, so a concurrent reader sees either no artifact or a whole one; a
+/// failed write leaves no temporary file behind.
 fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = dir.join(format!(
-        ".tmp-{}-{}",
-        std::process::id(),
-        path.file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("artifact")
-    ));
-    let result = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map(drop).map_err(|e| e.error)
 }

@@ -459,7 +459,9 @@ struct FileBody {
     report: StoredReport,
     messages: Vec<StagedMessage>,
     journal: Vec<u8>,
-    #[serde(with = "opt_bytes")]
+    /// One length and the bytes (a plain `Vec<u8>` is written the same
+    /// way by postcard, but read byte by byte).
+    #[serde(with = "serde_bytes")]
     wasm: Option<Vec<u8>>,
 }
 
@@ -513,68 +515,6 @@ impl FileBodyV1 {
             messages: self.messages,
             journal: self.journal,
             wasm: None,
-        }
-    }
-}
-
-/// An optional byte string as one length and the bytes (postcard writes a
-/// `Vec<u8>` the same way, but reads it byte by byte).
-mod opt_bytes {
-    use serde::de::{Deserializer, Visitor};
-    use serde::ser::Serializer;
-
-    pub fn serialize<S: Serializer>(v: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
-        match v {
-            Some(bytes) => s.serialize_some(&Bytes(bytes)),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
-        d.deserialize_option(OptVisitor)
-    }
-
-    struct Bytes<'a>(&'a [u8]);
-
-    impl serde::Serialize for Bytes<'_> {
-        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            s.serialize_bytes(self.0)
-        }
-    }
-
-    struct OptVisitor;
-
-    impl<'de> Visitor<'de> for OptVisitor {
-        type Value = Option<Vec<u8>>;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("an optional byte string")
-        }
-
-        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-
-        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_byte_buf(BytesVisitor).map(Some)
-        }
-    }
-
-    struct BytesVisitor;
-
-    impl Visitor<'_> for BytesVisitor {
-        type Value = Vec<u8>;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a byte string")
-        }
-
-        fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
-            Ok(v.to_vec())
-        }
-
-        fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Self::Value, E> {
-            Ok(v)
         }
     }
 }
@@ -1151,6 +1091,35 @@ fn changed(old: Option<&str>, new: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_component_is_written_as_one_length_and_its_bytes() {
+        // Format 3 as every earlier build wrote it: `Some`, the length as
+        // a varint, the bytes; `None` as one zero byte.
+        let body = |wasm| FileBody {
+            component: String::new(),
+            report: StoredReport {
+                summary: String::new(),
+                cursor: None,
+                prompt: None,
+                described: false,
+            },
+            messages: Vec::new(),
+            journal: Vec::new(),
+            wasm,
+        };
+        let written = postcard::to_allocvec(&body(Some(vec![7; 300]))).unwrap();
+        let tail = [&[1u8, 0xac, 0x02][..], &[7; 300]].concat();
+        assert!(written.ends_with(&tail), "{written:?}");
+        let read: FileBody = postcard::from_bytes(&written).unwrap();
+        assert_eq!(read.wasm, Some(vec![7; 300]));
+        let written = postcard::to_allocvec(&body(None)).unwrap();
+        assert_eq!(written.last(), Some(&0));
+        assert_eq!(
+            postcard::from_bytes::<FileBody>(&written).unwrap().wasm,
+            None
+        );
+    }
 
     #[test]
     fn json_bodies_are_compared_field_by_field() {
