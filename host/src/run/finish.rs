@@ -3,11 +3,12 @@
 //! change the outcome.
 
 use crate::core::clock::{Clock, SystemClock, VirtualClock};
-use crate::effects::digest::{self, DigestInfo, DigestSettings, DigestStatus, Wanted};
+use crate::effects::digest::{self, DigestInfo, DigestStatus, Wanted};
 use crate::effects::ping::{PingStatus, Signal};
 use crate::run::job::Job;
 use crate::run::receipt::{Event, Receipt};
 use crate::run::{DeferredDigest, Runtime};
+use crate::store::Store;
 
 /// The longest ping body, bytes.
 const MAX_PING_LINE: usize = 2000;
@@ -68,23 +69,25 @@ pub(crate) fn ping(job: &Job, signal: Signal, receipt: &mut Receipt, clock: &dyn
     receipt.pings.insert(signal.as_str(), info);
 }
 
-/// Last of all, the digest of a DONE run: made now (into the receipt), or
-/// left for later when the runtime defers digests.
+/// Last of all, the digest of a DONE run: made now (into the receipt) in
+/// the store the run used, or left for later when the runtime defers
+/// digests.
 pub(crate) fn digest(
     job: &Job,
-    wanted: Option<Wanted>,
+    wanted: Option<(Wanted, Box<dyn Store>)>,
     runtime: &Runtime,
     clock: &dyn Clock,
     receipt: &mut Receipt,
 ) -> Option<DeferredDigest> {
-    let (settings, wanted) = (job.digest.as_ref()?, wanted?);
+    let (settings, (wanted, mut store)) = (job.digest.as_ref()?, wanted?);
     if runtime.defer_digests {
         return Some(DeferredDigest {
             wanted,
             at: clock.now(),
         });
     }
-    receipt.digest = Some(make(job, settings, &wanted, clock));
+    let info = digest::make(settings, store.as_mut(), &wanted, clock);
+    receipt.digest = Some(said(job, &wanted, info));
     None
 }
 
@@ -101,14 +104,10 @@ pub fn make_deferred_digest(
     } else {
         Box::new(SystemClock)
     };
-    Some(make(job, settings, &deferred.wanted, clock.as_ref()))
-}
-
-/// Makes the digest of the DONE run `wanted`, and says on stderr when there
-/// is none.
-fn make(job: &Job, settings: &DigestSettings, wanted: &Wanted, clock: &dyn Clock) -> DigestInfo {
-    let info = match crate::store::open(&job.store) {
-        Ok(mut store) => digest::make(settings, store.as_mut(), wanted, clock),
+    // The run that left it has closed its store: open it again, as that
+    // run did (it exists and passed the run's checks).
+    let info = match crate::store::open_with(&job.store, runtime.failpoints.clone()) {
+        Ok(mut store) => digest::make(settings, store.as_mut(), &deferred.wanted, clock.as_ref()),
         Err(e) => DigestInfo {
             status: DigestStatus::Failed,
             cache: None,
@@ -118,6 +117,11 @@ fn make(job: &Job, settings: &DigestSettings, wanted: &Wanted, clock: &dyn Clock
             message: None,
         },
     };
+    Some(said(job, &deferred.wanted, info))
+}
+
+/// `info`, said on stderr when there is no digest of `wanted`.
+fn said(job: &Job, wanted: &Wanted, info: DigestInfo) -> DigestInfo {
     if let (Some(why), DigestStatus::Failed) = (&info.error, info.status) {
         crate::core::text::say(
             "warning",

@@ -218,10 +218,11 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// The phases in order; the DONE run whose digest is wanted, if any.
-    fn phases(self, receipt: &mut Receipt) -> Result<Option<Wanted>> {
-        let mut store = open_store(self.job, self.runtime.failpoints.clone(), receipt)?;
-        let store = store.as_mut();
+    /// The phases in order; the DONE run whose digest is wanted, if any,
+    /// with the store the run used, for the digest to read and record in.
+    fn phases(self, receipt: &mut Receipt) -> Result<Option<(Wanted, Box<dyn Store>)>> {
+        let mut opened = open_store(self.job, self.runtime.failpoints.clone(), receipt)?;
+        let store = opened.as_mut();
         // The store answers first: a window already done is answered
         // without opening the component, however large it is.
         let Peeked::Open(row) = self.peek(store, receipt)? else {
@@ -250,7 +251,7 @@ impl<'a> Run<'a> {
         self.deliver(store, &lease, &executed.pending, resumed, receipt)?;
         Ok(receipt
             .done()
-            .then(|| Wanted::new(self.key, executed.prompt)))
+            .then(|| (Wanted::new(self.key, executed.prompt), opened)))
     }
 
     /// The common case for a scheduled job is a window already done: it is
