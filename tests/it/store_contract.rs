@@ -625,6 +625,7 @@ fn what_was_committed_reads_back_byte_for_byte(f: &mut Fixture) {
 
 fn history_lists_newest_windows_first_with_their_messages(f: &mut Fixture) {
     let mut s = f.open();
+    assert!(s.jobs().unwrap().is_empty());
     let (a, b) = (window("2026-11-07"), window("2026-11-08"));
     let la = f.run(s.as_mut(), &a, "a", 3);
     s.prepare(
@@ -651,6 +652,8 @@ fn history_lists_newest_windows_first_with_their_messages(f: &mut Fixture) {
     assert_eq!(older.owner, "a");
     assert_eq!(h[0].journal_bytes, None);
     assert_eq!(s.history(None).unwrap().len(), 3);
+    // Each job once, by name, however many runs it has.
+    assert_eq!(s.jobs().unwrap(), ["daily-report", "other-job"]);
 }
 
 fn racing_claims_on_one_window_give_exactly_one_run(f: &mut Fixture) {

@@ -739,8 +739,7 @@ impl std::fmt::Display for Tally {
 /// `Error::Input` naming the jobs the store holds when `job` is not one of
 /// them, or is not given and the store holds several (or none).
 pub fn pick_job(store: &mut dyn Ledger, job: Option<&str>) -> Result<String> {
-    let jobs: std::collections::BTreeSet<String> =
-        store.history(None)?.into_iter().map(|r| r.job).collect();
+    let jobs: std::collections::BTreeSet<String> = store.jobs()?.into_iter().collect();
     let listed = || {
         let mut names: Vec<&str> = jobs.iter().map(String::as_str).take(10).collect();
         if jobs.len() > 10 {

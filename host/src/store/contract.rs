@@ -168,6 +168,14 @@ pub trait Ledger {
     /// `Error::Store`.
     fn messages(&mut self, key: &WindowKey) -> Result<Vec<StagedMessage>>;
 
+    /// The names of the jobs the store holds runs of, in order: one read
+    /// of the job index, not of the history.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn jobs(&mut self) -> Result<Vec<String>>;
+
     /// Every run, newest window first, optionally for one job.
     ///
     /// # Errors

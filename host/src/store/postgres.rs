@@ -1136,6 +1136,16 @@ impl Ledger for PostgresStore {
         rows.iter().map(staged).collect()
     }
 
+    fn jobs(&mut self) -> Result<Vec<String>> {
+        let rows = self.read("list the jobs", |tx| {
+            tx.query_typed(
+                "SELECT DISTINCT job COLLATE \"C\" FROM jobhost_runs ORDER BY 1",
+                &[],
+            )
+        })?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
     fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>> {
         self.runs_where("$1::text IS NULL OR r.job = $1", &[text(&job)])
     }

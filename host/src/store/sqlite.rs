@@ -1500,6 +1500,17 @@ impl Ledger for SqliteStore {
             .map_err(|e| failed(&self.path, "read the journal", e))
     }
 
+    fn jobs(&mut self) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT DISTINCT job FROM runs ORDER BY job")
+            .map_err(|e| failed(&self.path, "list the jobs", e))?;
+        let rows = stmt
+            .query_map([], |r| r.get(0))
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<String>>>());
+        rows.map_err(|e| failed(&self.path, "list the jobs", e))
+    }
+
     fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>> {
         let sql = format!(
             "SELECT {} FROM {RUN_TABLES} WHERE ?1 IS NULL OR r.job = ?1
