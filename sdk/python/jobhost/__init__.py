@@ -77,7 +77,6 @@ __all__ = [
     "WrongKind",
     "export",
     "log",
-    "open",
     "send",
     "testing",
     "wire",

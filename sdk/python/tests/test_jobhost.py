@@ -628,3 +628,14 @@ class ExportTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class NamesTest(unittest.TestCase):
+    def test_a_star_import_does_not_shadow_the_builtin_open(self) -> None:
+        import builtins
+
+        names: dict = {}
+        exec("from jobhost import *", names)
+        self.assertIs(names.get("open", builtins.open), builtins.open)
+        # The source is still opened as documented: jobhost.open().
+        self.assertTrue(callable(jobhost.open))
