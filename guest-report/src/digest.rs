@@ -17,7 +17,7 @@ use std::fmt;
 use jobhost_sdk::{Batch, Column, ColumnInfo, ColumnKind, Dictionary, Integers, Reals, Texts};
 
 use crate::format::{MAX_RFC3339_SECONDS, MIN_RFC3339_SECONDS};
-use crate::summary::{Summary, Totals};
+use crate::summary::{Summary, Totals, WindowInfo};
 
 mod groups;
 
@@ -127,17 +127,6 @@ pub fn parse_top(value: &str) -> Result<usize, ParamError> {
         value: value.to_owned(),
         expected: "a non-negative integer",
     })
-}
-
-/// The window a digest reports on, as the summary names it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct WindowInfo {
-    /// The window key, for example `daily-report:2026-11-08`.
-    pub key: String,
-    /// The window's label, for example `2026-11-08`.
-    pub label: String,
-    /// The IANA time zone of the window, for example `Europe/Berlin`.
-    pub timezone: String,
 }
 
 /// The names of the required columns, as the source spells them.

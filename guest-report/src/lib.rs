@@ -92,8 +92,8 @@ fn destinations(ctx: &Context) -> Result<Vec<String>, Error> {
 }
 
 /// The window as the digest names it.
-fn window_info(ctx: &Context) -> digest::WindowInfo {
-    digest::WindowInfo {
+fn window_info(ctx: &Context) -> summary::WindowInfo {
+    summary::WindowInfo {
         key: ctx.window.key.clone(),
         label: ctx.window.label.clone(),
         timezone: ctx.window.timezone.clone(),

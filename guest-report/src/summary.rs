@@ -8,8 +8,18 @@
 
 #![forbid(unsafe_code)]
 
-use crate::digest::WindowInfo;
 use crate::format;
+
+/// The window a summary reports on, as it names it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WindowInfo {
+    /// The window key, for example `daily-report:2026-11-08`.
+    pub key: String,
+    /// The window's label, for example `2026-11-08`.
+    pub label: String,
+    /// The IANA time zone of the window, for example `Europe/Berlin`.
+    pub timezone: String,
+}
 
 /// Whole-window figures of a [`Summary`]. Money is unrounded here; the
 /// renderers round it to cents.

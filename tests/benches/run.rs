@@ -410,7 +410,7 @@ fn aggregate_batches_natively(db: &Path) -> u64 {
         digest.add_batch(&batch).expect("aggregate");
     }
     let rows = digest.rows();
-    let summary = digest.finish(guest_report::digest::WindowInfo::default(), Some(5));
+    let summary = digest.finish(guest_report::summary::WindowInfo::default(), Some(5));
     std::hint::black_box(summary.to_json());
     rows
 }
