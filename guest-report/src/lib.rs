@@ -15,25 +15,22 @@ pub mod digest;
 pub mod format;
 pub mod summary;
 
-use std::cell::RefCell;
-
 use jobhost_sdk::{Context, Error, Output, Report};
 
 /// The content type of the staged digest.
 const CONTENT_TYPE: &str = "application/json";
 
 /// The component: one [`Report::run`] per instance, no state in between
-/// runs. Within one instance, `run` leaves the text to describe for
+/// runs. Within one run, `run` leaves the text to describe in `prompt` for
 /// [`Report::describe`], which the host calls right after it.
-pub struct SalesDigest;
-
-thread_local! {
-    /// The prompt `run` made, for `describe` on the same instance.
-    static PROMPT: RefCell<Option<String>> = const { RefCell::new(None) };
+#[derive(Default)]
+pub struct SalesDigest {
+    /// The prompt `run` made, for `describe`.
+    prompt: Option<String>,
 }
 
 impl Report for SalesDigest {
-    fn run(ctx: &Context) -> Result<Output, Error> {
+    fn run(&mut self, ctx: &Context) -> Result<Output, Error> {
         let top = match ctx.param("top") {
             Some(value) => Some(digest::parse_top(value).map_err(|e| Error::other(e.to_string()))?),
             None => None,
@@ -58,7 +55,7 @@ impl Report for SalesDigest {
             summary.skipped_rows,
             destinations.len()
         ));
-        PROMPT.with(|p| *p.borrow_mut() = Some(summary.to_prompt()));
+        self.prompt = Some(summary.to_prompt());
         // The report a person reads in the receipt is the one-paragraph
         // text; the machine-readable digest travels as the message.
         Ok(Output {
@@ -67,8 +64,8 @@ impl Report for SalesDigest {
         })
     }
 
-    fn describe(_ctx: &Context, _output: &Output) -> Option<String> {
-        PROMPT.with(|p| p.borrow_mut().take())
+    fn describe(&mut self, _ctx: &Context, _output: &Output) -> Option<String> {
+        self.prompt.take()
     }
 }
 

@@ -19,6 +19,7 @@ const BATCH_ROWS: u32 = 4096;
 /// The columns the query must have.
 const COLUMNS: [&str; 4] = ["ts", "product", "quantity", "amount"];
 
+#[derive(Default)]
 struct TopProducts;
 
 #[derive(Default)]
@@ -70,7 +71,7 @@ impl Ranking {
 }
 
 impl Report for TopProducts {
-    fn run(ctx: &Context) -> Result<Output, Error> {
+    fn run(&mut self, ctx: &Context) -> Result<Output, Error> {
         let top: usize = match ctx.param("top") {
             Some(v) => v.parse().map_err(|_| {
                 Error::other(format!("parameter `top` must be a number, not `{v}`"))

@@ -509,10 +509,11 @@ use std::collections::BTreeMap;
 
 use jobhost_sdk::{Batch, Context, Error, Output, Report};
 
+#[derive(Default)]
 struct Sales;
 
 impl Report for Sales {
-    fn run(ctx: &Context) -> Result<Output, Error> {
+    fn run(&mut self, ctx: &Context) -> Result<Output, Error> {
         let mut totals = BTreeMap::new();
         for batch in jobhost_sdk::open()?.batches() {
             add(&batch?, &mut totals)?;

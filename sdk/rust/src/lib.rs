@@ -30,10 +30,11 @@
 //! use jobhost_sdk::{Context, Error, Output, Report};
 //!
 //! /// Revenue per window, staged as JSON for every destination.
+//! #[derive(Default)]
 //! struct Revenue;
 //!
 //! impl Report for Revenue {
-//!     fn run(ctx: &Context) -> Result<Output, Error> {
+//!     fn run(&mut self, ctx: &Context) -> Result<Output, Error> {
 //!         let mut source = jobhost_sdk::open()?;
 //!         let (mut orders, mut revenue) = (0u64, 0.0);
 //!         for batch in source.batches() {
@@ -140,22 +141,23 @@ impl From<Output> for bindings::Report {
 
 /// A report: the logic of a component, exported with [`export!`].
 ///
-/// The host creates a fresh instance for every run and calls
-/// [`run`](Report::run) once; after a successful run it calls
-/// [`describe`](Report::describe) once on the same instance (so what `run`
-/// left in memory, a `thread_local!` say, is still there). Both must be pure
-/// functions of what the host handed them: a recorded run is replayed and
-/// compared.
-pub trait Report {
+/// The host creates a fresh component instance for every run; in it the
+/// report is a value made with [`Default`], whose [`run`](Report::run) is
+/// called once, and after a successful run its
+/// [`describe`](Report::describe), on the same value: what `run` keeps in
+/// the report's fields (the text to describe, say) is there for
+/// `describe`, and nothing outlives the run. Both must be pure functions of
+/// what the host handed them: a recorded run is replayed and compared.
+pub trait Report: Default + 'static {
     /// Computes the report for `ctx.window`.
-    fn run(ctx: &Context) -> Result<Output, Error>;
+    fn run(&mut self, ctx: &Context) -> Result<Output, Error>;
 
     /// The text the job's language model is asked to describe (for example
     /// the run's figures with an instruction on what a person wants to
     /// know), or `None` when there is nothing worth describing; the
     /// default. Called after `run` returned `output`. It causes no effect:
     /// the outbox refuses messages from here.
-    fn describe(ctx: &Context, output: &Output) -> Option<String> {
+    fn describe(&mut self, ctx: &Context, output: &Output) -> Option<String> {
         let _ = (ctx, output);
         None
     }
@@ -201,17 +203,43 @@ macro_rules! export {
 /// What [`export!`] expands to calls; not part of the API.
 #[doc(hidden)]
 pub mod __private {
+    use std::any::Any;
+    use std::cell::RefCell;
+
     use crate::{Context, Output, Report, bindings};
+
+    thread_local! {
+        /// The report value of this instance's run, kept from `run` for
+        /// `describe` (a component instance runs one report, on one
+        /// thread). The SDK keeps it so that a report keeps its state in
+        /// its own fields.
+        static REPORT: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
+    }
+
+    /// This instance's report value: the one `run` used, or a new one.
+    fn take<R: Report>() -> R {
+        REPORT
+            .with(|r| r.borrow_mut().take())
+            .and_then(|b| b.downcast::<R>().ok())
+            .map_or_else(R::default, |b| *b)
+    }
+
+    fn keep<R: Report>(report: R) {
+        REPORT.with(|r| *r.borrow_mut() = Some(Box::new(report)));
+    }
 
     /// `run`, from the WIT types to the SDK's and back. A
     /// [`Programming`](crate::ErrorKind::Programming) error becomes a panic
     /// with its message: a trap, which the host does not retry, where a
     /// WIT `other` would be tried again to the same end.
-    pub fn run<R: Report + ?Sized>(
+    pub fn run<R: Report>(
         ctx: bindings::RunContext,
     ) -> Result<bindings::Report, bindings::RunError> {
         crate::zone::begin_run(&ctx.window.timezone);
-        match R::run(&Context::from(ctx)) {
+        let mut report = R::default();
+        let result = report.run(&Context::from(ctx));
+        keep(report);
+        match result {
             Ok(output) => Ok(output.into()),
             Err(e) if e.kind() == crate::ErrorKind::Programming => {
                 panic!("{}", e.message())
@@ -221,10 +249,11 @@ pub mod __private {
     }
 
     /// `describe`, from the WIT types to the SDK's.
-    pub fn describe<R: Report + ?Sized>(
+    pub fn describe<R: Report>(
         ctx: bindings::RunContext,
         report: bindings::Report,
     ) -> Option<String> {
-        R::describe(&Context::from(ctx), &Output::from(report))
+        let mut value = take::<R>();
+        value.describe(&Context::from(ctx), &Output::from(report))
     }
 }

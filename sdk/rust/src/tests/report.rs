@@ -218,10 +218,11 @@ fn an_output_keeps_or_sets_the_cursor() {
 }
 
 /// A report whose run depends on its parameters, with no `describe`.
+#[derive(Default)]
 struct Plain;
 
 impl Report for Plain {
-    fn run(ctx: &Context) -> Result<Output, Error> {
+    fn run(&mut self, ctx: &Context) -> Result<Output, Error> {
         match ctx.param("fail") {
             Some("data") => Err(Error::invalid_data("refused")),
             Some("column") => {
@@ -236,18 +237,24 @@ impl Report for Plain {
     }
 }
 
-/// A report that describes what it reported.
-struct Describing;
+/// A report that describes what it reported, from what its run kept.
+#[derive(Default)]
+struct Describing {
+    kept: Option<String>,
+}
 
 impl Report for Describing {
-    fn run(_ctx: &Context) -> Result<Output, Error> {
+    fn run(&mut self, ctx: &Context) -> Result<Output, Error> {
+        self.kept = Some(format!("kept by the run of {}", ctx.window.label));
         Ok(Output::new("figures"))
     }
 
-    fn describe(ctx: &Context, output: &Output) -> Option<String> {
+    fn describe(&mut self, ctx: &Context, output: &Output) -> Option<String> {
         Some(format!(
-            "describe {} of {}",
-            output.summary, ctx.window.label
+            "describe {} of {} ({})",
+            output.summary,
+            ctx.window.label,
+            self.kept.as_deref().unwrap_or("nothing kept")
         ))
     }
 }
@@ -291,9 +298,20 @@ fn describe_gives_nothing_unless_the_report_says_something() {
         __private::describe::<Plain>(wit_context(&[]), report.clone()),
         None
     );
+    // Without a run before it (as in a replay of describe alone): a new value.
+    assert_eq!(
+        __private::describe::<Describing>(wit_context(&[]), report.clone()).as_deref(),
+        Some("describe figures of 2026-11-08 (nothing kept)")
+    );
+    // After a run on the same instance: what the run kept in its fields.
+    assert!(__private::run::<Describing>(wit_context(&[])).is_ok());
+    assert_eq!(
+        __private::describe::<Describing>(wit_context(&[]), report.clone()).as_deref(),
+        Some("describe figures of 2026-11-08 (kept by the run of 2026-11-08)")
+    );
+    // describe takes the value: nothing outlives the run.
     assert_eq!(
         __private::describe::<Describing>(wit_context(&[]), report).as_deref(),
-        Some("describe figures of 2026-11-08")
+        Some("describe figures of 2026-11-08 (nothing kept)")
     );
-    assert!(__private::run::<Describing>(wit_context(&[])).is_ok());
 }

@@ -7,10 +7,11 @@
 
 use jobhost_sdk::{Context, Error, Output, Report};
 
+#[derive(Default)]
 struct LocalHours;
 
 impl Report for LocalHours {
-    fn run(ctx: &Context) -> Result<Output, Error> {
+    fn run(&mut self, ctx: &Context) -> Result<Output, Error> {
         let mut hours: Vec<(String, u64)> = Vec::new();
         let mut source = jobhost_sdk::open()?;
         for batch in source.batches() {
