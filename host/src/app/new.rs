@@ -37,86 +37,11 @@ const WIT: &str = include_str!("../../../wit/report.wit");
 /// The componentize-py release the Python SDK is tested with.
 pub const COMPONENTIZE_PY: &str = "0.25.1";
 
-/// The Rust SDK's sources, as `(path in the SDK's src/, text)`.
-const RUST_SDK: &[(&str, &str)] = &[
-    ("batch.rs", include_str!("../../../sdk/rust/src/batch.rs")),
-    (
-        "bindings.rs",
-        include_str!("../../../sdk/rust/src/bindings.rs"),
-    ),
-    (
-        "context.rs",
-        include_str!("../../../sdk/rust/src/context.rs"),
-    ),
-    (
-        "effects.rs",
-        include_str!("../../../sdk/rust/src/effects.rs"),
-    ),
-    ("error.rs", include_str!("../../../sdk/rust/src/error.rs")),
-    ("lib.rs", include_str!("../../../sdk/rust/src/lib.rs")),
-    ("source.rs", include_str!("../../../sdk/rust/src/source.rs")),
-    (
-        "testing.rs",
-        include_str!("../../../sdk/rust/src/testing.rs"),
-    ),
-    ("zone.rs", include_str!("../../../sdk/rust/src/zone.rs")),
-];
+// RUST_SDK and PYTHON_SDK: each SDK file, found by the build script.
+include!(concat!(env!("OUT_DIR"), "/sdk.rs"));
 
-/// The Python SDK's modules, as `(path in the package, text)`.
-const PYTHON_SDK: &[(&str, &str)] = &[
-    (
-        "__init__.py",
-        include_str!("../../../sdk/python/jobhost/__init__.py"),
-    ),
-    (
-        "_host.py",
-        include_str!("../../../sdk/python/jobhost/_host.py"),
-    ),
-    (
-        "batch.py",
-        include_str!("../../../sdk/python/jobhost/batch.py"),
-    ),
-    (
-        "errors.py",
-        include_str!("../../../sdk/python/jobhost/errors.py"),
-    ),
-    ("log.py", include_str!("../../../sdk/python/jobhost/log.py")),
-    (
-        "outbox.py",
-        include_str!("../../../sdk/python/jobhost/outbox.py"),
-    ),
-    (
-        "py.typed",
-        include_str!("../../../sdk/python/jobhost/py.typed"),
-    ),
-    (
-        "report.py",
-        include_str!("../../../sdk/python/jobhost/report.py"),
-    ),
-    (
-        "source.py",
-        include_str!("../../../sdk/python/jobhost/source.py"),
-    ),
-    (
-        "testing.py",
-        include_str!("../../../sdk/python/jobhost/testing.py"),
-    ),
-    (
-        "values.py",
-        include_str!("../../../sdk/python/jobhost/values.py"),
-    ),
-    (
-        "wire.py",
-        include_str!("../../../sdk/python/jobhost/wire.py"),
-    ),
-    (
-        "zone.py",
-        include_str!("../../../sdk/python/jobhost/zone.py"),
-    ),
-];
-
-/// The files of the SDK each language ships, for the test that keeps the
-/// lists above complete.
+/// The files of the SDK each language ships, for the test that holds them
+/// to the SDK's folder.
 pub fn sdk_files(lang: Lang) -> Vec<&'static str> {
     match lang {
         Lang::Rust => RUST_SDK.iter().map(|(p, _)| *p).collect(),

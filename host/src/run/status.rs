@@ -630,7 +630,7 @@ mod tests {
         let s = schedule();
         let now = at(now);
         let mut rows = rows.to_vec();
-        rows.sort_by(|a, b| b.window_start.cmp(&a.window_start));
+        rows.sort_by_key(|r| std::cmp::Reverse(r.window_start));
         let holes = holes(&s, now, &rows, None, None).unwrap();
         let pause = paused.then(|| Pause {
             job: "daily".into(),
