@@ -177,7 +177,7 @@ fn main() {
             ms(metrics.0),
             spread(&metrics.1)
         );
-        match Scratch::new("bench dashboard") {
+        match Scratch::for_bench("bench dashboard") {
             Some(scratch) => {
                 let url = PostgresUrl::new(scratch.url());
                 fill(&mut PostgresStore::open(&url).unwrap(), &ws);

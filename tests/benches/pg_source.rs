@@ -39,7 +39,7 @@ fn main() {
     unsafe { std::env::set_var("RUST_BACKTRACE", "0") };
     let quick = std::env::args().any(|a| a == "--quick");
     let n = if quick { 3 } else { 9 };
-    let Some(db) = Scratch::new("bench pg_source") else {
+    let Some(db) = Scratch::for_bench("bench pg_source") else {
         return;
     };
     let root = guests::workspace_root();

@@ -41,7 +41,7 @@ fn main() {
         .join("bench-schedule");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("bench folder");
-    let pg_server = jobhost_tests::pg::server("bench schedule (PostgreSQL half)");
+    let pg_server = jobhost_tests::pg::bench_server("bench schedule (PostgreSQL half)");
     let backends_n = if pg_server.is_some() { 2 } else { 1 };
 
     let cfg_path = dir.join("job.toml");
@@ -90,7 +90,7 @@ fn main() {
                 _scratch: None,
             });
             if pg_server.is_some() {
-                let scratch = Scratch::new("bench schedule").expect("scratch schema");
+                let scratch = Scratch::for_bench("bench schedule").expect("scratch schema");
                 let store = PostgresStore::open(&PostgresUrl::new(scratch.url())).unwrap();
                 backends.push(Backend {
                     store: Box::new(store),

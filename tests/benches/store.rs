@@ -69,8 +69,9 @@ fn main() {
         .join("bench-store");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("bench folder");
-    // `server` prints the SKIPPED line on stderr when the variable is unset.
-    let pg_server = jobhost_tests::pg::server("bench store (PostgreSQL half)");
+    // `bench_server` prints the SKIPPED line on stderr when the variable is
+    // unset (under `CI` too: benchmarks are not part of CI).
+    let pg_server = jobhost_tests::pg::bench_server("bench store (PostgreSQL half)");
     let pg_settings = pg_server.as_deref().map(postgres_settings);
 
     let job = JobName::new("bench").unwrap();
@@ -99,7 +100,7 @@ fn main() {
             _scratch: None,
         }];
         if pg_server.is_some() {
-            let scratch = Scratch::new("bench store").expect("PostgreSQL scratch schema");
+            let scratch = Scratch::for_bench("bench store").expect("PostgreSQL scratch schema");
             let store = PostgresStore::open(&PostgresUrl::new(scratch.url()))
                 .unwrap_or_else(|e| panic!("cannot open the PostgreSQL store: {e}"));
             backends.push(Backend {

@@ -6,7 +6,6 @@
 //! `jobhost_job` label and sums what the docs say to sum. Under `CI` a
 //! missing Prometheus fails the test; elsewhere it skips, saying so.
 
-use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -25,9 +24,11 @@ fn prometheus_tool(test: &str, name: &str) -> Option<PathBuf> {
         .map(|dir| dir.join(name))
         .find(|p| p.is_file());
     if found.is_none() {
-        let why = format!("{name} is not installed (Debian: apt-get install prometheus)");
-        assert!(std::env::var_os("CI").is_none(), "{test}: {why}");
-        let _ = writeln!(std::io::stderr().lock(), "SKIPPED alerts::{test}: {why}");
+        jobhost_tests::skip::missing(
+            &format!("alerts::{test}"),
+            &format!("{name} is not installed"),
+            "Debian: apt-get install prometheus; .ci/run installs it",
+        );
     }
     found
 }

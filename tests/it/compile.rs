@@ -167,9 +167,6 @@ fn a_known_file_is_not_hashed_again_and_a_changed_one_is() {
     let cache = dir.path().join("cache");
     let component = dir.path().join("report.wasm");
     std::fs::copy(&guests().report, &component).unwrap();
-    // A file changed in the last two seconds is not remembered (a write in
-    // the same clock tick could leave its times as they were).
-    std::thread::sleep(std::time::Duration::from_millis(2100));
     let cfg = config(
         dir.path(),
         &std::fs::read_to_string(report_config(dir.path(), 200))
@@ -177,11 +174,26 @@ fn a_known_file_is_not_hashed_again_and_a_changed_one_is() {
             .replace(&guests().report.display().to_string(), s(&component)),
     );
     let store = dir.path().join("s.db");
-    let run = |now: &str| {
+    // A file changed within the racy window (two seconds by default) is
+    // not remembered: a write in the same clock tick as the hash could
+    // leave its times as they were. An hour's window: the file copied just
+    // now is hashed, and not remembered.
+    let run_within = |now: &str, window_ms: &str| {
         let mut cmd = job_command(&cfg, &store, now);
-        cmd.env("JOBHOST_CACHE_DIR", &cache);
+        cmd.env("JOBHOST_CACHE_DIR", &cache)
+            .env("JOBHOST_TEST_RACY_WINDOW_MS", window_ms);
         to_run(cmd.output().unwrap())
     };
+    let young = run_within("2026-11-08T00:05:00Z", "3600000");
+    assert_eq!(young.event(), "ran", "{}", young.stderr);
+    let remembered = std::fs::read_dir(cache.join("files")).map_or(0, |d| d.count());
+    assert_eq!(
+        remembered, 0,
+        "a file changed within the window is hashed again"
+    );
+    // No window: the file is remembered as it is, without waiting for it
+    // to age.
+    let run = |now: &str| run_within(now, "0");
     let first = run("2026-11-09T00:05:00Z");
     assert_eq!(first.event(), "ran", "{}", first.stderr);
     let remembered = std::fs::read_dir(cache.join("files")).unwrap().count();

@@ -6,7 +6,6 @@
 //! warning, the refusal and the fix. A test whose tool is missing skips,
 //! saying so on stderr, except under `CI`, where it fails.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -15,11 +14,11 @@ use serde_norway::Value as Yaml;
 
 use crate::harness::*;
 
-/// A skip, past the harness's capture, as every skip is said; under `CI`
+/// A skip for want of `missing` (provided as `how` says); under `CI`
 /// (where `.ci/run` installs every tool) a failure instead.
-fn skipped(test: &str, why: &str) {
-    assert!(std::env::var_os("CI").is_none(), "deploy::{test}: {why}");
-    let _ = writeln!(std::io::stderr().lock(), "SKIPPED deploy::{test}: {why}");
+#[track_caller]
+fn missing(test: &str, missing: &str, how: &str) {
+    jobhost_tests::skip::missing(&format!("deploy::{test}"), missing, how);
 }
 
 /// `tool` on the PATH (or in /usr/sbin, /sbin), or `None`.
@@ -307,9 +306,10 @@ const UNITS: [&str; 4] = [
 fn every_systemd_unit_passes_systemd_analyze_verify() {
     let test = "every_systemd_unit_passes_systemd_analyze_verify";
     let Some(analyze) = tool("systemd-analyze") else {
-        return skipped(
+        return missing(
             test,
-            "systemd-analyze is not installed (Debian: apt-get install systemd)",
+            "systemd-analyze is not installed",
+            "Debian: apt-get install systemd; .ci/run installs it",
         );
     };
     let units = deploy().join("systemd");
@@ -797,7 +797,13 @@ fn the_kubernetes_manifests_pass_a_schema_check() {
     let test = "the_kubernetes_manifests_pass_a_schema_check";
     let (bin, lib) = match kubernetes_validate() {
         Ok(found) => found,
-        Err(why) => return skipped(test, &why),
+        Err(why) => {
+            return missing(
+                test,
+                &why,
+                "Debian: apt-get install python3; the test installs kubernetes-validate with pip",
+            );
+        }
     };
     let mut manifests: Vec<PathBuf> = std::fs::read_dir(deploy().join("kubernetes"))
         .unwrap()
@@ -857,18 +863,18 @@ const IMAGE_CONTEXT: &str = "JOBHOST_TEST_IMAGE_CONTEXT";
 fn the_container_image_builds_from_its_containerfile() {
     let test = "the_container_image_builds_from_its_containerfile";
     let Some(podman) = tool("podman") else {
-        return skipped(
+        return missing(
             test,
-            "podman is not installed (Debian: apt-get install podman)",
+            "podman is not installed",
+            "Debian: apt-get install podman; .ci/run installs it",
         );
     };
     let Some(context) = std::env::var_os(IMAGE_CONTEXT).filter(|c| !c.is_empty()) else {
-        return skipped(
+        return missing(
             test,
-            &format!(
-                "{IMAGE_CONTEXT} is not set; set it to a folder staged by \
-                 `deploy/build-image.sh --debug --stage-only DIR`"
-            ),
+            &format!("{IMAGE_CONTEXT} is not set"),
+            "set it to a folder staged by `deploy/build-image.sh --debug --stage-only DIR`; \
+             .ci/run stages one and sets it",
         );
     };
     let context = PathBuf::from(context);
@@ -981,12 +987,13 @@ fn the_container_image_builds_from_its_containerfile() {
     drop(mounted);
     if context.join(".host-binary").exists() {
         // Staged with `build-image.sh --binary` (CI): the host's own build,
-        // which is not the static one the script ships.
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "SKIPPED deploy::the_container_image_builds_from_its_containerfile (its static-binary \
-             check only): the context was staged with \
-             --binary, the host's own build; `deploy/build-image.sh` checks the static one"
+        // which is not the static one the script ships. A skip under CI
+        // too: CI stages its own build on purpose, as the static musl
+        // build costs it about ten minutes (see `.ci/run`).
+        jobhost_tests::skip::skipped(
+            &format!("deploy::{test} (its static-binary check only)"),
+            "the context was staged with --binary, the host's own build; \
+             `deploy/build-image.sh` checks the static one",
         );
     } else {
         assert!(
@@ -1018,7 +1025,11 @@ fn has_interpreter(elf: &[u8]) -> bool {
 fn the_field_report_example_shows_the_duplicate_the_warning_the_refusal_and_the_fix() {
     let test = "the_field_report_example_shows_the_duplicate_the_warning_the_refusal_and_the_fix";
     if tool("bash").is_none() {
-        return skipped(test, "bash is not installed");
+        return missing(
+            test,
+            "bash is not installed",
+            "Debian: apt-get install bash",
+        );
     }
     let out = Command::new("bash")
         .arg(root().join("examples/field-report.sh"))
@@ -1162,7 +1173,7 @@ fn a_file_destination_on_a_store_hosts_share_is_warned_about_once_by_run_daemon_
 fn the_files_the_compose_recipe_writes_are_ignored_by_git() {
     let test = "the_files_the_compose_recipe_writes_are_ignored_by_git";
     let Some(git) = tool("git") else {
-        return skipped(test, "git is not installed");
+        return missing(test, "git is not installed", "Debian: apt-get install git");
     };
     // What compose.yaml's header tells a person to write.
     let compose = read(&deploy().join("container/compose.yaml"));

@@ -482,21 +482,32 @@ fn a_store_password_from_the_environment_reaches_the_database_and_nothing_else()
     assert!(run.stderr.contains("${JOBHOST_TEST_PW}"), "{}", run.stderr);
 }
 
-/// The test server's certificate file, when it speaks TLS.
+/// The test server's certificate file, when it speaks TLS and its file is
+/// readable here; else a skip, a failure under `CI` (where `.ci/run` turns
+/// TLS on in its local server, as Debian's cluster has it by default).
 fn server_certificate(db: &Scratch) -> Option<String> {
+    const TEST: &str = "postgres::tls_is_used_and_checked_as_sslmode_asks";
     let mut c = db.client();
     let ssl: String = c.query_one("SHOW ssl", &[]).unwrap().get(0);
     if ssl != "on" {
-        use std::io::Write;
-        // Past the harness's capture, as for every skip.
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "SKIPPED postgres::tls_is_used_and_checked_as_sslmode_asks: the test server has ssl = off"
+        jobhost_tests::skip::missing(
+            TEST,
+            "the test server has ssl = off",
+            "turn ssl on in it (Debian's cluster has it on, with the snakeoil certificate); \
+             .ci/run turns it on",
         );
         return None;
     }
     let path: String = c.query_one("SHOW ssl_cert_file", &[]).unwrap().get(0);
-    std::fs::metadata(&path).ok().map(|_| path)
+    if let Err(e) = std::fs::metadata(&path) {
+        jobhost_tests::skip::missing(
+            TEST,
+            &format!("the test server's certificate {path} is not readable here ({e})"),
+            "run the tests on the server's machine, as a user who can read it",
+        );
+        return None;
+    }
+    Some(path)
 }
 
 #[test]
@@ -642,13 +653,12 @@ fn several_hosts_through_a_transaction_pooler_run_each_window_once() {
     let pooler = match std::env::var("JOBHOST_TEST_PGBOUNCER") {
         Ok(url) if !url.is_empty() => url,
         _ => {
-            use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr().lock(),
-                "SKIPPED postgres::several_hosts_through_a_transaction_pooler_run_each_window_once: \
-                 JOBHOST_TEST_PGBOUNCER is not set; .ci/run starts PgBouncer and sets it"
+            return jobhost_tests::skip::missing(
+                "postgres::several_hosts_through_a_transaction_pooler_run_each_window_once",
+                "JOBHOST_TEST_PGBOUNCER is not set",
+                "set it to a PgBouncer in transaction mode in front of an empty database; \
+                 .ci/run starts one and sets it",
             );
-            return;
         }
     };
     warm_cache();

@@ -1,8 +1,9 @@
 //! Support for jobhost's tests, examples and benchmarks: a deterministic
 //! generator of sample sales data in the shape the reference report reads,
 //! an HTTP sink that records what jobhost sends, and the failpoints of the
-//! test build of the command line, a PostgreSQL schema per test, and the
-//! benchmarks' statistics.
+//! test build of the command line, a PostgreSQL schema per test, the
+//! benchmarks' statistics, and skips (a failure under CI when a server or
+//! tool is missing).
 
 pub mod failpoints;
 pub mod guests;
@@ -11,4 +12,5 @@ pub mod pg;
 pub mod process;
 pub mod sample;
 pub mod sink;
+pub mod skip;
 pub mod stats;

@@ -4,30 +4,49 @@
 //! The server is named by `JOBHOST_TEST_POSTGRES` (for example
 //! `postgres://postgres@127.0.0.1:5432/test`); `.ci/run` sets it. Without
 //! it the PostgreSQL tests skip, and say so on stderr in a line that the
-//! test harness does not capture, so a skip is never mistaken for a pass.
+//! test harness does not capture, so a skip is never mistaken for a pass;
+//! under `CI` they fail instead (see [`crate::skip`]). The benchmarks, which
+//! CI does not run, skip their PostgreSQL half under `CI` too.
 
-use std::io::Write;
 use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::skip;
 
 /// The variable that names the test server.
 pub const VAR: &str = "JOBHOST_TEST_POSTGRES";
 
+/// How to provide the test server, as a skip or a failure says it.
+const HOW: &str = "set it to a PostgreSQL server (for example \
+                   postgres://postgres@127.0.0.1:5432/test; .ci/run sets it)";
+
+/// The test server's URL, if [`VAR`] names one.
+pub fn configured() -> Option<String> {
+    std::env::var(VAR).ok().filter(|url| !url.is_empty())
+}
+
 /// The test server's URL, or `None` (with a visible note) when it is not
 /// configured. `test` names the test that skips.
+///
+/// # Panics
+///
+/// Under `CI` when the server is not configured, naming [`VAR`].
+#[track_caller]
 pub fn server(test: &str) -> Option<String> {
-    match std::env::var(VAR) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            // Straight to the file descriptor: libtest captures `eprintln!`
-            // of passing tests, and a skip must be seen.
-            let _ = writeln!(
-                std::io::stderr().lock(),
-                "SKIPPED {test}: {VAR} is not set; set it to a PostgreSQL server \
-                 (for example postgres://postgres@127.0.0.1:5432/test) to run the PostgreSQL tests"
-            );
-            None
-        }
+    let url = configured();
+    if url.is_none() {
+        skip::missing(test, &format!("{VAR} is not set"), HOW);
     }
+    url
+}
+
+/// The test server's URL for a benchmark, or `None` with a visible note
+/// (under `CI` too: benchmarks are not part of CI).
+pub fn bench_server(bench: &str) -> Option<String> {
+    let url = configured();
+    if url.is_none() {
+        skip::skipped(bench, &format!("{VAR} is not set; {HOW}"));
+    }
+    url
 }
 
 /// A schema of its own on the test server, dropped with everything in it
@@ -46,9 +65,21 @@ impl Scratch {
     /// # Panics
     ///
     /// When the server is configured but cannot be reached: a configured
-    /// server that fails is a failure, not a skip.
+    /// server that fails is a failure, not a skip. Under `CI` when none is
+    /// configured (see [`server`]).
+    #[track_caller]
     pub fn new(test: &str) -> Option<Scratch> {
-        let server = server(test)?;
+        server(test).map(Scratch::on)
+    }
+
+    /// [`Scratch::new`] for a benchmark: without a server, a skip under
+    /// `CI` too (see [`bench_server`]).
+    pub fn for_bench(bench: &str) -> Option<Scratch> {
+        bench_server(bench).map(Scratch::on)
+    }
+
+    /// A fresh schema on `server`.
+    fn on(server: String) -> Scratch {
         static N: AtomicU32 = AtomicU32::new(0);
         let schema = format!(
             "jht_{}_{}_{:04x}",
@@ -59,7 +90,7 @@ impl Scratch {
         let mut c = connect(&server);
         c.batch_execute(&format!("CREATE SCHEMA {schema}"))
             .unwrap_or_else(|e| panic!("cannot create schema {schema} on {server}: {e}"));
-        Some(Scratch { server, schema })
+        Scratch { server, schema }
     }
 
     /// The store URL that puts jobhost's tables into this schema.

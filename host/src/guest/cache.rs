@@ -38,12 +38,28 @@ pub enum CacheOutcome {
 #[derive(Debug, Clone)]
 pub struct CompileCache {
     dir: Option<PathBuf>,
+    /// How recently a file may have changed and still not have its digest
+    /// remembered (see [`CompileCache::remember_digest`]).
+    racy: std::time::Duration,
 }
 
 impl CompileCache {
     /// A cache in `dir`, or no cache at all.
     pub fn new(dir: Option<PathBuf>) -> CompileCache {
-        CompileCache { dir }
+        CompileCache { dir, racy: RACY }
+    }
+
+    /// This cache, with a racy window of `window` instead of the default
+    /// two seconds: a file changed within it is hashed on every run rather
+    /// than remembered. Tests shorten it so that they need not wait for a
+    /// file they just wrote to age; a shorter window than the file
+    /// system's clock tick lets a write in the tick of the hash go unseen.
+    #[must_use]
+    pub fn with_racy_window(self, window: std::time::Duration) -> CompileCache {
+        CompileCache {
+            racy: window,
+            ..self
+        }
     }
 
     /// Whether a cache folder is configured.
@@ -204,7 +220,7 @@ impl CompileCache {
     }
 
     /// Remembers that the file `meta` describes hashes to `hex`, unless it
-    /// changed within the last seconds: a write in the same clock tick as
+    /// changed within the racy window (two seconds by default): a write in the same clock tick as
     /// the hash could leave the times unchanged (the reason git treats such
     /// files as "racily clean").
     pub fn remember_digest(&self, meta: &fs::Metadata, hex: &str) {
@@ -214,7 +230,7 @@ impl CompileCache {
         let recent = |t: std::io::Result<std::time::SystemTime>| {
             t.ok()
                 .and_then(|t| t.elapsed().ok())
-                .is_none_or(|age| age < RACY)
+                .is_none_or(|age| age < self.racy)
         };
         let changed = std::time::UNIX_EPOCH
             + std::time::Duration::new(
@@ -282,7 +298,7 @@ pub fn same_identity(a: &fs::Metadata, b: &fs::Metadata) -> bool {
 const IDENTITIES: &str = "files";
 
 /// How recently a file may have changed and still not have its digest
-/// remembered.
+/// remembered, unless a cache is given another window.
 const RACY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The name a file's identity is remembered under.

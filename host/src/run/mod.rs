@@ -88,6 +88,10 @@ pub struct Runtime {
     /// Leave a DONE run's digest in the outcome instead of making it (the
     /// daemon makes digests beside its runs).
     pub defer_digests: bool,
+    /// The compile cache's racy window, when not its default (tests: a
+    /// component file written just now is remembered without waiting for
+    /// it to age).
+    pub racy_window: Option<std::time::Duration>,
 }
 
 impl Runtime {

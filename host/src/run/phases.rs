@@ -596,7 +596,11 @@ impl<'a> Run<'a> {
     }
 
     fn cache(&self) -> CompileCache {
-        CompileCache::new(self.job.cache_dir.clone())
+        let cache = CompileCache::new(self.job.cache_dir.clone());
+        match self.runtime.racy_window {
+            Some(window) => cache.with_racy_window(window),
+            None => cache,
+        }
     }
 
     fn reach(&self, boundary: Boundary) {

@@ -1,6 +1,6 @@
 //! The `jobhost` command line, built inside the test package so that its
 //! integration tests can spawn it as a real process. Unlike the `jobhost`
-//! binary, it reads two test-only switches from its environment:
+//! binary, it reads test-only switches from its environment:
 //!
 //! - `JOBHOST_TEST_VIRTUAL_TIME=1`: waits (delivery backoff) advance the
 //!   run's clock instead of sleeping.
@@ -16,6 +16,10 @@
 //!   is at least the parent's own peak when it spawned the child, because
 //!   it is carried over from the memory the child had before `exec`, so a
 //!   large test process would hide a small child.
+//! - `JOBHOST_TEST_RACY_WINDOW_MS=<ms>`: the compile cache's racy window
+//!   (default 2000): a component file changed within it has its digest
+//!   computed on every run rather than remembered. A test sets 0 to have a
+//!   file it just wrote remembered without waiting for it to age.
 
 use std::sync::Arc;
 
@@ -30,7 +34,20 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let racy_window = match std::env::var("JOBHOST_TEST_RACY_WINDOW_MS") {
+        Ok(ms) => match ms.parse() {
+            Ok(ms) => Some(std::time::Duration::from_millis(ms)),
+            Err(_) => {
+                eprintln!(
+                    "jobhost-under-test: JOBHOST_TEST_RACY_WINDOW_MS={ms:?} is not a number of milliseconds"
+                );
+                std::process::exit(2);
+            }
+        },
+        Err(_) => None,
+    };
     let runtime = Runtime {
+        racy_window,
         virtual_time: std::env::var_os("JOBHOST_TEST_VIRTUAL_TIME").is_some_and(|v| v == "1"),
         failpoints: failpoints.map(|f| Arc::new(f) as Arc<_>),
         ..Runtime::default()
