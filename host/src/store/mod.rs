@@ -25,10 +25,9 @@ mod contract;
 mod decide;
 pub mod durable;
 pub mod location;
-pub(crate) mod pg_connect;
-mod pg_schema;
-mod pg_support;
 pub mod postgres;
+mod scripts;
+mod sql;
 pub mod sqlite;
 mod types;
 
@@ -45,6 +44,7 @@ pub use decide::{
 };
 pub use location::{PostgresUrl, StoreLocation};
 pub use postgres::PostgresStore;
+pub use scripts::SqlStore;
 pub use sqlite::SqliteStore;
 pub use types::{
     Actor, Archived, Attempted, Attempts, AuditLine, Claim, ClaimRequest, DigestNote, DigestRecord,

@@ -21,7 +21,7 @@ use crate::core::window::Zone;
 use crate::guest::source::postgres::{self, PostgresSpec};
 use crate::guest::source::{NaiveTimes, Source, SourceSpec};
 use crate::store::location::redacted;
-use crate::store::pg_connect::{Role, check_url};
+use crate::store::postgres::connect::{Role, check_url};
 
 /// `[source]`, as written.
 #[derive(Debug, Clone, Deserialize)]

@@ -54,7 +54,7 @@ use super::batch::{Chunk, ColumnInfo, ColumnKind, Value};
 use super::cursor::{Query, Reader};
 use super::{Bounds, NaiveTimes, Source, SourceError, SourceKind};
 use crate::store::PostgresUrl;
-use crate::store::pg_connect::{self, Canceller, Role, error_line};
+use crate::store::postgres::connect::{self as pg_connect, Canceller, Role, error_line};
 
 /// Seconds from the Unix epoch to PostgreSQL's, 2000-01-01 UTC.
 const PG_EPOCH: i64 = 946_684_800;

@@ -9,9 +9,9 @@
 
 use postgres::Client;
 
-use super::PostgresUrl;
-use super::pg_support::{Limits, Tx, int8, pg};
+use super::support::{Limits, Tx, int8, pg};
 use crate::core::error::{Error, Result};
+use crate::store::PostgresUrl;
 
 /// Migrations, applied in order; `jobhost_schema` has a row for each.
 const MIGRATIONS: &[&str] = &[
@@ -179,8 +179,8 @@ const MIGRATION_LOCK: i64 = 0x006a_6f62_686f_7374;
 
 /// Reading the schema's version waits as long as any other read.
 const READ_LIMITS: Limits = Limits {
-    lock_wait: super::WRITE_WAIT,
-    statement: Some(super::STATEMENT_TIMEOUT),
+    lock_wait: crate::store::WRITE_WAIT,
+    statement: Some(crate::store::STATEMENT_TIMEOUT),
 };
 
 /// Migrations may wait longer, for another host's migration to finish, and

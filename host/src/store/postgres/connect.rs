@@ -30,9 +30,9 @@ use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
 };
 
-use super::PostgresUrl;
-use super::pg_support::describe;
+use super::support::describe;
 use crate::core::error::{Error, Result};
+use crate::store::PostgresUrl;
 
 /// How long connecting may take before it is a failure.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -8,8 +8,8 @@ use postgres::Client;
 use postgres::error::SqlState;
 use postgres::types::{ToSql, Type};
 
-use super::{IDLE_IN_TRANSACTION, PostgresUrl};
 use crate::core::error::{Error, Result};
+use crate::store::{IDLE_IN_TRANSACTION, PostgresUrl};
 
 /// How long a transaction may wait for a lock and run each statement.
 #[derive(Debug, Clone, Copy)]
@@ -180,7 +180,7 @@ pub(super) fn pg(context: &str, e: &postgres::Error) -> Error {
         return Error::Store(format!(
             "{context}: a statement ran for longer than its time limit ({} s) and was cancelled; \
              nothing was written or sent, and a later invocation tries again",
-            super::STATEMENT_TIMEOUT.as_secs()
+            crate::store::STATEMENT_TIMEOUT.as_secs()
         ));
     }
     Error::store(context, describe(e))
@@ -191,22 +191,6 @@ pub(super) fn pg(context: &str, e: &postgres::Error) -> Error {
 /// transaction pooler could lose between connections).
 pub(super) type Param<'a> = (&'a (dyn ToSql + Sync), Type);
 
-pub(super) fn text<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
-    (v, Type::TEXT)
-}
-
 pub(super) fn int8<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
     (v, Type::INT8)
-}
-
-pub(super) fn float8<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
-    (v, Type::FLOAT8)
-}
-
-pub(super) fn boolean<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
-    (v, Type::BOOL)
-}
-
-pub(super) fn bytea<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
-    (v, Type::BYTEA)
 }

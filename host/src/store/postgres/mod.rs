@@ -1,0 +1,328 @@
+//! The PostgreSQL claim store, for fleets: any number of hosts share one
+//! database, and the claim outlives every one of them. It keeps the same
+//! contract as the SQLite store, with two differences that are the point of
+//! it:
+//!
+//! - Leases and retry times are measured on the database's clock (`now()`),
+//!   never on a host's, so two hosts whose clocks disagree by minutes still
+//!   agree on whether a lease is live. The `now` arguments of the contract
+//!   are ignored here.
+//! - Claims are plain rows: `INSERT ... ON CONFLICT DO NOTHING`, then the
+//!   existing row read `FOR UPDATE` and every later write fenced by
+//!   `WHERE key = $1 AND fence = $2`. No session state is kept between
+//!   statements (no session advisory locks, no temporary tables, nothing
+//!   prepared by name), so a transaction pooler in front of the database is
+//!   safe.
+//!
+//! Tables are prefixed `jobhost_` and live in the connection's current
+//! schema (choose one with `options=-csearch_path%3Dname` in the URL);
+//! `schema` migrates them, `connect` connects, and `support` holds the
+//! transactions with their time limits and the errors every statement uses.
+//! The transactions themselves are [`super::scripts`], written once for
+//! both backends.
+
+pub(crate) mod connect;
+mod schema;
+mod support;
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use postgres::Client;
+use postgres::types::{ToSql, Type};
+
+use self::schema::{check_version, latest, migrate, schema_version};
+use self::support::{Limits, lock_timed_out};
+use super::scripts::SqlStore;
+use super::sql::{self, Backend, Fail, Kind, Row, Tx, Val, damaged};
+use super::{Held, PostgresUrl};
+use crate::core::error::{Error, Result};
+
+/// Every write transaction but a claim's: it waits [`super::WRITE_WAIT`]
+/// for a row another session holds, then fails (retryable).
+const WRITE: Limits = Limits {
+    lock_wait: super::WRITE_WAIT,
+    statement: Some(super::STATEMENT_TIMEOUT),
+};
+
+/// A claim's transaction: it waits [`super::CLAIM_WAIT`] for the window's
+/// row, then answers busy.
+const CLAIM: Limits = Limits {
+    lock_wait: super::CLAIM_WAIT,
+    statement: Some(super::STATEMENT_TIMEOUT),
+};
+
+/// The schema whose tables and columns the latest reads and writes: v4.
+/// Later ones add only ways to read it faster.
+const OPERATOR_SCHEMA: i64 = 4;
+
+/// The oldest schema read-only commands still read, treating what it lacks
+/// as empty: the one before [`OPERATOR_SCHEMA`].
+const READABLE: i64 = OPERATOR_SCHEMA - 1;
+
+/// The first schema with the `jobhost_runs_by_state` index.
+const STATE_INDEX_SCHEMA: i64 = 5;
+
+/// A claim store in a PostgreSQL database.
+pub type PostgresStore = SqlStore<Postgres>;
+
+/// A connection to a database that holds (or will hold) jobhost's tables.
+pub struct Postgres {
+    client: Client,
+    url: PostgresUrl,
+    /// The schema version: the latest, or the one before when opened read
+    /// only (see [`PostgresStore::open_read_only`]).
+    version: i64,
+}
+
+impl SqlStore<Postgres> {
+    /// Connects to the database at `url` and migrates its jobhost tables.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` for a malformed URL or a database that holds tables of
+    /// a newer jobhost; `Error::Store` when the database cannot be reached,
+    /// refuses the login, or fails a statement.
+    pub fn open(url: &PostgresUrl) -> Result<PostgresStore> {
+        let mut db = Postgres::connect(url)?;
+        let created = match schema_version(&mut db.client, url)? {
+            Some(v) if v == latest() => false,
+            _ => migrate(&mut db.client, url)?,
+        };
+        Ok(SqlStore::new(db, created))
+    }
+
+    /// Connects without creating or migrating anything.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` when the database holds no jobhost store of this
+    /// version; otherwise as [`PostgresStore::open`].
+    pub fn open_read_only(url: &PostgresUrl) -> Result<PostgresStore> {
+        PostgresStore::open_if_exists(url)?.ok_or_else(|| {
+            Error::input(format!(
+                "no jobhost store in `{url}`; run a job with it first, or check the database \
+                 and search_path in the URL"
+            ))
+        })
+    }
+
+    /// [`PostgresStore::open_read_only`], or `None` when the database holds
+    /// no jobhost tables yet.
+    ///
+    /// # Errors
+    ///
+    /// As [`PostgresStore::open_read_only`], but for a missing store.
+    pub fn open_if_exists(url: &PostgresUrl) -> Result<Option<PostgresStore>> {
+        let mut db = Postgres::connect(url)?;
+        match schema_version(&mut db.client, url)? {
+            None => Ok(None),
+            Some(v) if v == latest() => Ok(Some(SqlStore::new(db, false))),
+            // An older version is read as it is, what it lacks read as
+            // empty: a monitor keeps working between a deploy and the first
+            // run that migrates.
+            Some(v) if (READABLE..latest()).contains(&v) => {
+                db.version = v;
+                Ok(Some(SqlStore::new(db, false)))
+            }
+            Some(v) => {
+                check_version(url, v)?;
+                Err(Error::input(format!(
+                    "store `{url}` has schema version {v}, older than this jobhost reads without \
+                     upgrading it ({READABLE}); run `jobhost run` with it once to upgrade it"
+                )))
+            }
+        }
+    }
+
+    /// The store's URL, as it may be shown.
+    pub fn url(&self) -> &PostgresUrl {
+        &self.backend.url
+    }
+}
+
+impl Postgres {
+    fn connect(url: &PostgresUrl) -> Result<Postgres> {
+        Ok(Postgres {
+            client: connect::connect(url)?,
+            url: url.clone(),
+            version: latest(),
+        })
+    }
+}
+
+impl Backend for Postgres {
+    type Tx<'a> = PgTx<'a>;
+
+    fn begin(&mut self, kind: Kind, what: &str, _now: Timestamp) -> Result<PgTx<'_>, Fail> {
+        // A read waits as long as a write for what another session holds.
+        let limits = if kind == Kind::Claim { CLAIM } else { WRITE };
+        support::Tx::begin(&mut self.client, &self.url, what, limits)
+            .map(PgTx)
+            .map_err(Fail::Other)
+    }
+
+    fn held(&self) -> (Held, Duration) {
+        (Held::Row, super::CLAIM_WAIT)
+    }
+
+    fn current(&self) -> bool {
+        self.version >= OPERATOR_SCHEMA
+    }
+
+    fn counted(&self) -> bool {
+        false
+    }
+
+    fn state_index(&self) -> bool {
+        self.version >= STATE_INDEX_SCHEMA
+    }
+}
+
+/// A transaction with its time limits (see [`support::Tx`]).
+pub struct PgTx<'a>(support::Tx<'a>);
+
+impl PgTx<'_> {
+    fn fail(&self, what: &str, e: &postgres::Error) -> Fail {
+        let err = self.0.err(what, e);
+        if lock_timed_out(e) {
+            Fail::Locked(err)
+        } else {
+            Fail::Other(err)
+        }
+    }
+}
+
+impl Tx for PgTx<'_> {
+    fn exec(&mut self, what: &str, sql: &str, args: &[Val<'_>]) -> Result<u64, Fail> {
+        let owned = params(args);
+        let typed: Vec<_> = owned.iter().map(|(v, t)| (v.as_ref(), t.clone())).collect();
+        self.0
+            .execute_typed(&render(sql), &typed)
+            .map_err(|e| self.fail(what, &e))
+    }
+
+    fn query<T>(
+        &mut self,
+        what: &str,
+        sql: &str,
+        args: &[Val<'_>],
+        map: &mut dyn FnMut(&dyn Row) -> Result<T>,
+    ) -> Result<Vec<T>, Fail> {
+        let owned = params(args);
+        let typed: Vec<_> = owned.iter().map(|(v, t)| (v.as_ref(), t.clone())).collect();
+        let rows = self
+            .0
+            .query_typed(&render(sql), &typed)
+            .map_err(|e| self.fail(what, &e))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            out.push(map(&PgRow(row))?);
+        }
+        Ok(out)
+    }
+
+    fn commit(self, what: &str) -> Result<()> {
+        self.0.commit_named(what)
+    }
+}
+
+/// Renders a statement's marks (see [`super::sql`]) as PostgreSQL has them.
+fn render(sql: &str) -> String {
+    sql::render(sql, |name, arg| match name {
+        "now" if arg == "t" => micros("now()"),
+        "now" => "now()".to_string(),
+        "after" => format!("(now() + make_interval(secs => {arg}))"),
+        "time" => format!("to_timestamp({arg})"),
+        "t" => micros(arg),
+        "len" => format!("octet_length({arg})::int8"),
+        "C" => " COLLATE \"C\"".to_string(),
+        "lock" => " FOR UPDATE".to_string(),
+        "keys" => format!("(SELECT jsonb_array_elements_text({arg}::jsonb))"),
+        "cross" => "JOIN".to_string(),
+        "by_state" => "jobhost_runs".to_string(),
+        table => {
+            debug_assert!(sql::TABLES.contains(&table), "no mark or table `{table}`");
+            format!("jobhost_{table}")
+        }
+    })
+}
+
+/// Microseconds since the epoch of a `timestamptz` expression, exactly.
+fn micros(expr: &str) -> String {
+    format!("(extract(epoch FROM {expr}) * 1000000)::int8")
+}
+
+/// A parameter with its type: statements are sent unnamed with their types
+/// (one round trip each, and nothing prepared that a transaction pooler
+/// could lose between connections).
+type Param<'a> = (Box<dyn ToSql + Sync + 'a>, Type);
+
+fn params<'a>(args: &[Val<'a>]) -> Vec<Param<'a>> {
+    let seconds = |t: Timestamp| t.as_second() as f64 + f64::from(t.subsec_microsecond()) / 1e6;
+    args.iter()
+        .map(|v| -> Param<'a> {
+            match *v {
+                Val::Text(s) => (Box::new(s), Type::TEXT),
+                Val::OptText(s) => (Box::new(s), Type::TEXT),
+                Val::Int(x) => (Box::new(x), Type::INT8),
+                Val::Flag(b) => (Box::new(b), Type::BOOL),
+                Val::Bytes(b) => (Box::new(b), Type::BYTEA),
+                Val::Time(t) => (Box::new(seconds(t)), Type::FLOAT8),
+                Val::Lower(t) => (Box::new(t.map_or(f64::NEG_INFINITY, seconds)), Type::FLOAT8),
+                Val::Upper(t) => (Box::new(t.map_or(f64::INFINITY, seconds)), Type::FLOAT8),
+                Val::After(d) => (Box::new(d.map(|d| d.as_secs_f64())), Type::FLOAT8),
+            }
+        })
+        .collect()
+}
+
+/// A row PostgreSQL returned.
+struct PgRow<'r>(&'r postgres::Row);
+
+impl PgRow<'_> {
+    fn get<'r, T: postgres::types::FromSql<'r>>(&'r self, i: usize) -> Result<T> {
+        self.0
+            .try_get(i)
+            .map_err(|e| damaged(i, &format!("a value it cannot read ({e})")))
+    }
+}
+
+impl Row for PgRow<'_> {
+    fn text(&self, i: usize) -> Result<String> {
+        self.get(i)
+    }
+
+    fn opt_text(&self, i: usize) -> Result<Option<String>> {
+        self.get(i)
+    }
+
+    fn int(&self, i: usize) -> Result<i64> {
+        self.opt_int(i)?.ok_or_else(|| damaged(i, "a NULL"))
+    }
+
+    fn opt_int(&self, i: usize) -> Result<Option<i64>> {
+        // A literal number is an int4 to PostgreSQL.
+        match self.0.try_get::<_, Option<i64>>(i) {
+            Ok(v) => Ok(v),
+            Err(_) => Ok(self.get::<Option<i32>>(i)?.map(i64::from)),
+        }
+    }
+
+    fn flag(&self, i: usize) -> Result<bool> {
+        self.get(i)
+    }
+
+    fn opt_bytes(&self, i: usize) -> Result<Option<Vec<u8>>> {
+        self.get(i)
+    }
+
+    fn opt_time(&self, i: usize) -> Result<Option<Timestamp>> {
+        self.get::<Option<i64>>(i)?
+            .map(|us| {
+                Timestamp::from_microsecond(us)
+                    .map_err(|_| damaged(i, &format!("the instant {us} µs")))
+            })
+            .transpose()
+    }
+}

@@ -1,0 +1,1519 @@
+//! Every transaction of the store, written once: [`SqlStore`] keeps the
+//! contract ([`ClaimStore`] and [`Ledger`]) over any [`Backend`], whose
+//! dialect renders the marks in these statements (see [`super::sql`]). A
+//! script checks what it must (the pause, the fence), reads or inserts,
+//! asks [`decide`] what the row means, and applies it; the backends differ
+//! only in how they connect, migrate, bind and lock. A new transaction goes
+//! here, once, and into the contract suite.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::sql::Val::{After, Bytes, Flag, Int, Lower, OptText, Text, Time, Upper};
+use super::sql::{Backend, Fail, Kind, Row, Tx, Val};
+use super::{
+    Actor, Archived, Attempted, AuditLine, Claim, ClaimRequest, ClaimStore, Decision, DigestNote,
+    DigestRecord, Existing, Failure, Fence, Forgotten, Lease, Ledger, MessageRecord, Pause,
+    PendingMessage, Pruned, RangeQuery, Revision, RunRecord, RunState, Skip, StagedMessage,
+    StoredReport, decide, decided, fenced, lease_lost, undelivered,
+};
+use crate::core::error::{Error, Result};
+use crate::core::failpoint::{Boundary, Failpoints};
+use crate::core::window::{JobName, WindowKey};
+
+/// How many runs one transaction of `prune` takes on, so that a first
+/// prune of a long history never holds a lock for long.
+const PRUNE_BATCH: i64 = 500;
+
+/// The clock a read that compares nothing with the lease clock passes.
+const NO_CLOCK: Timestamp = Timestamp::UNIX_EPOCH;
+
+/// A claim store over one backend (see [`super::SqliteStore`] and
+/// [`super::PostgresStore`]).
+pub struct SqlStore<B> {
+    pub(crate) backend: B,
+    /// Whether opening it created the store.
+    created: bool,
+    /// Test hooks inside the commit of a report.
+    failpoints: Option<Arc<dyn Failpoints>>,
+}
+
+impl<B: Backend> SqlStore<B> {
+    pub(crate) fn new(backend: B, created: bool) -> SqlStore<B> {
+        SqlStore {
+            backend,
+            created,
+            failpoints: None,
+        }
+    }
+
+    /// Stops at [`Boundary::InPrepare`] inside the commit of every report
+    /// (tests only).
+    #[must_use]
+    pub fn with_failpoints(mut self, failpoints: Option<Arc<dyn Failpoints>>) -> Self {
+        self.failpoints = failpoints;
+        self
+    }
+
+    /// The rows of one read, in a transaction of its own (on PostgreSQL it
+    /// too waits a bounded time for what another session holds).
+    fn rows<T>(
+        &mut self,
+        what: &str,
+        sql: &str,
+        args: &[Val<'_>],
+        map: &mut dyn FnMut(&dyn Row) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let mut tx = self.backend.begin(Kind::Read, what, NO_CLOCK)?;
+        let rows = tx.query(what, sql, args, map)?;
+        tx.commit(what)?;
+        Ok(rows)
+    }
+
+    /// The first row of one read, if any.
+    fn row<T>(
+        &mut self,
+        what: &str,
+        sql: &str,
+        args: &[Val<'_>],
+        map: &mut dyn FnMut(&dyn Row) -> Result<T>,
+    ) -> Result<Option<T>> {
+        Ok(self.rows(what, sql, args, map)?.into_iter().next())
+    }
+
+    /// One write statement in a transaction of its own; the rows it
+    /// changed.
+    fn write_one(
+        &mut self,
+        what: &str,
+        sql: &str,
+        args: &[Val<'_>],
+        now: Timestamp,
+    ) -> Result<u64> {
+        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let changed = tx.exec(what, sql, args)?;
+        tx.commit(what)?;
+        Ok(changed)
+    }
+
+    /// The columns [`run_record`] reads, for this store's schema.
+    fn run_columns(&self) -> String {
+        let last = if self.backend.current() {
+            "r.revision, r.reason, {t r.pruned_at}"
+        } else {
+            "CAST(1 AS BIGINT), CAST(NULL AS TEXT), CAST(NULL AS BIGINT)"
+        };
+        format!("{RUN_COLUMNS}{last}")
+    }
+
+    /// The runs matching `condition` (over `runs r`), newest window first.
+    fn runs_where(&mut self, condition: &str, args: &[Val<'_>]) -> Result<Vec<RunRecord>> {
+        let sql = format!(
+            "SELECT {} FROM {RUN_TABLES} WHERE {condition}
+             ORDER BY r.window_start DESC, r.key{{C}}",
+            self.run_columns()
+        );
+        self.rows("read history", &sql, args, &mut run_record)
+    }
+
+    /// The statement of [`Ledger::runs_in_range`] for `q`, with the job,
+    /// the range's ends and the limit as `$1` to `$4`.
+    pub(crate) fn range_sql(&self, q: &RangeQuery<'_>) -> String {
+        let range = "job = $1 AND window_start >= {time $2} AND window_start < {time $3}";
+        // With states, each state's read is held to the state index, and
+        // the rows are looked up by key from what they found, in that order
+        // (on SQLite a CROSS JOIN): given the choice, the planner walks the
+        // job's rows in window order to spare itself a sort, which for a
+        // state with no row is every row.
+        let tables = match q.keys_by_state("{by_state}", range, "$4", "{C}") {
+            Some(keys) => format!(
+                "({keys}) AS k {{cross}} {{runs}} r ON r.key = k.key
+                 LEFT JOIN {{digests}} d ON d.key = r.key"
+            ),
+            None => format!(
+                "{RUN_TABLES} WHERE r.job = $1 AND r.window_start >= {{time $2}}
+                   AND r.window_start < {{time $3}}"
+            ),
+        };
+        format!(
+            "SELECT {} FROM {tables} ORDER BY r.window_start {order}, r.key{{C}} LIMIT $4",
+            self.run_columns(),
+            order = q.order()
+        )
+    }
+
+    /// One try at a claim; `None` when the window's row went away between
+    /// the insert that found it and the read (a person deleted it), so the
+    /// claim starts again.
+    fn try_claim(&mut self, req: &ClaimRequest<'_>) -> Result<Option<Claim>, Fail> {
+        let key = req.window.key();
+        let k = key.as_str();
+        let process = req.probe.record(req.owner);
+        let process = process.as_deref();
+        let mut tx = self.backend.begin(Kind::Claim, "claim", req.now)?;
+        // A paused job claims nothing, on every host sharing the store.
+        let paused = tx.one(
+            "read the job's pause",
+            "SELECT note, actor, {t since} FROM {pauses} WHERE job = $1",
+            &[Text(req.window.job.as_str())],
+            &mut |r| {
+                Ok(Claim::Paused {
+                    note: r.text(0)?,
+                    by: r.text(1)?,
+                    since: r.time(2)?,
+                })
+            },
+        )?;
+        if paused.is_some() {
+            return Ok(paused);
+        }
+        // The common case, a window nobody has claimed, is one statement.
+        // A forgotten window goes on from its fence and revision.
+        let inserted = tx.one(
+            "insert the claim",
+            "INSERT INTO {runs} (key, job, window_start, window_end, timezone, state, fence,
+                owner, lease_expires_at, attempt, component, created_at, updated_at, revision,
+                owner_process)
+             VALUES ($1, $2, {time $3}, {time $4}, $5, 'CLAIMED',
+                coalesce((SELECT next_fence FROM {forgotten} WHERE key = $1), 1), $6,
+                {after $7}, 1, $8, {now}, {now},
+                coalesce((SELECT next_revision FROM {forgotten} WHERE key = $1), 1), $9)
+             ON CONFLICT (key) DO NOTHING
+             RETURNING revision, fence",
+            &[
+                Text(k),
+                Text(req.window.job.as_str()),
+                Time(req.window.start),
+                Time(req.window.end),
+                Text(req.window.zone.name()),
+                Text(req.owner),
+                After(Some(req.lease)),
+                Text(req.component),
+                OptText(process),
+            ],
+            &mut revision_and_fence,
+        )?;
+        if let Some(mut claimed) = inserted {
+            // On PostgreSQL the insert may have waited for a `forget` of
+            // this key to commit, with its subqueries read before that: a
+            // statement of its own sees the forgotten fence and revision.
+            let caught_up = tx.one(
+                "insert the claim",
+                "UPDATE {runs} AS r SET fence = f.next_fence, revision = f.next_revision
+                 FROM {forgotten} f
+                 WHERE r.key = $1 AND f.key = $1
+                   AND (f.next_fence > r.fence OR f.next_revision > r.revision)
+                 RETURNING revision, fence",
+                &[Text(k)],
+                &mut revision_and_fence,
+            )?;
+            if let Some(c) = caught_up {
+                claimed = c;
+            }
+            tx.commit("commit the claim")?;
+            return Ok(Some(Claim::Run {
+                lease: Lease {
+                    key,
+                    fence: Fence(claimed.1),
+                    owner: req.owner.to_string(),
+                    attempt: 1,
+                    revision: claimed.0,
+                    taken_from: None,
+                },
+                takeover: false,
+            }));
+        }
+        let Some(existing) = tx.one(
+            "read the claim",
+            "SELECT state, fence, attempt, owner, {t lease_expires_at},
+                lease_expires_at > {now}, error, retryable, {t retry_at},
+                coalesce(retry_at > {now}, false), {t window_start}, {t window_end}, timezone,
+                revision, report IS NOT NULL, owner_process
+             FROM {runs} WHERE key = $1{lock}",
+            &[Text(k)],
+            &mut existing_row,
+        )?
+        else {
+            return Ok(None);
+        };
+        let decision = decide(&existing, req)?;
+        let fence = Int(existing.fence);
+        match &decision {
+            Decision::Answer(_) => {}
+            Decision::Abandon(why) => {
+                tx.exec(
+                    "abandon the claim",
+                    "UPDATE {runs} SET state = 'ABANDONED', error = $3, updated_at = {now}
+                     WHERE key = $1 AND fence = $2",
+                    &[Text(k), fence, Text(why)],
+                )?;
+            }
+            Decision::TakeOver { .. } => {
+                tx.exec(
+                    "take over the claim",
+                    "UPDATE {runs} SET
+                        state = CASE state WHEN 'PREPARED' THEN 'PREPARED' ELSE 'CLAIMED' END,
+                        fence = $3, owner = $4, lease_expires_at = {after $5}, attempt = $6,
+                        component = CASE state WHEN 'PREPARED' THEN component ELSE $7 END,
+                        error = CASE state WHEN 'SKIPPED' THEN NULL ELSE error END,
+                        retry_at = NULL, updated_at = {now}, owner_process = $8
+                     WHERE key = $1 AND fence = $2",
+                    &[
+                        Text(k),
+                        fence,
+                        Int(existing.fence + 1),
+                        Text(req.owner),
+                        After(Some(req.lease)),
+                        Int(i64::from(existing.attempt) + 1),
+                        Text(req.component),
+                        OptText(process),
+                    ],
+                )?;
+            }
+            Decision::Restart { .. } => restart(&mut tx, &key, req, &existing, process)?,
+            Decision::Rerun => rerun(&mut tx, &key, req, &existing, process)?,
+        }
+        tx.commit("commit the claim")?;
+        Ok(Some(decided(decision, req, &existing)))
+    }
+
+    /// One batch of [`Ledger::prune`] over DONE runs (`revisions` false)
+    /// or archived revisions; `None` when nothing was left to prune.
+    fn prune_batch(
+        &mut self,
+        revisions: bool,
+        job: Option<&str>,
+        before: Timestamp,
+        keep_journals: bool,
+        now: Timestamp,
+    ) -> Result<Option<Pruned>> {
+        let what = "prune";
+        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        // The rows are picked (and on PostgreSQL locked), their sizes read,
+        // then their bytes dropped, by key (and revision).
+        let (pick, bodies, drop_bodies, mark) = if revisions {
+            (
+                "SELECT key, revision, {len journal} FROM {revisions}
+                 WHERE pruned_at IS NULL AND window_end <= {time $1}
+                   AND ($2 IS NULL OR job = $2)
+                 LIMIT $3{lock}",
+                "SELECT CAST(coalesce(sum({len body}), 0) AS BIGINT) FROM {revision_messages}
+                 WHERE state = 'DELIVERED' AND key IN {keys $1}
+                   AND revision || ' ' || key IN {keys $2}",
+                "UPDATE {revision_messages} SET body = $3
+                 WHERE state = 'DELIVERED' AND key IN {keys $1}
+                   AND revision || ' ' || key IN {keys $2}",
+                "UPDATE {revisions} SET pruned_at = {now},
+                    journal = CASE WHEN $3 THEN journal ELSE NULL END
+                 WHERE key IN {keys $1} AND revision || ' ' || key IN {keys $2}",
+            )
+        } else {
+            (
+                "SELECT key, revision, {len journal} FROM {runs}
+                 WHERE state = 'DONE' AND pruned_at IS NULL AND window_end <= {time $1}
+                   AND ($2 IS NULL OR job = $2)
+                 LIMIT $3{lock}",
+                "SELECT CAST(coalesce(sum({len body}), 0) AS BIGINT) FROM {outbox}
+                 WHERE state = 'DELIVERED' AND key IN {keys $1}",
+                "UPDATE {outbox} SET body = $3
+                 WHERE state = 'DELIVERED' AND key IN {keys $1}",
+                "UPDATE {runs} SET pruned_at = {now},
+                    journal = CASE WHEN $3 THEN journal ELSE NULL END
+                 WHERE key IN {keys $1}",
+            )
+        };
+        let picked = tx.query(
+            what,
+            pick,
+            &[Time(before), OptText(job), Int(PRUNE_BATCH)],
+            &mut |r| Ok((r.text(0)?, r.int(1)?, r.opt_int(2)?.unwrap_or(0))),
+        )?;
+        if picked.is_empty() {
+            return Ok(None);
+        }
+        let keys = json_list(picked.iter().map(|(k, _, _)| k.clone()));
+        let pairs = json_list(picked.iter().map(|(k, rev, _)| format!("{rev} {k}")));
+        let args = [Text(&keys), Text(&pairs)];
+        let body_bytes = tx.query(what, bodies, &args, &mut |r| r.int(0))?;
+        tx.exec(what, drop_bodies, &[args[0], args[1], Bytes(&[])])?;
+        tx.exec(what, mark, &[args[0], args[1], Flag(keep_journals)])?;
+        tx.commit(what)?;
+        let journal_bytes: i64 = if keep_journals {
+            0
+        } else {
+            picked.iter().map(|(_, _, n)| n).sum()
+        };
+        Ok(Some(Pruned {
+            runs: picked.len() as u64,
+            journal_bytes: journal_bytes.unsigned_abs(),
+            body_bytes: body_bytes.first().copied().unwrap_or(0).unsigned_abs(),
+        }))
+    }
+}
+
+/// A JSON list of strings, for `{keys $N}`.
+fn json_list(items: impl Iterator<Item = String>) -> String {
+    serde_json::Value::from(items.collect::<Vec<_>>()).to_string()
+}
+
+fn revision_and_fence(r: &dyn Row) -> Result<(u32, i64)> {
+    Ok((r.count(0)?, r.int(1)?))
+}
+
+fn existing_row(r: &dyn Row) -> Result<Existing> {
+    let retry_at = r.opt_time(8)?;
+    Ok(Existing {
+        state: state(r, 0)?,
+        fence: r.int(1)?,
+        attempt: r.count(2)?,
+        owner: r.text(3)?,
+        owner_process: r.opt_text(15)?,
+        lease_until: r.time(4)?,
+        lease_live: r.flag(5)?,
+        error: r.opt_text(6)?,
+        retryable: r.flag(7)?,
+        retry_pending: if r.flag(9)? { retry_at } else { None },
+        bounds: (r.time(10)?, r.time(11)?, r.text(12)?),
+        revision: r.count(13)?,
+        has_report: r.flag(14)?,
+    })
+}
+
+impl<B: Backend> ClaimStore for SqlStore<B> {
+    fn created(&self) -> bool {
+        self.created
+    }
+
+    fn claim(&mut self, req: &ClaimRequest<'_>) -> Result<Claim> {
+        loop {
+            match self.try_claim(req) {
+                Ok(Some(claim)) => return Ok(claim),
+                Ok(None) => {}
+                // The write lock (SQLite) or the window's row (PostgreSQL)
+                // was held longer than any claim takes: by a process paused
+                // or stuck in the middle of a write. The window is busy,
+                // not failed.
+                Err(Fail::Locked(_)) => {
+                    let (held, waited) = self.backend.held();
+                    return Ok(Claim::Locked { held, waited });
+                }
+                Err(Fail::Other(e)) => return Err(e),
+            }
+        }
+    }
+
+    fn prepare(
+        &mut self,
+        lease: &Lease,
+        report: &StoredReport,
+        messages: &[StagedMessage],
+        journal: &[u8],
+        now: Timestamp,
+    ) -> Result<()> {
+        let what = "commit the report";
+        let key = lease.key.as_str();
+        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let changed = tx.exec(
+            what,
+            "UPDATE {runs} SET state = 'PREPARED', report = $3, report_cursor = $4,
+                journal = $5, digest_prompt = $6, described = $7, error = NULL,
+                updated_at = {now}
+             WHERE key = $1 AND fence = $2 AND state = 'CLAIMED'",
+            &[
+                Text(key),
+                Int(lease.fence.0),
+                Text(&report.summary),
+                OptText(report.cursor.as_deref()),
+                Bytes(journal),
+                OptText(report.prompt.as_deref()),
+                Flag(report.described),
+            ],
+        )?;
+        fenced(changed, lease)?;
+        for m in messages {
+            tx.exec(
+                "stage messages",
+                "INSERT INTO {outbox} (key, seq, destination, idempotency_key, content_type,
+                    body, state, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, 'PENDING', {now})",
+                &[
+                    Text(key),
+                    Int(i64::from(m.seq)),
+                    Text(&m.destination),
+                    Text(&m.idempotency_key),
+                    Text(&m.content_type),
+                    Bytes(&m.body),
+                ],
+            )?;
+        }
+        if let Some(f) = &self.failpoints {
+            f.reached(Boundary::InPrepare);
+        }
+        tx.commit(what)
+    }
+
+    fn pending_messages(&mut self, key: &WindowKey) -> Result<Vec<PendingMessage>> {
+        self.rows(
+            "read staged messages",
+            "SELECT seq, destination, idempotency_key, content_type, body, attempts, in_flight
+             FROM {outbox} WHERE key = $1 AND state = 'PENDING' ORDER BY seq",
+            &[Text(key.as_str())],
+            &mut |r| {
+                Ok(PendingMessage {
+                    message: staged(r)?,
+                    attempts: r.count(5)?,
+                    in_flight: r.flag(6)?,
+                })
+            },
+        )
+    }
+
+    fn report(&mut self, key: &WindowKey) -> Result<Option<StoredReport>> {
+        self.row(
+            "read the report",
+            "SELECT report, report_cursor, digest_prompt, described FROM {runs}
+             WHERE key = $1 AND report IS NOT NULL",
+            &[Text(key.as_str())],
+            &mut |r| {
+                Ok(StoredReport {
+                    summary: r.text(0)?,
+                    cursor: r.opt_text(1)?,
+                    prompt: r.opt_text(2)?,
+                    described: r.flag(3)?,
+                })
+            },
+        )
+    }
+
+    fn check_lease(&mut self, lease: &Lease, now: Timestamp) -> Result<SignedDuration> {
+        let what = "check the claim";
+        let mut tx = self.backend.begin(Kind::Read, what, now)?;
+        let left = tx.one(
+            what,
+            "SELECT {t lease_expires_at}, {now t} FROM {runs}
+             WHERE key = $1 AND fence = $2 AND state = 'PREPARED'",
+            &[Text(lease.key.as_str()), Int(lease.fence.0)],
+            &mut |r| Ok(r.time(0)?.duration_since(r.time(1)?)),
+        )?;
+        tx.commit(what)?;
+        left.ok_or_else(|| lease_lost(lease))
+    }
+
+    fn renew(
+        &mut self,
+        lease: &Lease,
+        for_: Duration,
+        in_flight: Option<u32>,
+        now: Timestamp,
+    ) -> Result<()> {
+        let what = "renew the claim";
+        let key = lease.key.as_str();
+        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let changed = tx.exec(
+            what,
+            "UPDATE {runs} SET updated_at = {now},
+                lease_expires_at = greatest(lease_expires_at, {after $3})
+             WHERE key = $1 AND fence = $2 AND state = 'PREPARED'",
+            &[Text(key), Int(lease.fence.0), After(Some(for_))],
+        )?;
+        fenced(changed, lease)?;
+        if let Some(seq) = in_flight {
+            tx.exec(
+                "record a send",
+                "UPDATE {outbox} SET in_flight = true, attempts = attempts + 1,
+                    updated_at = {now}
+                 WHERE key = $1 AND seq = $2 AND state = 'PENDING'",
+                &[Text(key), Int(i64::from(seq))],
+            )?;
+        }
+        tx.commit(what)
+    }
+
+    fn not_sent(&mut self, lease: &Lease, seq: u32, status: &str, now: Timestamp) -> Result<()> {
+        let what = "record a send";
+        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        still_delivering(&mut tx, lease)?;
+        tx.exec(
+            what,
+            "UPDATE {outbox} SET in_flight = false, last_status = $3, updated_at = {now}
+             WHERE key = $1 AND seq = $2 AND state = 'PENDING'",
+            &[Text(lease.key.as_str()), Int(i64::from(seq)), Text(status)],
+        )?;
+        tx.commit(what)
+    }
+
+    fn mark_delivered(
+        &mut self,
+        lease: &Lease,
+        done: &Attempted<'_>,
+        now: Timestamp,
+    ) -> Result<()> {
+        let what = "record a delivery";
+        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        record_delivery(&mut tx, lease, done)?;
+        tx.commit(what)
+    }
+
+    fn finish(
+        &mut self,
+        lease: &Lease,
+        last_delivery: Option<&Attempted<'_>>,
+        now: Timestamp,
+    ) -> Result<()> {
+        let what = "mark the run done";
+        let key = Text(lease.key.as_str());
+        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        if let Some(done) = last_delivery {
+            record_delivery(&mut tx, lease, done)?;
+        }
+        let changed = tx.exec(
+            what,
+            "UPDATE {runs} SET state = 'DONE', error = NULL, retry_at = NULL, updated_at = {now}
+             WHERE key = $1 AND fence = $2 AND state = 'PREPARED'
+               AND NOT EXISTS (SELECT 1 FROM {outbox} o
+                               WHERE o.key = $1 AND o.state <> 'DELIVERED')",
+            &[key, Int(lease.fence.0)],
+        )?;
+        if changed == 0 {
+            let still_ours = tx.one(
+                what,
+                "SELECT 1 FROM {runs} WHERE key = $1 AND fence = $2 AND state = 'PREPARED'",
+                &[key, Int(lease.fence.0)],
+                &mut |_| Ok(()),
+            )?;
+            if still_ours.is_some() {
+                return Err(undelivered(lease));
+            }
+        }
+        fenced(changed, lease)?;
+        // The cursor moves only with DONE, and never backwards: a late
+        // catch-up of an older window keeps the newer window's cursor.
+        tx.exec(
+            "move the cursor",
+            "INSERT INTO {cursors} (job, cursor, key, window_end, updated_at)
+             SELECT job, report_cursor, key, window_end, {now} FROM {runs}
+             WHERE key = $1 AND report_cursor IS NOT NULL
+             ON CONFLICT (job) DO UPDATE SET cursor = excluded.cursor, key = excluded.key,
+                window_end = excluded.window_end, updated_at = excluded.updated_at
+             WHERE excluded.window_end >= {cursors}.window_end",
+            &[key],
+        )?;
+        tx.commit(what)
+    }
+
+    fn fail(
+        &mut self,
+        lease: &Lease,
+        error: &str,
+        how: Failure,
+        message: Option<&Attempted<'_>>,
+        now: Timestamp,
+    ) -> Result<()> {
+        let what = "record the failure";
+        // A PREPARED run that will be retried keeps its state (its report
+        // and messages are committed) and only lets its lease go.
+        let t = how.transition();
+        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let changed = tx.exec(
+            what,
+            "UPDATE {runs} SET
+                state = coalesce($3, CASE state WHEN 'CLAIMED' THEN 'FAILED' ELSE state END),
+                retryable = $4, retry_at = {after $5}, error = $6, updated_at = {now},
+                lease_expires_at = least(lease_expires_at, {now}),
+                attempt = greatest(attempt - $7, 0)
+             WHERE key = $1 AND fence = $2 AND state IN ('CLAIMED', 'PREPARED')",
+            &[
+                Text(lease.key.as_str()),
+                Int(lease.fence.0),
+                OptText(t.run_state.map(RunState::as_str)),
+                Flag(t.retry_after.is_some()),
+                After(t.retry_after),
+                Text(error),
+                Int(i64::from(!t.counted)),
+            ],
+        )?;
+        fenced(changed, lease)?;
+        if let Some(m) = message {
+            tx.exec(
+                "record the failed delivery",
+                "UPDATE {outbox} SET state = $3, in_flight = false, attempts = attempts + $4,
+                    last_status = $5, updated_at = {now}
+                 WHERE key = $1 AND seq = $2 AND state = 'PENDING'",
+                &[
+                    Text(lease.key.as_str()),
+                    Int(i64::from(m.seq)),
+                    Text(t.message_state),
+                    Int(i64::from(m.tries)),
+                    Text(m.status),
+                ],
+            )?;
+        }
+        tx.commit(what)
+    }
+
+    fn cursor(&mut self, job: &JobName) -> Result<Option<String>> {
+        let found = self.row(
+            "read the cursor",
+            "SELECT cursor FROM {cursors} WHERE job = $1",
+            &[Text(job.as_str())],
+            &mut |r| r.opt_text(0),
+        )?;
+        Ok(found.flatten())
+    }
+}
+
+impl<B: Backend> Ledger for SqlStore<B> {
+    fn peek(&mut self, key: &WindowKey) -> Result<Option<RunRecord>> {
+        let sql = format!(
+            "SELECT {} FROM {RUN_TABLES} WHERE r.key = $1",
+            self.run_columns()
+        );
+        self.row("read a run", &sql, &[Text(key.as_str())], &mut run_record)
+    }
+
+    fn messages(&mut self, key: &WindowKey) -> Result<Vec<StagedMessage>> {
+        self.rows(
+            "read staged messages",
+            "SELECT seq, destination, idempotency_key, content_type, body
+             FROM {outbox} WHERE key = $1 ORDER BY seq",
+            &[Text(key.as_str())],
+            &mut staged,
+        )
+    }
+
+    fn journal(&mut self, key: &WindowKey) -> Result<Option<Vec<u8>>> {
+        let found = self.row(
+            "read the journal",
+            "SELECT journal FROM {runs} WHERE key = $1",
+            &[Text(key.as_str())],
+            &mut |r| r.opt_bytes(0),
+        )?;
+        Ok(found.flatten())
+    }
+
+    fn jobs(&mut self) -> Result<Vec<String>> {
+        self.rows(
+            "list the jobs",
+            "SELECT DISTINCT job{C} FROM {runs} ORDER BY 1",
+            &[],
+            &mut |r| r.text(0),
+        )
+    }
+
+    fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>> {
+        self.runs_where("$1 IS NULL OR r.job = $1", &[OptText(job)])
+    }
+
+    fn history_from(&mut self, job: &str, from: Option<Timestamp>) -> Result<Vec<RunRecord>> {
+        self.runs_where(
+            "r.job = $1 AND r.window_start >= {time $2}",
+            &[Text(job), Lower(from)],
+        )
+    }
+
+    fn runs_in_range(&mut self, q: &RangeQuery<'_>) -> Result<Vec<RunRecord>> {
+        let sql = self.range_sql(q);
+        let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+        self.rows(
+            "read history",
+            &sql,
+            &[Text(q.job), Lower(q.from), Upper(q.until), Int(limit)],
+            &mut run_record,
+        )
+    }
+
+    fn state_counts(
+        &mut self,
+        job: &str,
+        from: Option<Timestamp>,
+        until: Option<Timestamp>,
+    ) -> Result<Vec<(RunState, u64)>> {
+        let range = "job = $1 AND window_start >= {time $2} AND window_start < {time $3}";
+        // The whole history's counts are kept as it changes where the store
+        // keeps them; a range's are counted over the state index.
+        let sql = if self.backend.counted() && from.is_none() && until.is_none() {
+            "SELECT state, n FROM {run_counts} WHERE job = $1 AND n > 0".to_string()
+        } else if self.backend.state_index() {
+            RunState::counts_sql("{runs}", range)
+        } else {
+            format!("SELECT state, count(*) FROM {{runs}} WHERE {range} GROUP BY state")
+        };
+        let rows = self.rows(
+            "count windows",
+            &sql,
+            &[Text(job), Lower(from), Upper(until)],
+            &mut |r| Ok((r.text(0)?, r.int(1)?)),
+        )?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(s, n)| Some((RunState::parse(&s)?, u64::try_from(n).unwrap_or(0))))
+            .collect())
+    }
+
+    fn unfinished(&mut self, job: &str) -> Result<Vec<RunRecord>> {
+        self.runs_where(
+            "r.job = $1 AND (r.state IN ('CLAIMED', 'PREPARED')
+                OR (r.state = 'FAILED' AND r.retry_at IS NOT NULL))",
+            &[Text(job)],
+        )
+    }
+
+    fn record_skips(
+        &mut self,
+        skips: &[Skip<'_>],
+        owner: &str,
+        now: Timestamp,
+    ) -> Result<Vec<bool>> {
+        if skips.is_empty() {
+            return Ok(Vec::new());
+        }
+        let what = "record skipped windows";
+        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let mut recorded = Vec::with_capacity(skips.len());
+        for skip in skips {
+            let w = skip.window;
+            // Only a row already there is passed over; any other violation
+            // is an error.
+            let inserted = tx.query(
+                "record a skipped window",
+                "INSERT INTO {runs} (key, job, window_start, window_end, timezone, state, fence,
+                    owner, lease_expires_at, attempt, component, error, created_at, updated_at,
+                    revision)
+                 VALUES ($1, $2, {time $3}, {time $4}, $5, 'SKIPPED',
+                    coalesce((SELECT next_fence - 1 FROM {forgotten} WHERE key = $1), 0),
+                    $6, {now}, 0, '', $7, {now}, {now},
+                    coalesce((SELECT next_revision FROM {forgotten} WHERE key = $1), 1))
+                 ON CONFLICT (key) DO NOTHING
+                 RETURNING key",
+                &[
+                    Text(w.key().as_str()),
+                    Text(w.job.as_str()),
+                    Time(w.start),
+                    Time(w.end),
+                    Text(w.zone.name()),
+                    Text(owner),
+                    Text(skip.reason),
+                ],
+                &mut |_| Ok(()),
+            )?;
+            recorded.push(!inserted.is_empty());
+        }
+        // As in a claim: a skip that waited for a `forget` of its key goes
+        // on from the forgotten fence and revision.
+        let mut jobs: Vec<&str> = skips.iter().map(|s| s.window.job.as_str()).collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        for job in jobs {
+            tx.exec(
+                what,
+                "UPDATE {runs} AS r SET fence = f.next_fence - 1, revision = f.next_revision
+                 FROM {forgotten} f
+                 WHERE f.job = $1 AND f.key = r.key AND r.state = 'SKIPPED'
+                   AND (r.fence < f.next_fence - 1 OR r.revision < f.next_revision)",
+                &[Text(job)],
+            )?;
+        }
+        tx.commit(what)?;
+        Ok(recorded)
+    }
+
+    fn decided_until(&mut self, job: &JobName) -> Result<Option<Timestamp>> {
+        self.row(
+            "read the schedule",
+            "SELECT {t decided_until} FROM {schedule} WHERE job = $1",
+            &[Text(job.as_str())],
+            &mut |r| r.time(0),
+        )
+    }
+
+    fn set_decided_until(&mut self, job: &JobName, until: Timestamp, now: Timestamp) -> Result<()> {
+        self.write_one(
+            "record the schedule",
+            // Never past a forgotten window that has no row again: it is
+            // still to be decided, whatever a plan read before the forget.
+            "INSERT INTO {schedule} (job, decided_until, updated_at)
+             VALUES ($1, least({time $2}, coalesce((SELECT min(f.window_start)
+                 FROM {forgotten} f WHERE f.job = $1
+                   AND NOT EXISTS (SELECT 1 FROM {runs} r WHERE r.key = f.key)), {time $2})),
+                 {now})
+             ON CONFLICT (job) DO UPDATE SET
+                decided_until = greatest({schedule}.decided_until, excluded.decided_until),
+                updated_at = excluded.updated_at",
+            &[Text(job.as_str()), Time(until)],
+            now,
+        )
+        .map(drop)
+    }
+
+    fn record_digest(
+        &mut self,
+        key: &WindowKey,
+        note: &DigestNote<'_>,
+        now: Timestamp,
+    ) -> Result<()> {
+        let changed = self.write_one(
+            "record the digest",
+            "INSERT INTO {digests} (key, cache_key, model, error, updated_at)
+             SELECT key, $2, $3, $4, {now} FROM {runs} WHERE key = $1
+             ON CONFLICT (key) DO UPDATE SET
+                cache_key = coalesce(excluded.cache_key, {digests}.cache_key),
+                model = excluded.model, error = excluded.error,
+                updated_at = excluded.updated_at",
+            &[
+                Text(key.as_str()),
+                OptText(note.cache_key),
+                Text(note.model),
+                OptText(note.error),
+            ],
+            now,
+        )?;
+        match changed {
+            0 => Err(super::no_such_run(key)),
+            _ => Ok(()),
+        }
+    }
+
+    fn digest_sent(&mut self, key: &WindowKey, now: Timestamp) -> Result<()> {
+        let changed = self.write_one(
+            "record the digest message",
+            "INSERT INTO {digests} (key, sent_at, updated_at)
+             SELECT key, {now}, {now} FROM {runs} WHERE key = $1
+             ON CONFLICT (key) DO UPDATE SET sent_at = excluded.sent_at,
+                updated_at = excluded.updated_at",
+            &[Text(key.as_str())],
+            now,
+        )?;
+        match changed {
+            0 => Err(super::no_such_run(key)),
+            _ => Ok(()),
+        }
+    }
+
+    fn cursor_before(&mut self, job: &JobName, start: Timestamp) -> Result<Option<String>> {
+        let found = self.row(
+            "read the cursor",
+            "SELECT report_cursor FROM {runs}
+             WHERE job = $1 AND state = 'DONE' AND window_end <= {time $2}
+             ORDER BY window_end DESC LIMIT 1",
+            &[Text(job.as_str()), Time(start)],
+            &mut |r| r.opt_text(0),
+        )?;
+        Ok(found.flatten())
+    }
+
+    fn message_records(&mut self, key: &WindowKey) -> Result<Vec<MessageRecord>> {
+        let sql = format!("SELECT {MESSAGE_COLUMNS} FROM {{outbox}} WHERE key = $1 ORDER BY seq");
+        self.rows(
+            "read messages",
+            &sql,
+            &[Text(key.as_str())],
+            &mut message_record,
+        )
+    }
+
+    fn revisions(&mut self, key: &WindowKey) -> Result<Vec<Revision>> {
+        if !self.backend.current() {
+            return Ok(Vec::new());
+        }
+        let what = "read revisions";
+        let k = [Text(key.as_str())];
+        let mut tx = self.backend.begin(Kind::Read, what, NO_CLOCK)?;
+        let mut revisions = tx.query(
+            what,
+            "SELECT revision, state, fence, attempt, owner, component, report, report_cursor,
+                digest_prompt, described, error, reason, {len journal}, {t created_at},
+                {t updated_at}, {t pruned_at}
+             FROM {revisions} WHERE key = $1 ORDER BY revision",
+            &k,
+            &mut |r| {
+                Ok(Revision {
+                    revision: r.count(0)?,
+                    state: state(r, 1)?,
+                    fence: Fence(r.int(2)?),
+                    attempt: r.count(3)?,
+                    owner: r.text(4)?,
+                    component: r.text(5)?,
+                    report: match r.opt_text(6)? {
+                        Some(summary) => Some(StoredReport {
+                            summary,
+                            cursor: r.opt_text(7)?,
+                            prompt: r.opt_text(8)?,
+                            described: r.flag(9)?,
+                        }),
+                        None => None,
+                    },
+                    error: r.opt_text(10)?,
+                    reason: r.opt_text(11)?,
+                    journal_bytes: r.opt_int(12)?.map(i64::unsigned_abs),
+                    created_at: r.time(13)?,
+                    updated_at: r.time(14)?,
+                    pruned_at: r.opt_time(15)?,
+                    messages: Vec::new(),
+                })
+            },
+        )?;
+        let sql = format!(
+            "SELECT {MESSAGE_COLUMNS}, revision FROM {{revision_messages}}
+             WHERE key = $1 ORDER BY revision, seq"
+        );
+        let messages = tx.query(what, &sql, &k, &mut |r| {
+            Ok((r.count(9)?, message_record(r)?))
+        })?;
+        tx.commit(what)?;
+        for (revision, m) in messages {
+            if let Some(r) = revisions.iter_mut().find(|r| r.revision == revision) {
+                r.messages.push(m);
+            }
+        }
+        Ok(revisions)
+    }
+
+    fn archived(&mut self, key: &WindowKey, revision: u32) -> Result<Option<Archived>> {
+        if !self.backend.current() {
+            return Ok(None);
+        }
+        let what = "read a revision";
+        let args = [Text(key.as_str()), Int(i64::from(revision))];
+        let mut tx = self.backend.begin(Kind::Read, what, NO_CLOCK)?;
+        let journal = tx.one(
+            what,
+            "SELECT journal FROM {revisions} WHERE key = $1 AND revision = $2",
+            &args,
+            &mut |r| r.opt_bytes(0),
+        )?;
+        let messages = tx.query(
+            what,
+            "SELECT seq, destination, idempotency_key, content_type, body
+             FROM {revision_messages} WHERE key = $1 AND revision = $2 ORDER BY seq",
+            &args,
+            &mut staged,
+        )?;
+        tx.commit(what)?;
+        Ok(journal.map(|journal| Archived { journal, messages }))
+    }
+
+    fn paused(&mut self, job: &str) -> Result<Option<Pause>> {
+        if !self.backend.current() {
+            return Ok(None);
+        }
+        self.row(
+            "read the job's pause",
+            "SELECT job, note, actor, {t since} FROM {pauses} WHERE job = $1",
+            &[Text(job)],
+            &mut pause_row,
+        )
+    }
+
+    fn pause(&mut self, job: &str, actor: Actor<'_>, now: Timestamp) -> Result<Option<Pause>> {
+        let what = "pause the job";
+        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        // Read under the pause's own row lock (on PostgreSQL, by locking
+        // the job's existing pause, if any), in the same transaction as the
+        // write.
+        let before = tx.one(
+            what,
+            "SELECT job, note, actor, {t since} FROM {pauses} WHERE job = $1{lock}",
+            &[Text(job)],
+            &mut pause_row,
+        )?;
+        tx.exec(
+            what,
+            "INSERT INTO {pauses} (job, note, actor, since) VALUES ($1, $2, $3, {now})
+             ON CONFLICT (job) DO UPDATE SET note = excluded.note, actor = excluded.actor",
+            &[Text(job), Text(actor.reason), Text(actor.by)],
+        )?;
+        audit(
+            &mut tx,
+            &AuditRow {
+                job,
+                key: None,
+                action: "pause",
+                old_state: None,
+                reason: actor.reason,
+                detail: None,
+                actor: actor.by,
+            },
+        )?;
+        tx.commit(what)?;
+        Ok(before)
+    }
+
+    fn resume(&mut self, job: &str, actor: Actor<'_>, now: Timestamp) -> Result<Option<Pause>> {
+        let what = "resume the job";
+        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let ended = tx.one(
+            what,
+            "DELETE FROM {pauses} WHERE job = $1 RETURNING job, note, actor, {t since}",
+            &[Text(job)],
+            &mut pause_row,
+        )?;
+        if let Some(p) = &ended {
+            audit(
+                &mut tx,
+                &AuditRow {
+                    job,
+                    key: None,
+                    action: "resume",
+                    old_state: None,
+                    reason: actor.reason,
+                    detail: Some(&format!("paused since {} by {}: {}", p.since, p.by, p.note)),
+                    actor: actor.by,
+                },
+            )?;
+        }
+        tx.commit(what)?;
+        Ok(ended)
+    }
+
+    fn forget(
+        &mut self,
+        key: &WindowKey,
+        force: bool,
+        actor: Actor<'_>,
+        now: Timestamp,
+    ) -> Result<Forgotten> {
+        let what = "forget the window";
+        let k = Text(key.as_str());
+        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let row = tx.one(
+            what,
+            "SELECT state, job, {t window_start}, lease_expires_at > {now}, error,
+                report IS NOT NULL,
+                (SELECT count(*) FROM {outbox} o WHERE o.key = r.key AND o.state <> 'DELIVERED'),
+                fence, revision
+             FROM {runs} r WHERE key = $1{lock}",
+            &[k],
+            &mut |r| {
+                Ok((
+                    state(r, 0)?,
+                    r.text(1)?,
+                    r.time(2)?,
+                    (r.flag(3)?, r.opt_text(4)?, r.flag(5)?),
+                    r.count(6)?,
+                    (r.int(7)?, r.int(8)?),
+                ))
+            },
+        )?;
+        let Some((old, job, start, (live, error, has_report), undelivered, (fence, revision))) =
+            row
+        else {
+            return Err(super::no_such_run(key));
+        };
+        super::may_forget(key, old, live, force)?;
+        if has_report {
+            archive(&mut tx, key)?;
+        }
+        let detail = super::forget_detail(old, error.as_deref(), undelivered);
+        audit(
+            &mut tx,
+            &AuditRow {
+                job: &job,
+                key: Some(key.as_str()),
+                action: "forget",
+                old_state: Some(old.as_str()),
+                reason: actor.reason,
+                detail: detail.as_deref(),
+                actor: actor.by,
+            },
+        )?;
+        for sql in [
+            "DELETE FROM {outbox} WHERE key = $1",
+            "DELETE FROM {digests} WHERE key = $1",
+            "DELETE FROM {runs} WHERE key = $1",
+        ] {
+            tx.exec(what, sql, &[k])?;
+        }
+        tx.exec(
+            what,
+            "INSERT INTO {forgotten} (key, job, window_start, next_revision, next_fence, at)
+             VALUES ($1, $2, {time $3}, $4, $5, {now})
+             ON CONFLICT (key) DO UPDATE SET
+                next_revision = greatest({forgotten}.next_revision, excluded.next_revision),
+                next_fence = greatest({forgotten}.next_fence, excluded.next_fence),
+                at = excluded.at",
+            &[
+                k,
+                Text(&job),
+                Time(start),
+                Int(revision + i64::from(has_report)),
+                Int(fence + 1),
+            ],
+        )?;
+        let moved = tx.exec(
+            what,
+            "UPDATE {schedule} SET decided_until = {time $2}, updated_at = {now}
+             WHERE job = $1 AND decided_until > {time $2}",
+            &[Text(&job), Time(start)],
+        )?;
+        tx.commit(what)?;
+        Ok(Forgotten {
+            old_state: old,
+            undelivered: if old == RunState::Prepared {
+                undelivered
+            } else {
+                0
+            },
+            decided_until: (moved > 0).then_some(start),
+            archived: has_report,
+        })
+    }
+
+    fn audit(&mut self, job: Option<&str>) -> Result<Vec<AuditLine>> {
+        if !self.backend.current() {
+            return Ok(Vec::new());
+        }
+        self.rows(
+            "read the audit lines",
+            "SELECT {t at}, job, key, action, old_state, reason, detail, actor FROM {audit}
+             WHERE $1 IS NULL OR job = $1 OR job = '*' ORDER BY at DESC, id DESC",
+            &[OptText(job)],
+            &mut |r| {
+                Ok(AuditLine {
+                    at: r.time(0)?,
+                    job: r.text(1)?,
+                    key: r.opt_text(2)?,
+                    action: r.text(3)?,
+                    old_state: r.opt_text(4)?,
+                    reason: r.text(5)?,
+                    detail: r.opt_text(6)?,
+                    by: r.text(7)?,
+                })
+            },
+        )
+    }
+
+    fn prune(
+        &mut self,
+        job: Option<&str>,
+        before: Timestamp,
+        keep_journals: bool,
+        actor: Actor<'_>,
+        now: Timestamp,
+    ) -> Result<Pruned> {
+        let mut pruned = Pruned::default();
+        // Rows of DONE runs (never anything unfinished), then archived
+        // revisions (which never run again), in batches, each a short
+        // transaction of its own.
+        for revisions in [false, true] {
+            while let Some(batch) = self.prune_batch(revisions, job, before, keep_journals, now)? {
+                pruned.add(batch);
+            }
+        }
+        if pruned.runs > 0 {
+            let detail = format!(
+                "{} run(s) ending by {before}: {} journal byte(s), {} message byte(s)",
+                pruned.runs, pruned.journal_bytes, pruned.body_bytes
+            );
+            let mut tx = self.backend.begin(Kind::Write, "prune", now)?;
+            audit(
+                &mut tx,
+                &AuditRow {
+                    job: job.unwrap_or("*"),
+                    key: None,
+                    action: "prune",
+                    old_state: None,
+                    reason: actor.reason,
+                    detail: Some(&detail),
+                    actor: actor.by,
+                },
+            )?;
+            tx.commit("prune")?;
+        }
+        self.backend.after_prune();
+        Ok(pruned)
+    }
+}
+
+/// Inside a write transaction: confirms the run is still ours and
+/// delivering (PREPARED under our fence), and stamps it.
+fn still_delivering<T: Tx>(tx: &mut T, lease: &Lease) -> Result<()> {
+    let owned = tx.exec(
+        "check the claim",
+        "UPDATE {runs} SET updated_at = {now}
+         WHERE key = $1 AND fence = $2 AND state = 'PREPARED'",
+        &[Text(lease.key.as_str()), Int(lease.fence.0)],
+    )?;
+    fenced(owned, lease)
+}
+
+/// Marks a message delivered, inside a transaction that still holds the
+/// claim (fenced on the run row).
+fn record_delivery<T: Tx>(tx: &mut T, lease: &Lease, done: &Attempted<'_>) -> Result<()> {
+    still_delivering(tx, lease)?;
+    tx.exec(
+        "record a delivery",
+        "UPDATE {outbox} SET state = 'DELIVERED', in_flight = false,
+            attempts = attempts + $3, last_status = $4, updated_at = {now}
+         WHERE key = $1 AND seq = $2",
+        &[
+            Text(lease.key.as_str()),
+            Int(i64::from(done.seq)),
+            Int(i64::from(done.tries)),
+            Text(done.status),
+        ],
+    )?;
+    Ok(())
+}
+
+/// Starts a new series of attempts at a FAILED or ABANDONED window (see
+/// [`Decision::Restart`]), keeping its old error in an audit line.
+fn restart<T: Tx>(
+    tx: &mut T,
+    key: &WindowKey,
+    req: &ClaimRequest<'_>,
+    existing: &Existing,
+    process: Option<&str>,
+) -> Result<()> {
+    audit(
+        tx,
+        &AuditRow {
+            job: req.window.job.as_str(),
+            key: Some(key.as_str()),
+            action: "retry",
+            old_state: Some(existing.state.as_str()),
+            reason: req.purpose.reason().unwrap_or(""),
+            detail: existing.error.as_deref(),
+            actor: req.purpose.by().unwrap_or(req.owner),
+        },
+    )?;
+    tx.exec(
+        "restart the window",
+        "UPDATE {runs} SET state = CASE WHEN report IS NULL THEN 'CLAIMED' ELSE 'PREPARED' END,
+            fence = $3, owner = $4, lease_expires_at = {after $5}, attempt = 1,
+            component = CASE WHEN report IS NULL THEN $6 ELSE component END,
+            error = NULL, retryable = false, retry_at = NULL, updated_at = {now},
+            owner_process = $7
+         WHERE key = $1 AND fence = $2",
+        &[
+            Text(key.as_str()),
+            Int(existing.fence),
+            Int(existing.fence + 1),
+            Text(req.owner),
+            After(Some(req.lease)),
+            Text(req.component),
+            OptText(process),
+        ],
+    )?;
+    // Its undelivered messages are sent again, with their keys; one whose
+    // at-most-once send may have arrived keeps its in-flight mark, so the
+    // delivery abandons it again rather than risk a second copy.
+    tx.exec(
+        "restart the window's messages",
+        "UPDATE {outbox} SET state = 'PENDING', updated_at = {now}
+         WHERE key = $1 AND state <> 'DELIVERED'",
+        &[Text(key.as_str())],
+    )?;
+    Ok(())
+}
+
+/// Archives a DONE window's row and messages as a revision and claims its
+/// next revision afresh (see [`Decision::Rerun`]).
+fn rerun<T: Tx>(
+    tx: &mut T,
+    key: &WindowKey,
+    req: &ClaimRequest<'_>,
+    existing: &Existing,
+    process: Option<&str>,
+) -> Result<()> {
+    let reason = req.purpose.reason().unwrap_or("");
+    archive(tx, key)?;
+    audit(
+        tx,
+        &AuditRow {
+            job: req.window.job.as_str(),
+            key: Some(key.as_str()),
+            action: "rerun",
+            old_state: Some(existing.state.as_str()),
+            reason,
+            detail: Some(&format!(
+                "revision {} archived; revision {} claimed",
+                existing.revision,
+                existing.revision + 1
+            )),
+            actor: req.purpose.by().unwrap_or(req.owner),
+        },
+    )?;
+    tx.exec(
+        "claim the next revision",
+        "UPDATE {runs} SET state = 'CLAIMED', revision = revision + 1, reason = $3,
+            fence = $4, owner = $5, lease_expires_at = {after $6}, attempt = 1, component = $7,
+            report = NULL, report_cursor = NULL, journal = NULL, error = NULL, retryable = false,
+            retry_at = NULL, digest_prompt = NULL, described = false, pruned_at = NULL,
+            created_at = {now}, updated_at = {now}, owner_process = $8
+         WHERE key = $1 AND fence = $2",
+        &[
+            Text(key.as_str()),
+            Int(existing.fence),
+            Text(reason),
+            Int(existing.fence + 1),
+            Text(req.owner),
+            After(Some(req.lease)),
+            Text(req.component),
+            OptText(process),
+        ],
+    )?;
+    Ok(())
+}
+
+/// Copies the window's row and messages into the revision tables and
+/// removes its messages and digest note, inside a write transaction.
+fn archive<T: Tx>(tx: &mut T, key: &WindowKey) -> Result<()> {
+    for sql in [
+        "INSERT INTO {revisions} (key, revision, job, window_end, state, fence, attempt, owner,
+            component, report, report_cursor, journal, error, reason, digest_prompt, described,
+            created_at, updated_at, pruned_at)
+         SELECT key, revision, job, window_end, state, fence, attempt, owner, component, report,
+            report_cursor, journal, error, reason, digest_prompt, described, created_at,
+            updated_at, pruned_at
+         FROM {runs} WHERE key = $1",
+        "INSERT INTO {revision_messages} (key, revision, seq, destination, idempotency_key,
+            content_type, body, state, attempts, in_flight, last_status, updated_at)
+         SELECT o.key, r.revision, o.seq, o.destination, o.idempotency_key, o.content_type,
+            o.body, o.state, o.attempts, o.in_flight, o.last_status, o.updated_at
+         FROM {outbox} o JOIN {runs} r ON r.key = o.key WHERE o.key = $1",
+        "DELETE FROM {outbox} WHERE key = $1",
+        "DELETE FROM {digests} WHERE key = $1",
+    ] {
+        tx.exec("archive the revision", sql, &[Text(key.as_str())])?;
+    }
+    Ok(())
+}
+
+/// One audit line to write (at the store's clock).
+struct AuditRow<'a> {
+    job: &'a str,
+    key: Option<&'a str>,
+    action: &'a str,
+    old_state: Option<&'a str>,
+    reason: &'a str,
+    detail: Option<&'a str>,
+    actor: &'a str,
+}
+
+fn audit<T: Tx>(tx: &mut T, row: &AuditRow<'_>) -> Result<()> {
+    tx.exec(
+        "write the audit line",
+        "INSERT INTO {audit} (at, job, key, action, old_state, reason, detail, actor)
+         VALUES ({now}, $1, $2, $3, $4, $5, $6, $7)",
+        &[
+            Text(row.job),
+            OptText(row.key),
+            Text(row.action),
+            OptText(row.old_state),
+            Text(row.reason),
+            OptText(row.detail),
+            Text(row.actor),
+        ],
+    )?;
+    Ok(())
+}
+
+/// What [`run_record`] reads, over [`RUN_TABLES`], but for the last three
+/// columns (see [`SqlStore::run_columns`]).
+const RUN_COLUMNS: &str = "r.key, r.job, {t r.window_start}, {t r.window_end}, r.timezone, \
+     r.state, r.fence, r.attempt, r.owner, {t r.lease_expires_at}, r.component, r.report, \
+     r.report_cursor, r.error, {t r.created_at}, {t r.updated_at}, {t r.retry_at}, \
+     {len r.journal}, (SELECT count(*) FROM {outbox} o WHERE o.key = r.key), \
+     (SELECT count(*) FROM {outbox} o WHERE o.key = r.key AND o.state = 'DELIVERED'), \
+     r.digest_prompt, d.key IS NOT NULL, d.cache_key, d.model, d.error, {t d.sent_at}, \
+     {t d.updated_at}, r.described, ";
+
+/// The tables [`RUN_COLUMNS`] reads.
+const RUN_TABLES: &str = "{runs} r LEFT JOIN {digests} d ON d.key = r.key";
+
+fn run_record(r: &dyn Row) -> Result<RunRecord> {
+    Ok(RunRecord {
+        key: WindowKey::from_stored(r.text(0)?),
+        job: r.text(1)?,
+        window_start: r.time(2)?,
+        window_end: r.time(3)?,
+        timezone: r.text(4)?,
+        state: state(r, 5)?,
+        fence: Fence(r.int(6)?),
+        attempt: r.count(7)?,
+        owner: r.text(8)?,
+        lease_until: r.time(9)?,
+        component: r.text(10)?,
+        report: match r.opt_text(11)? {
+            Some(summary) => Some(StoredReport {
+                summary,
+                cursor: r.opt_text(12)?,
+                prompt: r.opt_text(20)?,
+                described: r.flag(27)?,
+            }),
+            None => None,
+        },
+        error: r.opt_text(13)?,
+        created_at: r.time(14)?,
+        updated_at: r.time(15)?,
+        retry_at: r.opt_time(16)?,
+        journal_bytes: r.opt_int(17)?.map(i64::unsigned_abs),
+        messages: r.count(18)?,
+        delivered: r.count(19)?,
+        digest: if r.flag(21)? {
+            Some(DigestRecord {
+                cache_key: r.opt_text(22)?,
+                model: r.opt_text(23)?,
+                error: r.opt_text(24)?,
+                sent_at: r.opt_time(25)?,
+                updated_at: r.time(26)?,
+            })
+        } else {
+            None
+        },
+        revision: r.count(28)?,
+        reason: r.opt_text(29)?,
+        pruned_at: r.opt_time(30)?,
+    })
+}
+
+/// The columns [`message_record`] reads.
+const MESSAGE_COLUMNS: &str = "seq, destination, idempotency_key, content_type, {len body}, \
+     state, attempts, last_status, in_flight";
+
+fn message_record(r: &dyn Row) -> Result<MessageRecord> {
+    Ok(MessageRecord {
+        seq: r.count(0)?,
+        destination: r.text(1)?,
+        idempotency_key: r.text(2)?,
+        content_type: r.text(3)?,
+        bytes: r.int(4)?.unsigned_abs(),
+        state: r.text(5)?,
+        attempts: r.count(6)?,
+        last_status: r.opt_text(7)?,
+        in_flight: r.flag(8)?,
+    })
+}
+
+/// A `pauses` row: job, note, actor, since.
+fn pause_row(r: &dyn Row) -> Result<Pause> {
+    Ok(Pause {
+        job: r.text(0)?,
+        note: r.text(1)?,
+        by: r.text(2)?,
+        since: r.time(3)?,
+    })
+}
+
+fn staged(r: &dyn Row) -> Result<StagedMessage> {
+    Ok(StagedMessage {
+        seq: r.count(0)?,
+        destination: r.text(1)?,
+        idempotency_key: r.text(2)?,
+        content_type: r.text(3)?,
+        body: r.bytes(4)?,
+    })
+}
+
+/// A run state read back from the store.
+fn state(r: &dyn Row, i: usize) -> Result<RunState> {
+    let s = r.text(i)?;
+    RunState::parse(&s).ok_or_else(|| {
+        Error::Store(format!(
+            "the store holds an unknown run state `{s}`; it was written by a newer jobhost or \
+             changed by hand"
+        ))
+    })
+}
