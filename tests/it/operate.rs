@@ -785,6 +785,8 @@ fn downgrade(store: &str) {
             .unwrap();
         c.batch_execute(&format!(
             "SET search_path = {schema};
+             UPDATE jobhost_runs SET error = skip_reason WHERE state = 'SKIPPED';
+             ALTER TABLE jobhost_runs DROP COLUMN skip_reason;
              ALTER TABLE jobhost_runs DROP COLUMN owner_process;
              DROP INDEX jobhost_runs_by_state;
              DROP TABLE jobhost_revisions, jobhost_revision_messages, jobhost_audit, jobhost_pauses,
@@ -797,7 +799,9 @@ fn downgrade(store: &str) {
     } else {
         let c = rusqlite::Connection::open(store).unwrap();
         c.execute_batch(
-            "DROP TRIGGER runs_counted_insert; DROP TRIGGER runs_counted_delete;
+            "UPDATE runs SET error = skip_reason WHERE state = 'SKIPPED';
+             ALTER TABLE runs DROP COLUMN skip_reason;
+             DROP TRIGGER runs_counted_insert; DROP TRIGGER runs_counted_delete;
              DROP TRIGGER runs_counted_update; DROP TABLE run_counts; DROP INDEX runs_by_state;
              DROP TABLE revisions; DROP TABLE revision_messages; DROP TABLE audit;
              DROP TABLE pauses; DROP TABLE forgotten; DROP INDEX runs_prunable;

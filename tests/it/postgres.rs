@@ -125,8 +125,8 @@ fn several_hosts_racing_the_same_windows_on_postgres_run_each_window_once() {
     };
     assert_eq!(
         (versions, distinct),
-        (6, 6),
-        "each of the six migrations was applied once"
+        (7, 7),
+        "each of the seven migrations was applied once"
     );
 }
 
@@ -796,7 +796,8 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
     // Back to the tables of version 1, as the previous jobhost left them.
     db.client()
         .batch_execute(
-            "ALTER TABLE jobhost_runs DROP COLUMN owner_process;
+            "ALTER TABLE jobhost_runs DROP COLUMN skip_reason;
+             ALTER TABLE jobhost_runs DROP COLUMN owner_process;
              DROP INDEX jobhost_runs_by_state;
              DROP TABLE jobhost_revisions, jobhost_revision_messages, jobhost_audit,
                  jobhost_pauses, jobhost_forgotten;
@@ -867,5 +868,5 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7]);
 }

@@ -17,9 +17,9 @@ use jiff::{SignedDuration, Timestamp};
 use jobhost::Error;
 use jobhost::core::window::{JobName, Window, WindowKind, Zone};
 use jobhost::store::{
-    Actor, Attempted, Claim, ClaimRequest, Failure, Fence, Lease, LeasesOnly, OwnerProbe,
-    PostgresStore, PostgresUrl, Purpose, RunState, Skip, SqliteStore, StagedMessage, Store,
-    StoredReport, TakenFrom, Takeover,
+    Actor, Attempted, AuditAction, Claim, ClaimRequest, Failure, Fence, Lease, LeasesOnly,
+    MessageState, OwnerProbe, PostgresStore, PostgresUrl, Purpose, RunState, Skip, SqliteStore,
+    StagedMessage, Store, StoredReport, TakenFrom, Takeover,
 };
 use jobhost_tests::pg::Scratch;
 
@@ -726,7 +726,11 @@ fn a_skip_is_recorded_once_and_never_over_a_run_and_a_run_on_purpose_takes_it_ov
         (row.state, row.attempt, row.owner.as_str()),
         (RunState::Skipped, 0, "daemon-a")
     );
-    assert_eq!(row.error.as_deref(), Some("missed (catch_up = \"latest\")"));
+    assert_eq!(
+        (row.skip_reason.as_deref(), row.error.as_deref()),
+        (Some("missed (catch_up = \"latest\")"), None),
+        "the reason is not an error"
+    );
     assert_eq!(
         (row.window_start, row.window_end),
         (missed.start, missed.end)
@@ -754,7 +758,10 @@ fn a_skip_is_recorded_once_and_never_over_a_run_and_a_run_on_purpose_takes_it_ov
     assert!(takeover);
     assert_eq!((lease.fence, lease.attempt), (Fence(1), 1));
     let row = s.peek(&missed.key()).unwrap().unwrap();
-    assert_eq!((row.state, row.error), (RunState::Claimed, None));
+    assert_eq!(
+        (row.state, row.error, row.skip_reason),
+        (RunState::Claimed, None, None)
+    );
     assert!(
         matches!(f.claim(s.as_mut(), &missed, "other", 3), Claim::Busy { .. }),
         "and holds it"
@@ -1039,7 +1046,7 @@ fn a_rerun_archives_the_done_revision_and_runs_the_next_with_new_keys(f: &mut Fi
     assert_eq!((r1.revision, r1.state), (1, RunState::Done));
     assert_eq!(r1.messages.len(), 1);
     assert_eq!(r1.messages[0].idempotency_key, "daily-report:2026-11-07#1");
-    assert_eq!(r1.messages[0].state, "DELIVERED");
+    assert_eq!(r1.messages[0].state, MessageState::Delivered);
     let archived = s.archived(&old.key(), 1).unwrap().unwrap();
     assert_eq!(archived.journal.as_deref(), Some(&b"journal"[..]));
     assert_eq!(archived.messages[0].body, b"c7");
@@ -1051,7 +1058,7 @@ fn a_rerun_archives_the_done_revision_and_runs_the_next_with_new_keys(f: &mut Fi
         .collect();
     assert_eq!(now_keys, ["daily-report:2026-11-07~r2#1"]);
     let audit = s.audit(Some("daily-report")).unwrap();
-    assert_eq!(audit[0].action, "rerun");
+    assert_eq!(audit[0].action, AuditAction::Rerun);
     assert_eq!(audit[0].reason, "fixed the rounding");
     assert_eq!(audit[0].by, "ann@host");
 }
@@ -1087,7 +1094,7 @@ fn a_retry_on_purpose_starts_a_new_attempt_series_and_keeps_the_old_error(f: &mu
         (1, 1, Fence(2))
     );
     let audit = s.audit(None).unwrap();
-    assert_eq!(audit[0].action, "retry");
+    assert_eq!(audit[0].action, AuditAction::Retry);
     assert_eq!(audit[0].old_state.as_deref(), Some("FAILED"));
     assert_eq!(audit[0].detail.as_deref(), Some("the source was down"));
 }
@@ -1167,7 +1174,10 @@ fn forget_removes_only_what_did_not_finish_and_says_why_not_otherwise(f: &mut Fi
     assert!(again.fence > p.fence);
     assert!(is_lost(s.mark_delivered(&p, &delivered(1), f.now)));
     let audit = s.audit(None).unwrap();
-    let forgets: Vec<_> = audit.iter().filter(|a| a.action == "forget").collect();
+    let forgets: Vec<_> = audit
+        .iter()
+        .filter(|a| a.action == AuditAction::Forget)
+        .collect();
     assert_eq!(forgets.len(), 2);
     assert_eq!(forgets[0].old_state.as_deref(), Some("PREPARED"));
     assert_eq!(forgets[1].detail.as_deref(), Some("last error: boom"));
@@ -1207,13 +1217,13 @@ fn a_paused_job_claims_nothing_on_any_connection_until_resumed(f: &mut Fixture) 
         f.claim(other.as_mut(), &w, "b", 3),
         Claim::Run { .. }
     ));
-    let actions: Vec<String> = s
+    let actions: Vec<AuditAction> = s
         .audit(None)
         .unwrap()
         .into_iter()
         .map(|a| a.action)
         .collect();
-    assert_eq!(actions, ["resume", "pause"]);
+    assert_eq!(actions, [AuditAction::Resume, AuditAction::Pause]);
 }
 
 fn prune_drops_old_journals_and_delivered_bodies_and_nothing_unfinished(f: &mut Fixture) {

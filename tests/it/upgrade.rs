@@ -302,13 +302,19 @@ impl Fixture for SqliteFixture {
     }
 
     fn rows(&self, columns: &BTreeMap<String, Vec<String>>) -> Rows {
+        let moved = self.columns()["runs"].contains(&"skip_reason".to_string());
         let c = self.conn();
         columns
             .iter()
             .map(|(table, cols)| {
                 let list = cols
                     .iter()
-                    .map(|c| format!("\"{c}\""))
+                    .map(|c| match (table.as_str(), c.as_str()) {
+                        // The reason v8 moved out of `error`, where the
+                        // previous release kept it.
+                        ("runs", "error") if moved => "coalesce(error, skip_reason)".to_string(),
+                        _ => format!("\"{c}\""),
+                    })
                     .collect::<Vec<_>>()
                     .join(", ");
                 let mut q = c
@@ -430,9 +436,16 @@ impl Fixture for PgFixture {
                     .filter(|c| !cols.contains(c))
                     .cloned()
                     .collect();
+                // The reason v7 moved out of `error`, where the previous
+                // release kept it.
+                let moved = if table == "jobhost_runs" && added.contains(&"skip_reason".into()) {
+                    " || jsonb_build_object('error', coalesce(t.error, t.skip_reason))"
+                } else {
+                    ""
+                };
                 let rows = c
                     .query(
-                        &format!("SELECT (to_jsonb(t) - $1::text[])::text FROM {table} t"),
+                        &format!("SELECT (to_jsonb(t) - $1::text[]{moved})::text FROM {table} t"),
                         &[&added],
                     )
                     .unwrap()

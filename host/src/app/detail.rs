@@ -118,13 +118,11 @@ pub fn show(
                 lines.push(format!("  cursor: {c}"));
             }
         }
+        if let Some(why) = &r.skip_reason {
+            lines.push(format!("  skipped: {why}"));
+        }
         if let Some(e) = &r.error {
-            let what = if r.state == store::RunState::Skipped {
-                "skipped"
-            } else {
-                "error"
-            };
-            lines.push(format!("  {what}: {e}"));
+            lines.push(format!("  error: {e}"));
         }
         lines.push(format!(
             "  journal: {}",
@@ -325,8 +323,8 @@ pub fn history_json(r: &RunRecord) -> serde_json::Value {
         "delivered": r.delivered,
         // A skipped window's row keeps the scheduler's reason where a run
         // keeps its last error.
-        "error": if r.state == store::RunState::Skipped { None } else { r.error.as_deref() },
-        "reason": if r.state == store::RunState::Skipped { r.error.as_deref() } else { None },
+        "error": r.error,
+        "reason": r.skip_reason,
         "created_at": rfc3339(r.created_at),
         "updated_at": rfc3339(r.updated_at),
         "revision": r.revision,

@@ -17,7 +17,7 @@ use crate::core::window::{Window, WindowKey, WindowKind};
 use crate::effects::digest::cache::{DigestCache, Lookup};
 use crate::run::reads::Reads;
 use crate::run::status::{Status, StatusReport, status_bounded};
-use crate::store::{MessageRecord, RangeQuery, RunRecord, RunState};
+use crate::store::{MessageRecord, MessageState, RangeQuery, RunRecord, RunState};
 
 /// An instant as the dashboard shows it: RFC 3339 UTC to the second (the
 /// store keeps when a row changed to the nanosecond, which no person
@@ -107,28 +107,70 @@ pub struct Cell {
     pub label: String,
     /// Its start.
     pub start: String,
-    /// `done`, `skipped`, `failed`, `retrying` (failed, a retry pending),
-    /// `abandoned`, `prepared`, `claimed`, `due` (the newest due window,
-    /// with no row yet), `hole` (an older due window with no row, which
-    /// nothing decides on its own: as `status` counts them), `not-due`, or
-    /// `before` (older than where the job's history starts: nothing was
-    /// expected).
-    pub state: &'static str,
+    /// What became of it.
+    pub state: CellState,
     /// The skip's reason or the last error, shortened.
     pub detail: Option<String>,
     /// Whether the store holds a row for it (a run page exists).
     pub has_row: bool,
 }
 
-fn cell_state(r: &RunRecord) -> &'static str {
+/// What a cell of the window grid shows, as its CSS class and its JSON
+/// name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CellState {
+    Done,
+    Skipped,
+    /// Failed, a retry pending.
+    Retrying,
+    Failed,
+    Abandoned,
+    Prepared,
+    Claimed,
+    /// The newest due window, with no row yet.
+    Due,
+    /// An older due window with no row, which nothing decides on its own
+    /// (as `status` counts them).
+    Hole,
+    NotDue,
+    /// Older than where the job's history starts: nothing was expected.
+    Before,
+}
+
+impl CellState {
+    /// Its name, as the page and the JSON have it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CellState::Done => "done",
+            CellState::Skipped => "skipped",
+            CellState::Retrying => "retrying",
+            CellState::Failed => "failed",
+            CellState::Abandoned => "abandoned",
+            CellState::Prepared => "prepared",
+            CellState::Claimed => "claimed",
+            CellState::Due => "due",
+            CellState::Hole => "hole",
+            CellState::NotDue => "not-due",
+            CellState::Before => "before",
+        }
+    }
+}
+
+impl Serialize for CellState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+fn cell_state(r: &RunRecord) -> CellState {
     match r.state {
-        RunState::Done => "done",
-        RunState::Skipped => "skipped",
-        RunState::Failed if r.retry_at.is_some() => "retrying",
-        RunState::Failed => "failed",
-        RunState::Abandoned => "abandoned",
-        RunState::Prepared => "prepared",
-        RunState::Claimed => "claimed",
+        RunState::Done => CellState::Done,
+        RunState::Skipped => CellState::Skipped,
+        RunState::Failed if r.retry_at.is_some() => CellState::Retrying,
+        RunState::Failed => CellState::Failed,
+        RunState::Abandoned => CellState::Abandoned,
+        RunState::Prepared => CellState::Prepared,
+        RunState::Claimed => CellState::Claimed,
     }
 }
 
@@ -154,12 +196,15 @@ fn cells(
             let (state, detail) = match row {
                 Some(r) => (
                     cell_state(r),
-                    r.error.as_deref().map(|e| cap(e, CELL_TEXT).into_owned()),
+                    r.skip_reason
+                        .as_deref()
+                        .or(r.error.as_deref())
+                        .map(|e| cap(e, CELL_TEXT).into_owned()),
                 ),
-                None if schedule.due_at(w) > now => ("not-due", None),
-                None if key == *expected => ("due", None),
-                None if holes_from.is_some_and(|f| w.start >= f) => ("hole", None),
-                None => ("before", None),
+                None if schedule.due_at(w) > now => (CellState::NotDue, None),
+                None if key == *expected => (CellState::Due, None),
+                None if holes_from.is_some_and(|f| w.start >= f) => (CellState::Hole, None),
+                None => (CellState::Before, None),
             };
             Cell {
                 key: key.to_string(),
@@ -432,7 +477,7 @@ pub fn grid(
     let all = cells(schedule, now, &windows, &rows, holes, &st.expected.key());
     let mut counts = std::collections::BTreeMap::new();
     for c in &all {
-        *counts.entry(c.state).or_insert(0) += 1;
+        *counts.entry(c.state.as_str()).or_insert(0) += 1;
     }
     let mut grid_rows: Vec<GridRow> = Vec::new();
     for (w, c) in windows.iter().zip(all) {
@@ -491,7 +536,7 @@ pub struct MessageFacts {
     /// Its body's size.
     pub bytes: u64,
     /// What became of it.
-    pub status: String,
+    pub status: MessageState,
     /// Sends made.
     pub attempts: u32,
     /// The last HTTP status (or transport's detail).
@@ -512,7 +557,7 @@ impl MessageFacts {
             idempotency_key: m.idempotency_key.clone(),
             content_type: m.content_type.clone(),
             bytes: m.bytes,
-            status: m.state.clone(),
+            status: m.state,
             attempts: m.attempts,
             last_status: m.last_status.clone(),
             in_flight: m.in_flight,
@@ -691,7 +736,6 @@ pub fn run_detail(
             .find(|b| b.seq == seq)
             .and_then(|b| shown_body(&b.body))
     };
-    let skipped = |s: RunState| s == RunState::Skipped;
     let current = run.as_ref().map(|r| RevisionFacts {
         revision: r.revision,
         state: r.state.as_str(),
@@ -701,8 +745,8 @@ pub fn run_detail(
         component: r.component.clone(),
         summary: long(r.report.as_ref().map(|p| p.summary.as_str())),
         cursor: long(r.report.as_ref().and_then(|p| p.cursor.as_deref())),
-        error: long(r.error.as_deref().filter(|_| !skipped(r.state))),
-        skip_reason: long(r.error.as_deref().filter(|_| skipped(r.state))),
+        error: long(r.error.as_deref()),
+        skip_reason: long(r.skip_reason.as_deref()),
         revision_reason: long(r.reason.as_deref()),
         journal_bytes: r.journal_bytes,
         created_at: rfc3339(r.created_at),

@@ -271,7 +271,7 @@ impl<'a> Run<'a> {
                     return Ok(Peeked::Answered);
                 }
                 RunState::Skipped if *self.asked == Asked::Scheduled => {
-                    let why = run.error.as_deref();
+                    let why = run.skip_reason.as_deref();
                     answer::skipped_by_scheduler(
                         receipt,
                         &self.key,

@@ -535,7 +535,7 @@ impl Status {
                 .iter()
                 .map(|r| SkippedWindow {
                     key: r.key.to_string(),
-                    reason: r.error.clone(),
+                    reason: r.skip_reason.clone(),
                 })
                 .collect(),
             holes: HolesReport {
@@ -609,6 +609,7 @@ mod tests {
             component: "sha256:00".into(),
             report: None,
             error: None,
+            skip_reason: None,
             journal_bytes: None,
             messages: 0,
             delivered: 0,

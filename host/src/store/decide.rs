@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::{Claim, ClaimRequest, Failure, Fence, Lease, Purpose, RunState, TakenFrom, Takeover};
+use super::{
+    Claim, ClaimRequest, Failure, Fence, Lease, MessageState, Purpose, RunState, TakenFrom,
+    Takeover,
+};
 use crate::core::command::{process_target, shell_quote};
 use crate::core::error::{Error, Result};
 use crate::core::window::WindowKey;
@@ -52,6 +55,8 @@ pub struct Existing {
     pub lease_live: bool,
     /// The last error.
     pub error: Option<String>,
+    /// Why the scheduler skipped it, when it is SKIPPED.
+    pub skip_reason: Option<String>,
     /// Whether its failure may be retried.
     pub retryable: bool,
     /// The retry time, when it is still ahead on the store's clock.
@@ -165,7 +170,7 @@ pub fn decide(existing: &Existing, req: &ClaimRequest<'_>) -> Result<Decision> {
         }
         RunState::Abandoned => gave_up(),
         RunState::Skipped if !req.purpose.takes_skipped() => Decision::Answer(Claim::Skipped {
-            reason: existing.error.clone(),
+            reason: existing.skip_reason.clone(),
         }),
         RunState::Failed if !existing.retryable => gave_up(),
         _ if existing.retry_pending.is_some() => Decision::Answer(Claim::Wait {
@@ -278,12 +283,17 @@ pub fn may_forget(key: &WindowKey, state: RunState, live: bool, force: bool) -> 
 }
 
 /// What an audit line of `forget` says besides the old state.
-pub fn forget_detail(state: RunState, error: Option<&str>, undelivered: u32) -> Option<String> {
-    match (state, error) {
-        (RunState::Prepared, _) => Some(format!("{undelivered} message(s) forgotten undelivered")),
-        (RunState::Skipped, Some(why)) => Some(format!("skipped: {why}")),
-        (_, Some(e)) => Some(format!("last error: {e}")),
-        (_, None) => None,
+pub fn forget_detail(
+    state: RunState,
+    error: Option<&str>,
+    skip_reason: Option<&str>,
+    undelivered: u32,
+) -> Option<String> {
+    match (state, error, skip_reason) {
+        (RunState::Prepared, ..) => Some(format!("{undelivered} message(s) forgotten undelivered")),
+        (RunState::Skipped, _, Some(why)) => Some(format!("skipped: {why}")),
+        (_, Some(e), _) => Some(format!("last error: {e}")),
+        _ => None,
     }
 }
 
@@ -329,7 +339,7 @@ pub struct Transition {
     pub retry_after: Option<Duration>,
     /// The failed message's new state: `PENDING` (sent again later),
     /// `FAILED` or `ABANDONED`.
-    pub message_state: &'static str,
+    pub message_state: MessageState,
     /// Whether this attempt counts against the job's attempts (a clean
     /// release, asked for by a stop, does not).
     pub counted: bool,
@@ -342,25 +352,25 @@ impl Failure {
             Failure::Retry { after } => Transition {
                 run_state: None,
                 retry_after: Some(after),
-                message_state: "PENDING",
+                message_state: MessageState::Pending,
                 counted: true,
             },
             Failure::Release { after } => Transition {
                 run_state: None,
                 retry_after: Some(after),
-                message_state: "PENDING",
+                message_state: MessageState::Pending,
                 counted: false,
             },
             Failure::Permanent => Transition {
                 run_state: Some(RunState::Failed),
                 retry_after: None,
-                message_state: "FAILED",
+                message_state: MessageState::Failed,
                 counted: true,
             },
             Failure::Abandon => Transition {
                 run_state: Some(RunState::Abandoned),
                 retry_after: None,
-                message_state: "ABANDONED",
+                message_state: MessageState::Abandoned,
                 counted: true,
             },
         }
@@ -392,6 +402,7 @@ mod tests {
             lease_until: now,
             lease_live: true,
             error: None,
+            skip_reason: None,
             retryable: false,
             retry_pending: None,
             bounds: (w.start, w.end, "UTC".into()),
@@ -743,6 +754,7 @@ mod tests {
                 attempt: if c.attempts_left { 1 } else { 3 },
                 lease_live: c.lease_live,
                 error: Some("boom".into()),
+                skip_reason: Some("missed".into()),
                 retryable: c.retryable,
                 retry_pending: c.retry_pending.then_some(pending),
                 revision: 2,
@@ -846,7 +858,7 @@ mod tests {
                 }
                 Claim::Done { fence, .. } => assert_eq!(*fence, Fence(7), "{what}"),
                 Claim::Skipped { reason } => {
-                    assert_eq!(reason.as_deref(), Some("boom"), "{what}")
+                    assert_eq!(reason.as_deref(), Some("missed"), "{what}")
                 }
                 other => panic!("{what}: {other:?}"),
             }

@@ -47,10 +47,11 @@ pub use postgres::PostgresStore;
 pub use scripts::SqlStore;
 pub use sqlite::SqliteStore;
 pub use types::{
-    Actor, Archived, Attempted, Attempts, AuditLine, Claim, ClaimRequest, DigestNote, DigestRecord,
-    Failure, Fence, Forgotten, Held, Lease, LeasesOnly, LocalProcesses, MessageRecord, OwnerProbe,
-    Pause, PendingMessage, Pruned, Purpose, RangeQuery, Revision, RunRecord, RunState, Skip,
-    StagedMessage, StoredReport, TakenFrom, Takeover, message_prefix,
+    Actor, Archived, Attempted, Attempts, AuditAction, AuditLine, Claim, ClaimRequest, DigestNote,
+    DigestRecord, Failure, Fence, Forgotten, Held, Lease, LeasesOnly, LocalProcesses,
+    MessageRecord, MessageState, OwnerProbe, Pause, PendingMessage, Pruned, Purpose, RangeQuery,
+    Revision, RunRecord, RunState, Skip, StagedMessage, StoredReport, TakenFrom, Takeover,
+    message_prefix,
 };
 
 /// How long a claim on PostgreSQL waits for another session's hold on the

@@ -14,10 +14,10 @@ use jiff::{SignedDuration, Timestamp};
 use super::sql::Val::{After, Bytes, Flag, Int, Lower, OptText, Text, Time, Upper};
 use super::sql::{Backend, Fail, Kind, Row, Tx, Val};
 use super::{
-    Actor, Archived, Attempted, AuditLine, Claim, ClaimRequest, ClaimStore, Decision, DigestNote,
-    DigestRecord, Existing, Failure, Fence, Forgotten, Lease, Ledger, MessageRecord, Pause,
-    PendingMessage, Pruned, RangeQuery, Revision, RunRecord, RunState, Skip, StagedMessage,
-    StoredReport, decide, decided, fenced, lease_lost, undelivered,
+    Actor, Archived, Attempted, AuditAction, AuditLine, Claim, ClaimRequest, ClaimStore, Decision,
+    DigestNote, DigestRecord, Existing, Failure, Fence, Forgotten, Lease, Ledger, MessageRecord,
+    MessageState, Pause, PendingMessage, Pruned, RangeQuery, Revision, RunRecord, RunState, Skip,
+    StagedMessage, StoredReport, decide, decided, fenced, lease_lost, undelivered,
 };
 use crate::core::error::{Error, Result};
 use crate::core::failpoint::{Boundary, Failpoints};
@@ -105,7 +105,16 @@ impl<B: Backend> SqlStore<B> {
         } else {
             "CAST(1 AS BIGINT), CAST(NULL AS TEXT), CAST(NULL AS BIGINT)"
         };
-        format!("{RUN_COLUMNS}{last}")
+        // An older store kept the skip's reason in `error`.
+        let (error, skip_reason) = if self.backend.skip_column() {
+            ("r.error", "r.skip_reason")
+        } else {
+            (
+                "CASE WHEN r.state = 'SKIPPED' THEN NULL ELSE r.error END",
+                "CASE WHEN r.state = 'SKIPPED' THEN r.error END",
+            )
+        };
+        format!("{RUN_COLUMNS}{last}, {error}, {skip_reason}")
     }
 
     /// The runs matching `condition` (over `runs r`), newest window first.
@@ -230,7 +239,7 @@ impl<B: Backend> SqlStore<B> {
             "SELECT state, fence, attempt, owner, {t lease_expires_at},
                 lease_expires_at > {now}, error, retryable, {t retry_at},
                 coalesce(retry_at > {now}, false), {t window_start}, {t window_end}, timezone,
-                revision, report IS NOT NULL, owner_process
+                revision, report IS NOT NULL, owner_process, skip_reason
              FROM {runs} WHERE key = $1{lock}",
             &[Text(k)],
             &mut existing_row,
@@ -257,8 +266,7 @@ impl<B: Backend> SqlStore<B> {
                         state = CASE state WHEN 'PREPARED' THEN 'PREPARED' ELSE 'CLAIMED' END,
                         fence = $3, owner = $4, lease_expires_at = {after $5}, attempt = $6,
                         component = CASE state WHEN 'PREPARED' THEN component ELSE $7 END,
-                        error = CASE state WHEN 'SKIPPED' THEN NULL ELSE error END,
-                        retry_at = NULL, updated_at = {now}, owner_process = $8
+                        skip_reason = NULL, retry_at = NULL, updated_at = {now}, owner_process = $8
                      WHERE key = $1 AND fence = $2",
                     &[
                         Text(k),
@@ -370,6 +378,7 @@ fn existing_row(r: &dyn Row) -> Result<Existing> {
         attempt: r.count(2)?,
         owner: r.text(3)?,
         owner_process: r.opt_text(15)?,
+        skip_reason: r.opt_text(16)?,
         lease_until: r.time(4)?,
         lease_live: r.flag(5)?,
         error: r.opt_text(6)?,
@@ -644,7 +653,7 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
                 &[
                     Text(lease.key.as_str()),
                     Int(i64::from(m.seq)),
-                    Text(t.message_state),
+                    Text(t.message_state.as_str()),
                     Int(i64::from(m.tries)),
                     Text(m.status),
                 ],
@@ -779,8 +788,8 @@ impl<B: Backend> Ledger for SqlStore<B> {
             let inserted = tx.query(
                 "record a skipped window",
                 "INSERT INTO {runs} (key, job, window_start, window_end, timezone, state, fence,
-                    owner, lease_expires_at, attempt, component, error, created_at, updated_at,
-                    revision)
+                    owner, lease_expires_at, attempt, component, skip_reason, created_at,
+                    updated_at, revision)
                  VALUES ($1, $2, {time $3}, {time $4}, $5, 'SKIPPED',
                     coalesce((SELECT next_fence - 1 FROM {forgotten} WHERE key = $1), 0),
                     $6, {now}, 0, '', $7, {now}, {now},
@@ -1029,7 +1038,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
             &AuditRow {
                 job,
                 key: None,
-                action: "pause",
+                action: AuditAction::Pause,
                 old_state: None,
                 reason: actor.reason,
                 detail: None,
@@ -1055,7 +1064,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
                 &AuditRow {
                     job,
                     key: None,
-                    action: "resume",
+                    action: AuditAction::Resume,
                     old_state: None,
                     reason: actor.reason,
                     detail: Some(&format!("paused since {} by {}: {}", p.since, p.by, p.note)),
@@ -1082,7 +1091,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
             "SELECT state, job, {t window_start}, lease_expires_at > {now}, error,
                 report IS NOT NULL,
                 (SELECT count(*) FROM {outbox} o WHERE o.key = r.key AND o.state <> 'DELIVERED'),
-                fence, revision
+                fence, revision, skip_reason
              FROM {runs} r WHERE key = $1{lock}",
             &[k],
             &mut |r| {
@@ -1090,13 +1099,13 @@ impl<B: Backend> Ledger for SqlStore<B> {
                     state(r, 0)?,
                     r.text(1)?,
                     r.time(2)?,
-                    (r.flag(3)?, r.opt_text(4)?, r.flag(5)?),
+                    (r.flag(3)?, (r.opt_text(4)?, r.opt_text(9)?), r.flag(5)?),
                     r.count(6)?,
                     (r.int(7)?, r.int(8)?),
                 ))
             },
         )?;
-        let Some((old, job, start, (live, error, has_report), undelivered, (fence, revision))) =
+        let Some((old, job, start, (live, notes, has_report), undelivered, (fence, revision))) =
             row
         else {
             return Err(super::no_such_run(key));
@@ -1105,13 +1114,15 @@ impl<B: Backend> Ledger for SqlStore<B> {
         if has_report {
             archive(&mut tx, key)?;
         }
-        let detail = super::forget_detail(old, error.as_deref(), undelivered);
+        let (error, skip_reason) = notes;
+        let detail =
+            super::forget_detail(old, error.as_deref(), skip_reason.as_deref(), undelivered);
         audit(
             &mut tx,
             &AuditRow {
                 job: &job,
                 key: Some(key.as_str()),
-                action: "forget",
+                action: AuditAction::Forget,
                 old_state: Some(old.as_str()),
                 reason: actor.reason,
                 detail: detail.as_deref(),
@@ -1174,7 +1185,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
                     at: r.time(0)?,
                     job: r.text(1)?,
                     key: r.opt_text(2)?,
-                    action: r.text(3)?,
+                    action: stored(r, 3, AuditAction::parse)?,
                     old_state: r.opt_text(4)?,
                     reason: r.text(5)?,
                     detail: r.opt_text(6)?,
@@ -1212,7 +1223,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
                 &AuditRow {
                     job: job.unwrap_or("*"),
                     key: None,
-                    action: "prune",
+                    action: AuditAction::Prune,
                     old_state: None,
                     reason: actor.reason,
                     detail: Some(&detail),
@@ -1271,7 +1282,7 @@ fn restart<T: Tx>(
         &AuditRow {
             job: req.window.job.as_str(),
             key: Some(key.as_str()),
-            action: "retry",
+            action: AuditAction::Retry,
             old_state: Some(existing.state.as_str()),
             reason: req.purpose.reason().unwrap_or(""),
             detail: existing.error.as_deref(),
@@ -1324,7 +1335,7 @@ fn rerun<T: Tx>(
         &AuditRow {
             job: req.window.job.as_str(),
             key: Some(key.as_str()),
-            action: "rerun",
+            action: AuditAction::Rerun,
             old_state: Some(existing.state.as_str()),
             reason,
             detail: Some(&format!(
@@ -1385,7 +1396,7 @@ fn archive<T: Tx>(tx: &mut T, key: &WindowKey) -> Result<()> {
 struct AuditRow<'a> {
     job: &'a str,
     key: Option<&'a str>,
-    action: &'a str,
+    action: AuditAction,
     old_state: Option<&'a str>,
     reason: &'a str,
     detail: Option<&'a str>,
@@ -1400,7 +1411,7 @@ fn audit<T: Tx>(tx: &mut T, row: &AuditRow<'_>) -> Result<()> {
         &[
             Text(row.job),
             OptText(row.key),
-            Text(row.action),
+            Text(row.action.as_str()),
             OptText(row.old_state),
             Text(row.reason),
             OptText(row.detail),
@@ -1445,7 +1456,8 @@ fn run_record(r: &dyn Row) -> Result<RunRecord> {
             }),
             None => None,
         },
-        error: r.opt_text(13)?,
+        error: r.opt_text(31)?,
+        skip_reason: r.opt_text(32)?,
         created_at: r.time(14)?,
         updated_at: r.time(15)?,
         retry_at: r.opt_time(16)?,
@@ -1480,7 +1492,7 @@ fn message_record(r: &dyn Row) -> Result<MessageRecord> {
         idempotency_key: r.text(2)?,
         content_type: r.text(3)?,
         bytes: r.int(4)?.unsigned_abs(),
-        state: r.text(5)?,
+        state: stored(r, 5, MessageState::parse)?,
         attempts: r.count(6)?,
         last_status: r.opt_text(7)?,
         in_flight: r.flag(8)?,
@@ -1509,11 +1521,17 @@ fn staged(r: &dyn Row) -> Result<StagedMessage> {
 
 /// A run state read back from the store.
 fn state(r: &dyn Row, i: usize) -> Result<RunState> {
+    stored(r, i, RunState::parse)
+}
+
+/// One of a few names read back from the store.
+fn stored<T>(r: &dyn Row, i: usize, parse: fn(&str) -> Option<T>) -> Result<T> {
     let s = r.text(i)?;
-    RunState::parse(&s).ok_or_else(|| {
+    parse(&s).ok_or_else(|| {
         Error::Store(format!(
-            "the store holds an unknown run state `{s}`; it was written by a newer jobhost or \
-             changed by hand"
+            "the store holds an unknown name `{}` (column {i} of a read); it was written by a \
+             newer jobhost or changed by hand",
+            crate::core::text::echoed(&s, 40)
         ))
     })
 }

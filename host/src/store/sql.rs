@@ -113,6 +113,10 @@ pub trait Backend {
     /// Whether the store has the index by job, state and window.
     fn state_index(&self) -> bool;
 
+    /// Whether the store keeps a skip's reason in a column of its own (one
+    /// opened read only may keep it in `error`).
+    fn skip_column(&self) -> bool;
+
     /// After a prune committed: give freed space back, where the backend
     /// can without a long lock. A failure leaves it for later.
     fn after_prune(&mut self) {}

@@ -34,7 +34,7 @@ pub enum RunState {
     /// The host gave up; a person must look.
     Abandoned,
     /// The scheduler decided not to run the window (its job's catch-up
-    /// policy); `error` holds the reason. Nothing ran and nothing was sent,
+    /// policy); `skip_reason` holds why. Nothing ran and nothing was sent,
     /// so a run asked for on purpose may still claim it.
     Skipped,
 }
@@ -101,6 +101,74 @@ impl RunState {
 impl fmt::Display for RunState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// An enum stored as one of a few names: the names as stored, parsed back
+/// (an unknown name is `None`: written by a newer jobhost or by hand), shown
+/// and serialized as they are stored.
+macro_rules! stored_names {
+    ($(#[$meta:meta])* pub enum $name:ident {
+        $($(#[$vmeta:meta])* $variant:ident = $stored:literal,)*
+    }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $stored)] $variant,)*
+        }
+
+        impl $name {
+            /// Every value.
+            pub const ALL: &[$name] = &[$($name::$variant),*];
+
+            /// The name as stored.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $stored,)*
+                }
+            }
+
+            /// Parses a stored name.
+            pub fn parse(s: &str) -> Option<$name> {
+                match s {
+                    $($stored => Some($name::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.pad(self.as_str())
+            }
+        }
+    };
+}
+
+stored_names! {
+    /// What became of one staged message.
+    pub enum MessageState {
+        /// Not delivered yet: sent by this run or a later attempt.
+        Pending = "PENDING",
+        /// The destination took it.
+        Delivered = "DELIVERED",
+        /// The destination refused it for good.
+        Failed = "FAILED",
+        /// The host gave up on it (an at-most-once send whose outcome is
+        /// unknown, or the run's attempts spent).
+        Abandoned = "ABANDONED",
+    }
+}
+
+stored_names! {
+    /// What a person did on purpose, as an audit line records it.
+    pub enum AuditAction {
+        Forget = "forget",
+        Rerun = "rerun",
+        Retry = "retry",
+        Pause = "pause",
+        Resume = "resume",
+        Prune = "prune",
     }
 }
 
@@ -536,6 +604,8 @@ pub struct RunRecord {
     pub report: Option<StoredReport>,
     /// The last error, if any.
     pub error: Option<String>,
+    /// Why the scheduler skipped the window, when it is SKIPPED.
+    pub skip_reason: Option<String>,
     /// Size of the stored (compressed) journal.
     pub journal_bytes: Option<u64>,
     /// Messages staged / delivered.
@@ -642,8 +712,8 @@ pub struct AuditLine {
     pub job: String,
     /// The window key, when the action was on one window.
     pub key: Option<String>,
-    /// `forget`, `rerun`, `retry`, `pause`, `resume`, `prune`.
-    pub action: String,
+    /// What was done.
+    pub action: AuditAction,
     /// The window's state before, when it had one.
     pub old_state: Option<String>,
     /// The reason or note the person gave.
@@ -676,8 +746,8 @@ pub struct MessageRecord {
     pub content_type: String,
     /// Its size in bytes (0 once pruned).
     pub bytes: u64,
-    /// `PENDING`, `DELIVERED`, `FAILED`, `ABANDONED`.
-    pub state: String,
+    /// What became of it.
+    pub state: MessageState,
     /// Sends recorded.
     pub attempts: u32,
     /// The last send's status (`http 201`, an error).

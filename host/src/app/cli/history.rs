@@ -183,7 +183,10 @@ fn write_table(
                 component,
                 r.journal_bytes.map(human_bytes).unwrap_or_default(),
                 digest_cell(r, cache),
-                r.error.clone().unwrap_or_default(),
+                r.skip_reason
+                    .clone()
+                    .or_else(|| r.error.clone())
+                    .unwrap_or_default(),
             ]
             .map(|cell| printable(&cell).into_owned())
         })

@@ -63,6 +63,9 @@ const READABLE: i64 = OPERATOR_SCHEMA - 1;
 /// The first schema with the `jobhost_runs_by_state` index.
 const STATE_INDEX_SCHEMA: i64 = 5;
 
+/// The first schema with a column for the skip's reason.
+const SKIP_REASON_SCHEMA: i64 = 7;
+
 /// A claim store in a PostgreSQL database.
 pub type PostgresStore = SqlStore<Postgres>;
 
@@ -176,6 +179,10 @@ impl Backend for Postgres {
 
     fn state_index(&self) -> bool {
         self.version >= STATE_INDEX_SCHEMA
+    }
+
+    fn skip_column(&self) -> bool {
+        self.version >= SKIP_REASON_SCHEMA
     }
 }
 

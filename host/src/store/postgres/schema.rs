@@ -170,6 +170,10 @@ const MIGRATIONS: &[&str] = &[
     // claim on the same machine tells from it that the owner of a live
     // lease is gone. NULL from a host that records nothing.
     "ALTER TABLE jobhost_runs ADD COLUMN owner_process text;",
+    // v7: why the scheduler skipped a window, in a column of its own, as
+    // SQLite's v8 (it was kept in `error`).
+    "ALTER TABLE jobhost_runs ADD COLUMN skip_reason text;
+    UPDATE jobhost_runs SET skip_reason = error, error = NULL WHERE state = 'SKIPPED';",
 ];
 
 /// The transaction-scoped advisory lock that serialises migrations ("jobhost"

@@ -38,6 +38,9 @@ const READABLE: i64 = OPERATOR_SCHEMA - 1;
 /// The first schema with `run_counts` and the `runs_by_state` index.
 const COUNTED_SCHEMA: i64 = 6;
 
+/// The first schema with a column for the skip's reason.
+const SKIP_REASON_SCHEMA: i64 = 8;
+
 /// How long a writer waits for another process's write lock.
 const BUSY_TIMEOUT: Duration = super::WRITE_WAIT;
 
@@ -360,6 +363,10 @@ impl Backend for Sqlite {
 
     fn state_index(&self) -> bool {
         self.version >= COUNTED_SCHEMA
+    }
+
+    fn skip_column(&self) -> bool {
+        self.version >= SKIP_REASON_SCHEMA
     }
 
     /// Freed pages go back to the filesystem a few at a time, each step a
@@ -888,6 +895,57 @@ mod tests {
         };
         assert_eq!(s.record_skips(&[skip], "d", now).unwrap(), [true]);
         assert_eq!(s.peek(&w.key()).unwrap().unwrap().state, RunState::Skipped);
+    }
+
+    #[test]
+    fn a_skip_reason_kept_in_error_reads_as_a_reason_before_and_after_the_migration() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        {
+            // A store as version 7 left it: the skip's reason in `error`.
+            let conn = Connection::open(&path).unwrap();
+            for m in &MIGRATIONS[..7] {
+                conn.execute_batch(m).unwrap();
+            }
+            conn.execute_batch(
+                "INSERT INTO runs (key, job, window_start, window_end, timezone, state, fence,
+                    owner, lease_expires_at, attempt, component, error, created_at, updated_at)
+                 VALUES ('j:2026-11-08', 'j', 1794096000, 1794182400, 'UTC', 'SKIPPED', 0, 'd',
+                    0, 0, '', 'missed (catch_up = \"latest\")', 5, 5),
+                    ('j:2026-11-09', 'j', 1794182400, 1794268800, 'UTC', 'FAILED', 1, 'a',
+                    0, 1, 'sha256:ab', 'boom', 7, 8);
+                 PRAGMA user_version = 7;",
+            )
+            .unwrap();
+        }
+        let notes = |s: &mut SqliteStore| {
+            let mut h = s.history(None).unwrap();
+            h.sort_by_key(|r| r.window_start);
+            h.into_iter()
+                .map(|r| (r.skip_reason, r.error))
+                .collect::<Vec<_>>()
+        };
+        let expected = [
+            (Some("missed (catch_up = \"latest\")".to_string()), None),
+            (None, Some("boom".to_string())),
+        ];
+        // A read-only command reads the older store as it is.
+        let mut old = SqliteStore::open_read_only(&path).unwrap();
+        assert_eq!(old.backend.version, 7);
+        assert_eq!(notes(&mut old), expected);
+        drop(old);
+        // The migration moves the reason into its column.
+        let mut s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.backend.user_version().unwrap(), MIGRATIONS.len() as i64);
+        assert_eq!(notes(&mut s), expected);
+        let error: Option<String> = s
+            .backend
+            .conn
+            .query_row("SELECT error FROM runs WHERE state = 'SKIPPED'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(error, None, "moved, not copied");
     }
 
     #[test]

@@ -218,4 +218,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // the same machine can tell that the owner of a live lease is gone.
     // NULL from a host that records nothing: its lease decides.
     "ALTER TABLE runs ADD COLUMN owner_process TEXT;",
+    // v8: why the scheduler skipped a window, in a column of its own (it
+    // was kept in `error`). Read-only commands still read a v7 store,
+    // taking the reason from `error` there.
+    "ALTER TABLE runs ADD COLUMN skip_reason TEXT;
+    UPDATE runs SET skip_reason = error, error = NULL WHERE state = 'SKIPPED';",
 ];
