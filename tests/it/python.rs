@@ -230,6 +230,37 @@ fn a_permanent_error_from_the_python_sdk_is_not_retried() {
     assert_eq!(rows[0]["state"], "FAILED", "{rows:?}");
 }
 
+#[test]
+fn inside_a_component_the_hosts_refusals_reach_a_python_report_as_their_cases() {
+    // The SDK tells the generated classes of each refusal apart (by class,
+    // not by name): each arrives as its own case and wording, none as
+    // "unknown".
+    let dir = scratch();
+    let (run, _) = probe(dir.path(), "host-errors");
+    let r = ran(&run);
+    let got: Value = serde_json::from_str(r["report"]["summary"].as_str().unwrap()).unwrap();
+    let send = |case: &str, message: &str| serde_json::json!({"error": "SendFailed", "case": case, "message": message});
+    assert_eq!(
+        got,
+        serde_json::json!({
+            "unknown-destination": send("unknown-destination", "unknown destination `nowhere`"),
+            "invalid-content-type": send("invalid-content-type", "invalid content type `plain`"),
+            "too-large": send("too-large", "body is larger than 4194304 bytes"),
+            "too-many-messages": send(
+                "too-many-messages",
+                "the run already staged the maximum of 100 messages"
+            ),
+            "open-twice": {
+                "error": "SourceFailed",
+                "case": null,
+                "message": "invalid state: a cursor is already open; drop it before opening another"
+            },
+        }),
+        "{}",
+        run.stderr
+    );
+}
+
 /// Runs `python3 -m unittest` with `args` from the workspace root; the
 /// number of tests it ran.
 fn unittest(args: &[&str]) -> u32 {

@@ -12,13 +12,16 @@ import math
 import os
 import sys
 import unittest
+from dataclasses import dataclass
 from pathlib import Path
+from typing import List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "sdk" / "python"))
 
 import jobhost  # noqa: E402
 from jobhost import testing, wire  # noqa: E402
+from jobhost.errors import source_error_text  # noqa: E402
 
 FIXTURE = ROOT / "sdk" / "fixtures" / "batches.json"
 
@@ -424,6 +427,64 @@ class TestingTest(unittest.TestCase):
         self.assertEqual(batch.row(-1).index, 1)
         with self.assertRaises(jobhost.ColumnNotFound):
             rows[0]["missing"]
+
+
+class ByStructureTest(unittest.TestCase):
+    """A WIT variant's case is told by its class, not its class's name: a
+    class of the same name that is not the binding's is refused, and one
+    under another name that is (a subclass, as a re-export or a renamed
+    generated class would be) is read as its case."""
+
+    INFO = [jobhost.ColumnInfo("n", jobhost.ColumnKind.INTEGER)]
+
+    def test_a_lookalike_of_the_same_name_is_not_column_data(self) -> None:
+        @dataclass
+        class ColumnData_Integer:  # noqa: N801 - the generated class's name
+            value: List[int]
+
+        wb = wire.Batch(2, [wire.Column(None, ColumnData_Integer([1, 2]))])
+        with self.assertRaises(jobhost.MalformedBatch) as caught:
+            jobhost.Batch.from_wit(self.INFO, wb)
+        self.assertEqual(str(caught.exception),
+                         "malformed batch: column `n`: declared integer, but the batch holds "
+                         "ColumnData_Integer data")
+
+    def test_column_data_of_another_class_name_decodes_by_its_class(self) -> None:
+        class Integers(wire.ColumnData_Integer):
+            pass
+
+        class Words(wire.ColumnData_TextDict):
+            pass
+
+        info = self.INFO + [jobhost.ColumnInfo("w", jobhost.ColumnKind.TEXT)]
+        words = Words(wire.DictColumn(wire.TextColumn(b"ab", [0, 1, 2]), [1, 0]))
+        wb = wire.Batch(2, [wire.Column(None, Integers([1, 2])), wire.Column(b"\x02", words)])
+        batch = jobhost.Batch.from_wit(info, wb)
+        self.assertEqual((batch.integers("n"), batch.texts("w")), ([1, 2], ["b", None]))
+
+    def test_errors_of_another_class_name_keep_their_case(self) -> None:
+        class Big(wire.SendError_TooLarge):
+            pass
+
+        class Twice(wire.SourceError_InvalidState):
+            pass
+
+        @dataclass
+        class SendError_TooLarge:  # noqa: N801 - the generated class's name
+            value: int
+
+        sent = jobhost.SendFailed.from_wit(Big(3))
+        self.assertEqual((sent.case, sent.value, str(sent)), ("too-large", 3, "body is larger than 3 bytes"))
+        lookalike = jobhost.SendFailed.from_wit(SendError_TooLarge(3))
+        self.assertEqual(lookalike.case, "unknown")
+        self.assertEqual(source_error_text(Twice("a cursor is open")), "invalid state: a cursor is open")
+        self.assertEqual(run_error_when_open_fails(Twice("twice")), ("source-failed", "invalid state: twice"))
+
+
+def run_error_when_open_fails(error: object) -> Optional[Tuple[str, str]]:
+    """The run error a report that opens the source gets when `open`
+    fails with `error`."""
+    return testing.Host(source_error=error, open_error=True).run(Counting).error
 
 
 class ValuesTest(unittest.TestCase):
