@@ -292,3 +292,89 @@ fn the_python_sdk_and_reference_unit_tests_pass_natively() {
     let report = unittest(&["discover", "-s", "guest-python/tests"]);
     assert!(report >= 20, "the reference report's tests ran ({report})");
 }
+
+/// The command that prints a missing pinned Python tool's install.
+fn install_hint(folder: &Path, requirement: &str) -> String {
+    format!(
+        "run .ci/run, or: python3 -m pip install --target {} {requirement}",
+        folder.display()
+    )
+}
+
+#[test]
+fn the_python_sdk_and_reference_pass_a_strict_type_check() {
+    let test = "python::the_python_sdk_and_reference_pass_a_strict_type_check";
+    let mypy = jobhost_tests::tools::MYPY;
+    let lib = match jobhost_tests::tools::ensure_mypy() {
+        Ok(lib) => lib,
+        Err(why) => {
+            let dir = jobhost_tests::tools::tool_dir("mypy", mypy);
+            return jobhost_tests::skip::missing(
+                test,
+                &format!("mypy {mypy} is not installed and cannot be: {why}"),
+                &install_hint(&dir, &format!("mypy=={mypy}")),
+            );
+        }
+    };
+    // The bindings componentize-py generates from the WIT: with them on
+    // the path, the SDK's calls into them and the generated classes it
+    // names are checked too.
+    let cpy = match jobhost_tests::guests::ensure_componentize_py() {
+        Ok(bin) => bin,
+        Err(why) => {
+            return jobhost_tests::skip::missing(
+                test,
+                &why,
+                &install_hint(
+                    &jobhost_tests::guests::componentize_py_dir(),
+                    "componentize-py==0.25.1",
+                ),
+            );
+        }
+    };
+    let work = root().join("target").join("test-guests").join("mypy");
+    let bindings = work.join("bindings");
+    let _ = std::fs::remove_dir_all(&bindings);
+    let generated = std::process::Command::new(&cpy)
+        .env("PYTHONPATH", jobhost_tests::guests::componentize_py_dir())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .arg("-d")
+        .arg(root().join("wit"))
+        .args(["-w", "describing-reporter", "bindings"])
+        .arg(&bindings)
+        .output()
+        .unwrap();
+    assert!(
+        generated.status.success() && bindings.join("wit_world/imports/source.py").is_file(),
+        "componentize-py bindings: {}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    // Each folder's pyproject.toml says what is checked, and how strictly.
+    for (folder, at_least) in [("sdk/python", 15), ("guest-python", 6)] {
+        let out = std::process::Command::new("python3")
+            .current_dir(root().join(folder))
+            .env("PYTHONPATH", &lib)
+            .env("MYPYPATH", &bindings)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .args(["-m", "mypy", "--no-color-output", "--cache-dir"])
+            .arg(work.join("cache").join(folder))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "mypy {mypy} finds type errors in {folder}:\n{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let checked: u32 = stdout
+            .trim()
+            .strip_prefix("Success: no issues found in ")
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{folder}: {stdout}"));
+        assert!(
+            checked >= at_least,
+            "{folder}: {checked} files checked: {stdout}"
+        );
+    }
+}

@@ -18,7 +18,7 @@ columns, so they fail it for good instead of being retried as `other`.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from . import _bindings
 
@@ -33,6 +33,8 @@ __all__ = [
     "SendFailed",
     "ProgrammingError",
 ]
+
+_E = TypeVar("_E", bound="Error")
 
 
 class Error(Exception):
@@ -56,8 +58,8 @@ class Error(Exception):
         `InvalidData` only, as the host decides."""
         return self.kind != "invalid-data"
 
-    def context(self, what: object) -> "Error":
-        """An error of the same kind saying `"<what>: <message>"`."""
+    def context(self: _E, what: object) -> _E:
+        """An error of the same class saying `"<what>: <message>"`."""
         cls = type(self)
         error = cls.__new__(cls)
         error.__dict__.update(self.__dict__)
