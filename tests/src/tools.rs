@@ -11,6 +11,10 @@ use crate::guests::workspace_root;
 /// The mypy release the Python SDK and reference report are checked with.
 pub const MYPY: &str = "2.4.1";
 
+/// The setuptools release a fresh install of the Python SDK is built with
+/// (its `pyproject.toml` asks for 77 or later).
+pub const SETUPTOOLS: &str = "84.2.1";
+
 /// `target/tools/NAME-VERSION`.
 pub fn tool_dir(name: &str, version: &str) -> PathBuf {
     workspace_root()
@@ -32,6 +36,22 @@ pub fn ensure_mypy() -> Result<PathBuf, String> {
         "mypy/__init__.py",
         &["install", "--target"],
         &format!("mypy=={MYPY}"),
+    )
+}
+
+/// A folder holding setuptools' wheel and nothing else, for `pip install
+/// --no-index --find-links` to build a package from with no index at all.
+///
+/// # Errors
+///
+/// Why it could not be downloaded (no `python3`, no network).
+pub fn ensure_setuptools_wheel() -> Result<PathBuf, String> {
+    ensure(
+        "setuptools",
+        SETUPTOOLS,
+        &format!("setuptools-{SETUPTOOLS}-py3-none-any.whl"),
+        &["download", "--no-deps", "--only-binary", ":all:", "--dest"],
+        &format!("setuptools=={SETUPTOOLS}"),
     )
 }
 
