@@ -1,7 +1,10 @@
-//! Embeds the SDKs `jobhost new` copies into a new project: every source
-//! file of `sdk/rust/src` (its unit tests aside) and every module of
-//! `sdk/python/jobhost`, found here rather than listed by hand, so a file
-//! added to an SDK ships without another change.
+//! Embeds the SDKs `jobhost new` copies into a new project: the Rust SDK's
+//! manifest and README and every source file of `sdk/rust/src` (its unit
+//! tests aside), and every module of `sdk/python/jobhost`, found here
+//! rather than listed by hand, so a file added to an SDK ships without
+//! another change. The Python SDK's `pyproject.toml` is not shipped: a
+//! project imports its copy of `jobhost` from beside its app, and is no
+//! package of the SDK.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -11,6 +14,13 @@ fn main() {
         .join("..")
         .join("sdk");
     let mut out = String::new();
+    embed(
+        &mut out,
+        "RUST_SDK_CRATE",
+        "The Rust SDK's manifest and README, as `(path in the SDK, text)`.",
+        &root.join("rust"),
+        |name| name == "Cargo.toml" || name == "README.md",
+    );
     embed(
         &mut out,
         "RUST_SDK",

@@ -13,6 +13,7 @@ import math
 import sys
 import unittest
 from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "guest-python"), str(ROOT / "sdk" / "python")]
@@ -23,7 +24,7 @@ from jobhost import testing  # noqa: E402
 import app  # noqa: E402
 from sales import digest as d  # noqa: E402
 from sales import format as f  # noqa: E402
-from sales.summary import WindowInfo  # noqa: E402
+from sales.summary import Summary, WindowInfo  # noqa: E402
 
 DAY = 1_794_096_000  # 2026-11-08T00:00:00Z
 
@@ -39,7 +40,13 @@ SALES = [
 COLUMNS = ["ts", "region", "product", "quantity", "amount"]
 
 
-def builder(rows, dictionary=False, nulls=None) -> testing.BatchBuilder:
+Sale = Tuple[Any, ...]
+"""A row of the sample query: ts, region, product, quantity, amount (any
+of them None, or of another type, where a test needs it)."""
+
+
+def builder(rows: Sequence[Sale], dictionary: bool = False,
+            nulls: Optional[Dict[str, Iterable[int]]] = None) -> testing.BatchBuilder:
     """A batch of the sample query's columns; `nulls` maps a column to the
     rows that are NULL in it."""
     nulls = nulls or {}
@@ -57,14 +64,15 @@ def window() -> WindowInfo:
     return WindowInfo("daily-report:2026-11-08", "2026-11-08", "Europe/Berlin")
 
 
-def summarize(batches, top=None):
+def summarize(batches: List[jobhost.Batch], top: Optional[int] = None) -> Summary:
     digest = d.Digest(batches[0].columns() if batches else builder(SALES).columns())
     for b in batches:
         digest.add_batch(b)
     return digest.finish(window(), top)
 
 
-def batch(rows, dictionary=False, nulls=None) -> jobhost.Batch:
+def batch(rows: Sequence[Sale], dictionary: bool = False,
+          nulls: Optional[Dict[str, Iterable[int]]] = None) -> jobhost.Batch:
     return builder(rows, dictionary, nulls).build()
 
 
@@ -241,7 +249,8 @@ class FormatTest(unittest.TestCase):
 class AppTest(unittest.TestCase):
     """The whole report through jobhost.testing.Host."""
 
-    def run_app(self, params=None, destinations=("digest",), batches=None, **kw):
+    def run_app(self, params: Optional[Dict[str, str]] = None, destinations: Sequence[str] = ("digest",),
+                batches: Optional[List[testing.BatchBuilder]] = None, **kw: Any) -> testing.RunResult:
         host = testing.Host(batches=[builder(SALES, True)] if batches is None else batches,
                             destinations=destinations, **kw)
         ctx = testing.context("daily-report", "2026-11-08", timezone="Europe/Berlin",
@@ -251,6 +260,7 @@ class AppTest(unittest.TestCase):
     def test_a_run_stages_the_json_and_returns_the_text(self) -> None:
         r = self.run_app({"top": "2"})
         self.assertIsNone(r.error)
+        assert r.output is not None and r.prompt is not None
         self.assertEqual(r.output.cursor, str(DAY + 86_399))
         self.assertEqual(r.output.summary, (
             "Sales digest daily-report:2026-11-08 (2026-11-08, Europe/Berlin): 6 orders, 13 units, revenue 180.50, "

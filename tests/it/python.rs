@@ -230,6 +230,37 @@ fn a_permanent_error_from_the_python_sdk_is_not_retried() {
     assert_eq!(rows[0]["state"], "FAILED", "{rows:?}");
 }
 
+#[test]
+fn inside_a_component_the_hosts_refusals_reach_a_python_report_as_their_cases() {
+    // The SDK tells the generated classes of each refusal apart (by class,
+    // not by name): each arrives as its own case and wording, none as
+    // "unknown".
+    let dir = scratch();
+    let (run, _) = probe(dir.path(), "host-errors");
+    let r = ran(&run);
+    let got: Value = serde_json::from_str(r["report"]["summary"].as_str().unwrap()).unwrap();
+    let send = |case: &str, message: &str| serde_json::json!({"error": "SendFailed", "case": case, "message": message});
+    assert_eq!(
+        got,
+        serde_json::json!({
+            "unknown-destination": send("unknown-destination", "unknown destination `nowhere`"),
+            "invalid-content-type": send("invalid-content-type", "invalid content type `plain`"),
+            "too-large": send("too-large", "body is larger than 4194304 bytes"),
+            "too-many-messages": send(
+                "too-many-messages",
+                "the run already staged the maximum of 100 messages"
+            ),
+            "open-twice": {
+                "error": "SourceFailed",
+                "case": null,
+                "message": "invalid state: a cursor is already open; drop it before opening another"
+            },
+        }),
+        "{}",
+        run.stderr
+    );
+}
+
 /// Runs `python3 -m unittest` with `args` from the workspace root; the
 /// number of tests it ran.
 fn unittest(args: &[&str]) -> u32 {
@@ -260,4 +291,230 @@ fn the_python_sdk_and_reference_unit_tests_pass_natively() {
     assert!(sdk >= 40, "the SDK's tests ran ({sdk})");
     let report = unittest(&["discover", "-s", "guest-python/tests"]);
     assert!(report >= 20, "the reference report's tests ran ({report})");
+}
+
+/// The command that prints a missing pinned Python tool's install.
+fn install_hint(folder: &Path, requirement: &str) -> String {
+    format!(
+        "run .ci/run, or: python3 -m pip install --target {} {requirement}",
+        folder.display()
+    )
+}
+
+#[test]
+fn the_python_sdk_and_reference_pass_a_strict_type_check() {
+    let test = "python::the_python_sdk_and_reference_pass_a_strict_type_check";
+    let mypy = jobhost_tests::tools::MYPY;
+    let lib = match jobhost_tests::tools::ensure_mypy() {
+        Ok(lib) => lib,
+        Err(why) => {
+            let dir = jobhost_tests::tools::tool_dir("mypy", mypy);
+            return jobhost_tests::skip::missing(
+                test,
+                &format!("mypy {mypy} is not installed and cannot be: {why}"),
+                &install_hint(&dir, &format!("mypy=={mypy}")),
+            );
+        }
+    };
+    // The bindings componentize-py generates from the WIT: with them on
+    // the path, the SDK's calls into them and the generated classes it
+    // names are checked too.
+    let cpy = match jobhost_tests::guests::ensure_componentize_py() {
+        Ok(bin) => bin,
+        Err(why) => {
+            return jobhost_tests::skip::missing(
+                test,
+                &why,
+                &install_hint(
+                    &jobhost_tests::guests::componentize_py_dir(),
+                    "componentize-py==0.25.1",
+                ),
+            );
+        }
+    };
+    let work = root().join("target").join("test-guests").join("mypy");
+    let bindings = work.join("bindings");
+    let _ = std::fs::remove_dir_all(&bindings);
+    let generated = std::process::Command::new(&cpy)
+        .env("PYTHONPATH", jobhost_tests::guests::componentize_py_dir())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .arg("-d")
+        .arg(root().join("wit"))
+        .args(["-w", "describing-reporter", "bindings"])
+        .arg(&bindings)
+        .output()
+        .unwrap();
+    assert!(
+        generated.status.success() && bindings.join("wit_world/imports/source.py").is_file(),
+        "componentize-py bindings: {}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    // Each folder's pyproject.toml says what is checked, and how strictly.
+    for (folder, at_least) in [("sdk/python", 15), ("guest-python", 6)] {
+        let out = std::process::Command::new("python3")
+            .current_dir(root().join(folder))
+            .env("PYTHONPATH", &lib)
+            .env("MYPYPATH", &bindings)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .args(["-m", "mypy", "--no-color-output", "--cache-dir"])
+            .arg(work.join("cache").join(folder))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "mypy {mypy} finds type errors in {folder}:\n{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let checked: u32 = stdout
+            .trim()
+            .strip_prefix("Success: no issues found in ")
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{folder}: {stdout}"));
+        assert!(
+            checked >= at_least,
+            "{folder}: {checked} files checked: {stdout}"
+        );
+    }
+}
+
+/// Copies the files of `from` into `to`, caches left out.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == "__pycache__" || name == "build" || name.to_string_lossy().ends_with(".egg-info")
+        {
+            continue;
+        }
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &to.join(&name));
+        } else {
+            std::fs::copy(entry.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_python_sdk_installs_with_pip_into_a_fresh_venv_as_jobhost_new_ships_it() {
+    let test = "python::the_python_sdk_installs_with_pip_into_a_fresh_venv_as_jobhost_new_ships_it";
+    let setuptools = jobhost_tests::tools::SETUPTOOLS;
+    let wheels = match jobhost_tests::tools::ensure_setuptools_wheel() {
+        Ok(wheels) => wheels,
+        Err(why) => {
+            let dir = jobhost_tests::tools::tool_dir("setuptools", setuptools);
+            return jobhost_tests::skip::missing(
+                test,
+                &format!("setuptools {setuptools}'s wheel is not here and cannot be: {why}"),
+                &format!(
+                    "run .ci/run, or: python3 -m pip download --no-deps --dest {} setuptools=={setuptools}",
+                    dir.display()
+                ),
+            );
+        }
+    };
+    let dir = scratch();
+    // A copy of the folder: pip builds in the folder it is given (build/,
+    // jobhost.egg-info/), and the repository's stays as it is.
+    let sdk = dir.path().join("python-sdk");
+    copy_tree(&root().join("sdk/python"), &sdk);
+    let venv = dir.path().join("venv");
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .output()
+        .unwrap();
+    if !made.status.success() {
+        return jobhost_tests::skip::missing(
+            test,
+            &format!(
+                "python3 cannot make a venv: {}",
+                String::from_utf8_lossy(&made.stderr).trim()
+            ),
+            "Debian: apt-get install python3-venv",
+        );
+    }
+    let python = venv.join("bin").join("python");
+    // `pip install <the folder>`, with setuptools from a folder instead of
+    // an index: the build needs nothing else.
+    let installed = std::process::Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-index",
+            "--find-links",
+        ])
+        .arg(&wheels)
+        .arg(&sdk)
+        .output()
+        .unwrap();
+    assert!(
+        installed.status.success(),
+        "pip install: {}{}",
+        String::from_utf8_lossy(&installed.stdout),
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    // Imported from the venv (not from a folder beside it), with the
+    // version it says, and a report runs on it natively.
+    let script = r#"
+import importlib.metadata, json, pathlib
+import jobhost
+from jobhost import testing
+
+class Count(jobhost.Report):
+    def run(self, ctx):
+        with jobhost.open() as source:
+            rows = sum(len(b) for b in source.batches())
+        return jobhost.Output(f"{rows} rows")
+
+package = pathlib.Path(jobhost.__file__).parent
+files = sorted(str(f.relative_to("jobhost")) for f in importlib.metadata.files("jobhost")
+               if f.parts[0] == "jobhost" and "__pycache__" not in f.parts)
+result = testing.Host(batches=[testing.builder(n=[1, 2, 3])]).run(Count)
+print(json.dumps({
+    "package": str(package),
+    "version": importlib.metadata.version("jobhost"),
+    "__version__": jobhost.__version__,
+    "files": files,
+    "summary": result.output.summary,
+}))
+"#;
+    let out = std::process::Command::new(&python)
+        .current_dir(dir.path())
+        .env_remove("PYTHONPATH")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        Path::new(got["package"].as_str().unwrap()).starts_with(&venv),
+        "{got}"
+    );
+    assert_eq!(got["version"], got["__version__"], "{got}");
+    assert_eq!(got["summary"], "3 rows", "{got}");
+    // The package holds what `jobhost new` ships, py.typed among them.
+    let mut shipped = jobhost::app::new::sdk_files(jobhost::app::new::Lang::Python);
+    shipped.sort_unstable();
+    let files: Vec<&str> = got["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        files, shipped,
+        "the installed package is the SDK `jobhost new` ships"
+    );
+    assert!(files.contains(&"py.typed"), "{files:?}");
 }

@@ -1,6 +1,10 @@
 //! `jobhost new NAME --lang rust|python`: each scaffold is built as its
-//! output says, its own test passes natively, and its job runs on the
-//! sample data it came with.
+//! output says (the Rust one outside this workspace, on the SDK's own
+//! manifest, by path), its own test passes natively, and its job runs on
+//! the sample data it came with; each ships its SDK's files as they are.
+//! The Rust SDK is a crate of its own: it inherits nothing from the
+//! workspace, `cargo package` takes its WIT along, and its version is the
+//! Python SDK's.
 
 use std::path::Path;
 use std::process::Command;
@@ -226,27 +230,157 @@ fn new_refuses_a_bad_name_and_an_existing_folder() {
     );
 }
 
+/// Every file under `dir`, as `(path from dir, text)`, sorted; what `skip`
+/// says to leave out (by path from dir) left out.
+fn files_under(dir: &Path, skip: &dyn Fn(&str) -> bool) -> Vec<(String, String)> {
+    fn walk(base: &Path, dir: &Path, skip: &dyn Fn(&str) -> bool, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path
+                .strip_prefix(base)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if skip(&rel) || rel.ends_with("__pycache__") {
+                continue;
+            }
+            if path.is_dir() {
+                walk(base, &path, skip, out);
+            } else {
+                out.push((rel, std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, skip, &mut out);
+    out.sort();
+    out
+}
+
 #[test]
-fn the_scaffolds_ship_every_sdk_file() {
-    for (lang, dir, skip) in [
-        (jobhost::app::new::Lang::Rust, "sdk/rust/src", "tests"),
-        (
-            jobhost::app::new::Lang::Python,
-            "sdk/python/jobhost",
-            "__pycache__",
-        ),
-    ] {
-        let mut on_disk: Vec<String> = std::fs::read_dir(root().join(dir))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n != skip && n != "tests.rs")
-            .collect();
-        on_disk.sort();
-        let mut shipped = jobhost::app::new::sdk_files(lang);
-        shipped.sort_unstable();
-        assert_eq!(
-            shipped, on_disk,
-            "{dir}: `jobhost new` ships each file of the SDK"
+fn the_scaffolds_ship_each_sdk_as_it_is() {
+    let dir = scratch();
+    new(dir.path(), "r", "rust");
+    new(dir.path(), "p", "python");
+    // Rust: the crate (its manifest, README, WIT and sources) but its unit
+    // tests, which read the repository's fixtures.
+    let mut rust = files_under(&root().join("sdk/rust"), &|p| {
+        p == "src/tests" || p == "src/tests.rs" || p == "target"
+    });
+    for (path, text) in &mut rust {
+        if path == "src/lib.rs" {
+            *text = text.replace("#[cfg(test)]\nmod tests;\n", "");
+        }
+    }
+    let shipped = files_under(&dir.path().join("r/jobhost-sdk"), &|_| false);
+    let names = |files: &[(String, String)]| -> Vec<String> {
+        files.iter().map(|(p, _)| p.clone()).collect()
+    };
+    assert_eq!(names(&shipped), names(&rust), "the Rust SDK's files");
+    for ((path, shipped), (_, sdk)) in shipped.iter().zip(&rust) {
+        assert!(shipped == sdk, "jobhost-sdk/{path} is not sdk/rust/{path}");
+    }
+    // Python: the package's modules and py.typed (not its pyproject.toml:
+    // a project imports its copy from beside its app).
+    let python = files_under(&root().join("sdk/python/jobhost"), &|_| false);
+    let shipped = files_under(&dir.path().join("p/jobhost"), &|_| false);
+    assert_eq!(names(&shipped), names(&python), "the Python SDK's files");
+    for ((path, shipped), (_, sdk)) in shipped.iter().zip(&python) {
+        assert!(
+            shipped == sdk,
+            "jobhost/{path} is not sdk/python/jobhost/{path}"
         );
     }
+    assert!(!dir.path().join("p/pyproject.toml").exists());
+}
+
+#[test]
+fn the_sdks_share_a_version_and_the_rust_one_inherits_nothing() {
+    let manifest: toml::Table =
+        toml::from_str(&std::fs::read_to_string(root().join("sdk/rust/Cargo.toml")).unwrap())
+            .unwrap();
+    let workspace: toml::Table =
+        toml::from_str(&std::fs::read_to_string(root().join("Cargo.toml")).unwrap()).unwrap();
+    // Nothing `.workspace = true`: the folder is a crate wherever it is.
+    let inherited: Vec<String> = ["package", "dependencies", "dev-dependencies"]
+        .iter()
+        .flat_map(|section| {
+            manifest[*section]
+                .as_table()
+                .unwrap()
+                .iter()
+                .filter(|(_, v)| v.get("workspace").is_some())
+                .map(move |(k, _)| format!("{section}.{k}"))
+        })
+        .collect();
+    assert!(
+        inherited.is_empty(),
+        "inherited from the workspace: {inherited:?}"
+    );
+    let package = manifest["package"].as_table().unwrap();
+    for key in [
+        "description",
+        "license",
+        "readme",
+        "edition",
+        "rust-version",
+    ] {
+        assert!(package[key].is_str(), "sdk/rust/Cargo.toml: package.{key}");
+    }
+    // The same wit-bindgen as the workspace's guests.
+    assert_eq!(
+        manifest["dependencies"]["wit-bindgen"],
+        workspace["workspace"]["dependencies"]["wit-bindgen"]
+    );
+    // One version for both SDKs.
+    let init = std::fs::read_to_string(root().join("sdk/python/jobhost/__init__.py")).unwrap();
+    let python = init
+        .lines()
+        .find_map(|l| l.strip_prefix("__version__ = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("__version__ in jobhost/__init__.py");
+    assert_eq!(package["version"].as_str(), Some(python));
+}
+
+#[test]
+fn the_rust_sdk_packages_as_a_crate_with_its_wit() {
+    // What a registry would take: the WIT its bindings are made from is in
+    // it (a link to the repository's, followed), the unit tests are not.
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let target = scratch();
+    let out = Command::new(cargo)
+        .current_dir(root())
+        .args([
+            "package",
+            "-p",
+            "jobhost-sdk",
+            "--list",
+            "--allow-dirty",
+            "--offline",
+        ])
+        .arg("--target-dir")
+        .arg(target.path())
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files: Vec<&str> = listed.lines().collect();
+    for want in [
+        "Cargo.toml",
+        "README.md",
+        "wit/report.wit",
+        "src/lib.rs",
+        "src/bindings.rs",
+    ] {
+        assert!(files.contains(&want), "{want} is not packaged: {files:?}");
+    }
+    assert!(
+        !files.iter().any(|f| f.starts_with("src/tests")),
+        "the unit tests are packaged: {files:?}"
+    );
 }

@@ -2,8 +2,8 @@
 //! generator of sample sales data in the shape the reference report reads,
 //! an HTTP sink that records what jobhost sends, and the failpoints of the
 //! test build of the command line, a PostgreSQL schema per test, the
-//! benchmarks' statistics, and skips (a failure under CI when a server or
-//! tool is missing).
+//! benchmarks' statistics, skips (a failure under CI when a server or
+//! tool is missing), and the pinned Python tools the SDK tests run.
 
 pub mod failpoints;
 pub mod guests;
@@ -14,3 +14,4 @@ pub mod sample;
 pub mod sink;
 pub mod skip;
 pub mod stats;
+pub mod tools;

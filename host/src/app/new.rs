@@ -37,11 +37,12 @@ const WIT: &str = include_str!("../../../wit/report.wit");
 /// The componentize-py release the Python SDK is tested with.
 pub const COMPONENTIZE_PY: &str = "0.25.1";
 
-// RUST_SDK and PYTHON_SDK: each SDK file, found by the build script.
+// RUST_SDK_CRATE, RUST_SDK and PYTHON_SDK: each SDK file, found by the
+// build script.
 include!(concat!(env!("OUT_DIR"), "/sdk.rs"));
 
-/// The files of the SDK each language ships, for the test that holds them
-/// to the SDK's folder.
+/// The files of the SDK each language ships (in Rust, of its `src/`), for
+/// the test that holds them to the SDK's folder.
 pub fn sdk_files(lang: Lang) -> Vec<&'static str> {
     match lang {
         Lang::Rust => RUST_SDK.iter().map(|(p, _)| *p).collect(),
@@ -249,7 +250,6 @@ lto = true
             ),
         ),
         ("src/lib.rs".to_string(), RUST_REPORT.to_string()),
-        ("wit/report.wit".to_string(), WIT.to_string()),
         (
             "job.toml".to_string(),
             job_config(
@@ -271,38 +271,23 @@ lto = true
         ),
         ("README.md".to_string(), readme(name, Lang::Rust)),
         (".gitignore".to_string(), GITIGNORE.to_string()),
-        (
-            "jobhost-sdk/Cargo.toml".to_string(),
-            format!(
-                r#"[package]
-name = "jobhost-sdk"
-version = "0.1.0"
-edition = "2024"
-publish = false
-
-[lib]
-name = "jobhost_sdk"
-
-[dependencies]
-wit-bindgen = "~{WIT_BINDGEN}"
-"#
-            ),
-        ),
+        // The SDK's crate as it is (its manifest inherits nothing), with
+        // the WIT its bindings are made from.
+        ("jobhost-sdk/wit/report.wit".to_string(), WIT.to_string()),
     ];
+    for (path, text) in RUST_SDK_CRATE {
+        files.push((format!("jobhost-sdk/{path}"), (*text).to_string()));
+    }
     for (path, text) in RUST_SDK {
         files.push((format!("jobhost-sdk/src/{path}"), vendored_rust(path, text)));
     }
     files
 }
 
-/// The wit-bindgen release the SDK is built with.
-const WIT_BINDGEN: &str = "0.61.1";
-
-/// An SDK source as the project's copy needs it: the WIT one folder up,
-/// no unit tests (they read the repository's fixtures).
+/// An SDK source as the project's copy needs it: no unit tests (they read
+/// the repository's fixtures).
 fn vendored_rust(path: &str, text: &str) -> String {
     match path {
-        "bindings.rs" => text.replace("\"../../wit\"", "\"../wit\""),
         "lib.rs" => text.replace("#[cfg(test)]\nmod tests;\n", ""),
         _ => text.to_string(),
     }
@@ -339,12 +324,13 @@ fn python_project(name: &str, today: i64) -> Vec<(String, String)> {
 }
 
 fn readme(name: &str, lang: Lang) -> String {
-    let (build, test, lang, sdk, more) = match lang {
+    let (build, test, lang, sdk, wit, more) = match lang {
         Lang::Rust => (
             "cargo build --release --target wasm32-wasip2".to_string(),
             "cargo test",
             "Rust",
             "jobhost-sdk/",
+            "jobhost-sdk/wit/report.wit",
             String::new(),
         ),
         Lang::Python => (
@@ -355,6 +341,7 @@ fn readme(name: &str, lang: Lang) -> String {
             "python3 -m unittest",
             "Python",
             "jobhost/",
+            "wit/report.wit",
             format!(
                 "\nPure-Python packages go into a folder of their own, passed with one more\n\
                  `-p`; keep `-p .` first, or componentize-py no longer finds `app`\n\
@@ -369,7 +356,7 @@ fn readme(name: &str, lang: Lang) -> String {
          A jobhost report in {lang}: once per day it totals the day's sales per\n\
          region from `data/sales.db` and sends one JSON message to `out/{name}.jsonl`.\n\n\
          ```sh\n{build}\njobhost run --config job.toml\n{test}\n```\n{more}\n\
-         `{sdk}` is a copy of the jobhost SDK and `wit/report.wit` the contract\n\
+         `{sdk}` is a copy of the jobhost SDK and `{wit}` the contract\n\
          the component is built against; both came with `jobhost new` and change\n\
          only with jobhost's version.\n"
     )

@@ -46,7 +46,8 @@ from .errors import (
 )
 from .outbox import send
 from .report import Report, export
-from .source import BATCH_ROWS, Source, open
+from .source import BATCH_ROWS, Source
+from .source import open as open  # exported, though not by a star import (see __all__)
 from .values import ColumnInfo, ColumnKind, Context, Instant, Output, Window
 from .zone import OffsetSpan
 

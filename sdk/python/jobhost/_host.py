@@ -1,12 +1,10 @@
 """The seam between the SDK and the host.
 
-Inside a component built by componentize-py the generated bindings
-(`wit_world.imports.*`, `componentize_py_types`) exist and are imported
-here, at module level: componentize-py resolves imports only while it
-pre-initialises the component, so nothing may be imported lazily at run
-time. Outside a component (plain `python3`) the import fails and the SDK
-uses `jobhost.wire`'s mirror types and a backend that refuses host calls,
-unless `jobhost.testing.Host` has installed a fake one.
+Inside a component the host is reached through componentize-py's
+generated bindings, which `jobhost._bindings` imports. Outside a component
+(plain `python3`) they do not exist, and the SDK uses `jobhost.wire`'s
+mirror types and a backend that refuses host calls, unless
+`jobhost.testing.Host` has installed a fake one.
 
 Everything the SDK calls on the host goes through `current()`.
 """
@@ -17,31 +15,11 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Iterator, Protocol
 
-from . import wire
+from . import _bindings
+from ._bindings import ERR, IN_COMPONENT, TYPES
 from .errors import ProgrammingError, ReportError
 
-try:  # pragma: no cover - only inside a component
-    from wit_world.imports import log as _wit_log  # type: ignore[import-not-found,unused-ignore]
-    from wit_world.imports import outbox as _wit_outbox  # type: ignore[import-not-found,unused-ignore]
-    from wit_world.imports import source as _wit_source  # type: ignore[import-not-found,unused-ignore]
-    from wit_world.imports import types as _wit_types  # type: ignore[import-not-found,unused-ignore]
-    from wit_world.imports import zone as _wit_zone  # type: ignore[import-not-found,unused-ignore]
-    from componentize_py_types import Err as _WitErr  # type: ignore[import-not-found,unused-ignore]
-
-    IN_COMPONENT = True
-except ImportError:
-    IN_COMPONENT = False
-
 __all__ = ["IN_COMPONENT", "ERR", "TYPES", "Backend", "current", "install", "set_run_zone"]
-
-if IN_COMPONENT:  # pragma: no cover
-    ERR: Any = _WitErr
-    """The exception class a WIT `result`'s error arrives as (and is returned as)."""
-    TYPES: Any = _wit_types
-    """Where `Report` and the `RunError_*` cases are built from."""
-else:
-    ERR = wire.Err
-    TYPES = wire
 
 
 class Cursor(Protocol):
@@ -80,34 +58,36 @@ class _WitBackend:  # pragma: no cover - only inside a component
     """The real host, through componentize-py's generated bindings."""
 
     def __init__(self) -> None:
+        level = _bindings.wit_log.Level
         self._levels = {
-            "trace": _wit_log.Level.TRACE,
-            "debug": _wit_log.Level.DEBUG,
-            "info": _wit_log.Level.INFO,
-            "warn": _wit_log.Level.WARN,
-            "error": _wit_log.Level.ERROR,
+            "trace": level.TRACE,
+            "debug": level.DEBUG,
+            "info": level.INFO,
+            "warn": level.WARN,
+            "error": level.ERROR,
         }
 
     def open(self) -> Any:
-        return _wit_source.open()
+        return _bindings.wit_source.open()
 
     def close(self, cursor: Any) -> None:
         cursor.__exit__(None, None, None)
 
     def send(self, destination: str, body: bytes, content_type: str) -> int:
-        sequence: int = _wit_outbox.send(destination, body, content_type)
+        sequence: int = _bindings.wit_outbox.send(destination, body, content_type)
         return sequence
 
     def emit(self, level: str, message: str) -> None:
-        _wit_log.emit(self._levels[level], message)
+        _bindings.wit_log.emit(self._levels[level], message)
 
     def offsets(self, zone: str, start: Any, end: Any) -> Any:
         if zone != _run_zone:
             raise ProgrammingError(
                 f"the host answers only the run's zone `{_run_zone}`, not `{zone}`")
-        return _wit_zone.offsets(
-            _wit_types.Instant(start.seconds, start.nanoseconds),
-            _wit_types.Instant(end.seconds, end.nanoseconds))
+        wit_types = _bindings.wit_types
+        return _bindings.wit_zone.offsets(
+            wit_types.Instant(start.seconds, start.nanoseconds),
+            wit_types.Instant(end.seconds, end.nanoseconds))
 
 
 class NoHost:

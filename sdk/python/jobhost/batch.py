@@ -25,6 +25,7 @@ from bisect import bisect_right
 from operator import le
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+from . import _bindings
 from .errors import ColumnNotFound, MalformedBatch, WrongKind
 from .values import ColumnInfo, ColumnKind
 
@@ -38,14 +39,13 @@ _REAL = ColumnKind.REAL
 _TEXT = ColumnKind.TEXT
 _BLOB = ColumnKind.BLOB
 
-# WIT column-data case (class name in the generated bindings and in
-# jobhost.wire) -> (kind it carries, its WIT spelling).
-_CASES: Dict[str, Tuple[ColumnKind, str]] = {
-    "ColumnData_Integer": (_INTEGER, "integer"),
-    "ColumnData_Real": (_REAL, "real"),
-    "ColumnData_Text": (_TEXT, "text"),
-    "ColumnData_TextDict": (_TEXT, "text-dict"),
-    "ColumnData_Blob": (_BLOB, "blob"),
+# WIT column-data case -> the kind it carries.
+_CARRIES: Dict[str, ColumnKind] = {
+    "integer": _INTEGER,
+    "real": _REAL,
+    "text": _TEXT,
+    "text-dict": _TEXT,
+    "blob": _BLOB,
 }
 
 # For each byte value, the positions of its set bits.
@@ -188,11 +188,10 @@ def _decode_column(kind: ColumnKind, column: Any, rows: int) -> Tuple[List[Any],
     """One WIT column of a batch of `rows` rows declared as `kind`, decoded,
     and whether any row is NULL; raises `_Fault`."""
     data = column.data
-    case = _CASES.get(type(data).__name__)
-    if case is None:
+    spelling = _bindings.case_of(data, _bindings.COLUMN_DATA)
+    if spelling is None:
         raise _Fault(f"declared {kind}, but the batch holds {type(data).__name__} data")
-    found, spelling = case
-    if found is not kind:
+    if _CARRIES[spelling] is not kind:
         raise _Fault(f"declared {kind}, but the batch holds {spelling} data")
     nulls = column.nulls
     bitmap = None if nulls is None else _as_bytes(nulls)

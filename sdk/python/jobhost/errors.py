@@ -18,7 +18,9 @@ columns, so they fail it for good instead of being retried as `other`.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
+
+from . import _bindings
 
 __all__ = [
     "Error",
@@ -31,6 +33,8 @@ __all__ = [
     "SendFailed",
     "ProgrammingError",
 ]
+
+_E = TypeVar("_E", bound="Error")
 
 
 class Error(Exception):
@@ -54,8 +58,8 @@ class Error(Exception):
         `InvalidData` only, as the host decides."""
         return self.kind != "invalid-data"
 
-    def context(self, what: object) -> "Error":
-        """An error of the same kind saying `"<what>: <message>"`."""
+    def context(self: _E, what: object) -> _E:
+        """An error of the same class saying `"<what>: <message>"`."""
         cls = type(self)
         error = cls.__new__(cls)
         error.__dict__.update(self.__dict__)
@@ -167,36 +171,32 @@ class SendFailed(ReportError):
     @classmethod
     def from_wit(cls, error: Any) -> "SendFailed":
         """The error for a WIT `send-error` value (generated or `jobhost.wire`)."""
-        name = type(error).__name__
+        case = _bindings.case_of(error, _bindings.SEND_ERROR)
         value = getattr(error, "value", None)
-        if name == "SendError_UnknownDestination":
-            return cls(f"unknown destination `{value}`", "unknown-destination", value)
-        if name == "SendError_TooLarge":
-            return cls(f"body is larger than {value} bytes", "too-large", value)
-        if name == "SendError_TooManyMessages":
-            return cls(
-                f"the run already staged the maximum of {value} messages",
-                "too-many-messages",
-                value,
-            )
-        if name == "SendError_InvalidContentType":
-            return cls(f"invalid content type `{value}`", "invalid-content-type", value)
+        if case == "unknown-destination":
+            return cls(f"unknown destination `{value}`", case, value)
+        if case == "too-large":
+            return cls(f"body is larger than {value} bytes", case, value)
+        if case == "too-many-messages":
+            return cls(f"the run already staged the maximum of {value} messages", case, value)
+        if case == "invalid-content-type":
+            return cls(f"invalid content type `{value}`", case, value)
         return cls(f"send failed: {error!r}", "unknown", value)
 
 
 def source_error_text(error: Any) -> str:
     """The text of a WIT `source-error` value, as the reference report
     words it."""
-    name = type(error).__name__
+    case = _bindings.case_of(error, _bindings.SOURCE_ERROR)
     value = getattr(error, "value", None)
-    if name == "SourceError_NotConfigured":
+    if case == "not-configured":
         return "the job declares no data source"
-    if name == "SourceError_QueryFailed":
+    if case == "query-failed":
         return f"query failed: {value}"
-    if name == "SourceError_TypeMismatch":
+    if case == "type-mismatch":
         return f"type mismatch: {value}"
-    if name == "SourceError_InvalidState":
+    if case == "invalid-state":
         return f"invalid state: {value}"
-    if name == "SourceError_Other":
+    if case == "other":
         return str(value)
     return f"source error: {error!r}"

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _host, wire, zone
+from . import _bindings, _host, wire, zone
 from .batch import Batch
 from .report import export
 from .values import ColumnInfo, ColumnKind, Context, Instant, Output, Window
@@ -243,13 +243,6 @@ class RunResult:
     prompt: Optional[str] = None
 
 
-_ERROR_CASES = {
-    "RunError_InvalidData": "invalid-data",
-    "RunError_SourceFailed": "source-failed",
-    "RunError_Other": "other",
-}
-
-
 class _FakeCursor:
     def __init__(self, host: "Host") -> None:
         self._host = host
@@ -379,7 +372,10 @@ class Host:
             try:
                 report_value = world().run(wit_ctx)
             except _host.ERR as e:
-                result.error = (_ERROR_CASES[type(e.value).__name__], e.value.value)
+                case = _bindings.case_of(e.value, _bindings.RUN_ERROR)
+                if case is None:
+                    raise TypeError(f"the report returned an error of no run-error case: {e.value!r}") from None
+                result.error = (case, e.value.value)
                 return result
             result.output = Output(report_value.summary, report_value.cursor)
             self._describing = True

@@ -5,7 +5,9 @@ Inside a component the SDK talks to the classes componentize-py generates
 (plain `python3`, unit tests) those do not exist, so this module defines
 classes of the same names and fields: `ColumnData_Integer(value=[...])`,
 `TextColumn(data=b"...", offsets=[...])`, `RunError_InvalidData("...")` and
-so on. The SDK recognises both by class name, so a batch built from these
+so on. The SDK tells a variant's cases apart by class (`isinstance`
+against these and, inside a component, the generated classes:
+`jobhost._bindings`), never by a class's name, so a batch built from these
 decodes exactly as one the host sends.
 
 Nothing here is needed by a report's author except through

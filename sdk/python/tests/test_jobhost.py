@@ -12,13 +12,16 @@ import math
 import os
 import sys
 import unittest
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "sdk" / "python"))
 
 import jobhost  # noqa: E402
 from jobhost import testing, wire  # noqa: E402
+from jobhost.errors import source_error_text  # noqa: E402
 
 FIXTURE = ROOT / "sdk" / "fixtures" / "batches.json"
 
@@ -30,11 +33,11 @@ _KINDS = {
 }
 
 
-def wit_text(obj: dict) -> wire.TextColumn:
+def wit_text(obj: Dict[str, Any]) -> wire.TextColumn:
     return wire.TextColumn(bytes(obj["data"]), list(obj["offsets"]))
 
 
-def wit_data(obj: dict):
+def wit_data(obj: Dict[str, Any]) -> wire.ColumnData:
     (case, value), = obj.items()
     if case == "integer":
         return wire.ColumnData_Integer(list(value))
@@ -49,7 +52,7 @@ def wit_data(obj: dict):
     raise AssertionError(f"unknown case {case}")
 
 
-def wit_batch(obj: dict) -> wire.Batch:
+def wit_batch(obj: Dict[str, Any]) -> wire.Batch:
     """A fixture batch in the WIT shape, as componentize-py would hand it
     over (list<u8> as bytes, other lists as lists)."""
     return wire.Batch(obj["rows"], [
@@ -58,17 +61,17 @@ def wit_batch(obj: dict) -> wire.Batch:
     ])
 
 
-def column_infos(case: dict):
+def column_infos(case: Dict[str, Any]) -> List[jobhost.ColumnInfo]:
     return [jobhost.ColumnInfo(c["name"], jobhost.ColumnKind(c["kind"])) for c in case["columns"]]
 
 
-def comparable(kind: jobhost.ColumnKind, values):
+def comparable(kind: jobhost.ColumnKind, values: List[Any]) -> List[Any]:
     if kind is jobhost.ColumnKind.BLOB:
         return [None if v is None else v.hex() for v in values]
     return values
 
 
-def same_floats(a, b) -> bool:
+def same_floats(a: Optional[float], b: Optional[float]) -> bool:
     """Equal, and the same sign of zero."""
     if a is None or b is None:
         return a is b
@@ -77,6 +80,8 @@ def same_floats(a, b) -> bool:
 
 class FixtureTest(unittest.TestCase):
     """Every case of sdk/fixtures/batches.json."""
+
+    cases: List[Dict[str, Any]]
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -101,12 +106,13 @@ class FixtureTest(unittest.TestCase):
                     expect = case["expect"][info.name]
                     got = comparable(info.kind, batch.column(info.name))
                     self.assertEqual(got, expect, info.name)
-                    typed = {
+                    readers: Dict[jobhost.ColumnKind, Callable[[str], List[Any]]] = {
                         jobhost.ColumnKind.INTEGER: batch.integers,
                         jobhost.ColumnKind.REAL: batch.reals,
                         jobhost.ColumnKind.TEXT: batch.texts,
                         jobhost.ColumnKind.BLOB: batch.blobs,
-                    }[info.kind](info.name)
+                    }
+                    typed = readers[info.kind](info.name)
                     self.assertEqual(comparable(info.kind, typed), expect, info.name)
                     if info.kind is jobhost.ColumnKind.REAL:
                         for g, e in zip(typed, expect):
@@ -155,7 +161,7 @@ class FixtureTest(unittest.TestCase):
         for c in b["columns"]:
             data = wit_data(c["data"])
             if isinstance(data, (wire.ColumnData_Text, wire.ColumnData_Blob)):
-                data.value.data = list(data.value.data)
+                data.value.data = list(data.value.data)  # type: ignore[assignment]
             plain.columns.append(wire.Column(c["nulls"], data))
         batch = jobhost.Batch.from_wit(column_infos(case), plain)
         self.assertEqual(batch.texts("region"), case["expect"]["region"])
@@ -240,11 +246,11 @@ class BatchTest(unittest.TestCase):
         # Not a jobhost.Error: out of `run`, it traps (never retried)
         # instead of becoming the retried WIT `other`.
         self.assertNotIsInstance(caught.exception, jobhost.Error)
-        with self.assertRaises(jobhost.WrongKind) as caught:
+        with self.assertRaises(jobhost.WrongKind) as wrong:
             batch.texts("qty")
-        self.assertIn("`qty` holds integer values, not text", str(caught.exception))
-        self.assertIsInstance(caught.exception, TypeError)
-        self.assertIsInstance(caught.exception, jobhost.ProgrammingError)
+        self.assertIn("`qty` holds integer values, not text", str(wrong.exception))
+        self.assertIsInstance(wrong.exception, TypeError)
+        self.assertIsInstance(wrong.exception, jobhost.ProgrammingError)
         self.assertNotIsInstance(caught.exception, jobhost.Error)
         with self.assertRaises(jobhost.WrongKind):
             next(batch.rows()).integer("region")
@@ -278,12 +284,13 @@ class WordingTest(unittest.TestCase):
     """Malformed batches are worded as the Rust SDK words them, and name the
     source row (counted across batches)."""
 
-    def malformed(self, columns, wit_batch, first_row=0) -> jobhost.MalformedBatch:
+    def malformed(self, columns: List[jobhost.ColumnInfo], wit_batch: wire.Batch,
+                  first_row: int = 0) -> jobhost.MalformedBatch:
         with self.assertRaises(jobhost.MalformedBatch) as caught:
             jobhost.Batch.from_wit(columns, wit_batch, first_row)
         return caught.exception
 
-    def text_batch(self, data: bytes, offsets, rows=None) -> wire.Batch:
+    def text_batch(self, data: bytes, offsets: List[int], rows: Optional[int] = None) -> wire.Batch:
         rows = len(offsets) - 1 if rows is None else rows
         return wire.Batch(rows, [wire.Column(None, wire.ColumnData_Text(wire.TextColumn(data, offsets)))])
 
@@ -379,8 +386,9 @@ class MoreTest(unittest.TestCase):
         self.assertIsInstance(e, jobhost.SendFailed)
         self.assertEqual(str(e), "staging `a` failed: unknown destination `a`")
         self.assertEqual(e.case, "unknown-destination")
-        e = jobhost.InvalidData("bad").context("row 3")
-        self.assertEqual((type(e), str(e), e.kind), (jobhost.InvalidData, "row 3: bad", "invalid-data"))
+        invalid = jobhost.InvalidData("bad").context("row 3")
+        self.assertEqual((type(invalid), str(invalid), invalid.kind),
+                         (jobhost.InvalidData, "row 3: bad", "invalid-data"))
 
 
 class TestingTest(unittest.TestCase):
@@ -426,6 +434,64 @@ class TestingTest(unittest.TestCase):
             rows[0]["missing"]
 
 
+class ByStructureTest(unittest.TestCase):
+    """A WIT variant's case is told by its class, not its class's name: a
+    class of the same name that is not the binding's is refused, and one
+    under another name that is (a subclass, as a re-export or a renamed
+    generated class would be) is read as its case."""
+
+    INFO = [jobhost.ColumnInfo("n", jobhost.ColumnKind.INTEGER)]
+
+    def test_a_lookalike_of_the_same_name_is_not_column_data(self) -> None:
+        @dataclass
+        class ColumnData_Integer:  # noqa: N801 - the generated class's name
+            value: List[int]
+
+        wb = wire.Batch(2, [wire.Column(None, ColumnData_Integer([1, 2]))])
+        with self.assertRaises(jobhost.MalformedBatch) as caught:
+            jobhost.Batch.from_wit(self.INFO, wb)
+        self.assertEqual(str(caught.exception),
+                         "malformed batch: column `n`: declared integer, but the batch holds "
+                         "ColumnData_Integer data")
+
+    def test_column_data_of_another_class_name_decodes_by_its_class(self) -> None:
+        class Integers(wire.ColumnData_Integer):
+            pass
+
+        class Words(wire.ColumnData_TextDict):
+            pass
+
+        info = self.INFO + [jobhost.ColumnInfo("w", jobhost.ColumnKind.TEXT)]
+        words = Words(wire.DictColumn(wire.TextColumn(b"ab", [0, 1, 2]), [1, 0]))
+        wb = wire.Batch(2, [wire.Column(None, Integers([1, 2])), wire.Column(b"\x02", words)])
+        batch = jobhost.Batch.from_wit(info, wb)
+        self.assertEqual((batch.integers("n"), batch.texts("w")), ([1, 2], ["b", None]))
+
+    def test_errors_of_another_class_name_keep_their_case(self) -> None:
+        class Big(wire.SendError_TooLarge):
+            pass
+
+        class Twice(wire.SourceError_InvalidState):
+            pass
+
+        @dataclass
+        class SendError_TooLarge:  # noqa: N801 - the generated class's name
+            value: int
+
+        sent = jobhost.SendFailed.from_wit(Big(3))
+        self.assertEqual((sent.case, sent.value, str(sent)), ("too-large", 3, "body is larger than 3 bytes"))
+        lookalike = jobhost.SendFailed.from_wit(SendError_TooLarge(3))
+        self.assertEqual(lookalike.case, "unknown")
+        self.assertEqual(source_error_text(Twice("a cursor is open")), "invalid state: a cursor is open")
+        self.assertEqual(run_error_when_open_fails(Twice("twice")), ("source-failed", "invalid state: twice"))
+
+
+def run_error_when_open_fails(error: object) -> Optional[Tuple[str, str]]:
+    """The run error a report that opens the source gets when `open`
+    fails with `error`."""
+    return testing.Host(source_error=error, open_error=True).run(Counting).error
+
+
 class ValuesTest(unittest.TestCase):
     """Context, Instant, Output."""
 
@@ -462,7 +528,7 @@ class Counting(jobhost.Report):
     """Counts rows and sums `qty`; its behaviour is chosen by params."""
 
     def __init__(self) -> None:
-        self.seen = None
+        self.seen: Optional[Tuple[int, int]] = None
 
     def run(self, ctx: jobhost.Context) -> jobhost.Output:
         mode = ctx.param("mode")
@@ -496,14 +562,14 @@ class Counting(jobhost.Report):
         self.seen = (rows, total)
         return jobhost.Output(f"{rows} rows, {total} units").with_cursor(str(rows))
 
-    def describe(self, ctx: jobhost.Context, output: jobhost.Output):
+    def describe(self, ctx: jobhost.Context, output: jobhost.Output) -> str:
         return f"describe {output.summary} after {self.seen}"
 
 
 class ExportTest(unittest.TestCase):
     """The export path (as componentize-py calls it) and error mapping."""
 
-    def host(self, **kw) -> testing.Host:
+    def host(self, **kw: Any) -> testing.Host:
         return testing.Host(batches=[testing.builder(qty=[1, None, 3]), testing.builder(qty=[4])],
                             destinations=["digest"], **kw)
 
@@ -626,16 +692,17 @@ class ExportTest(unittest.TestCase):
             jobhost.send("d", b"x", "text/plain")
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class NamesTest(unittest.TestCase):
     def test_a_star_import_does_not_shadow_the_builtin_open(self) -> None:
         import builtins
 
-        names: dict = {}
+        names: Dict[str, Any] = {}
         exec("from jobhost import *", names)
         self.assertIs(names.get("open", builtins.open), builtins.open)
         # The source is still opened as documented: jobhost.open().
         self.assertTrue(callable(jobhost.open))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -9,6 +9,7 @@ import datetime as dt
 import sys
 import unittest
 from pathlib import Path
+from typing import List, TypedDict
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "sdk" / "python"))
@@ -27,9 +28,19 @@ BERLIN = [
     OffsetSpan(Instant(AUTUMN_2026), Instant(SPRING_2027), 3600),
 ]
 
+
+
+class Day(TypedDict):
+    job: str
+    label: str
+    start: int
+    end: int
+    timezone: str
+
+
 # The Berlin day 2026-10-25: 25 hours.
-DAY = dict(job="signups", label="2026-10-25", start=1_792_879_200, end=1_792_969_200,
-           timezone="Europe/Berlin")
+DAY = Day(job="signups", label="2026-10-25", start=1_792_879_200, end=1_792_969_200,
+          timezone="Europe/Berlin")
 
 
 class Probe(jobhost.Report):
@@ -41,7 +52,7 @@ class Probe(jobhost.Report):
         return jobhost.Output(" ".join(ctx.window.local(a).isoformat() for a in ats))
 
 
-def local(host: testing.Host, *seconds: int) -> list:
+def local(host: testing.Host, *seconds: int) -> List[str]:
     result = host.run(Probe, params={"at": ",".join(str(s) for s in seconds)}, **DAY)
     assert result.output is not None, result.error
     return result.output.summary.split(" ")

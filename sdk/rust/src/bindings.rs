@@ -12,7 +12,7 @@
 
 wit_bindgen::generate!({
     world: "describing-reporter",
-    path: "../../wit",
+    path: "wit",
     // `jobhost_sdk::export!` (crate root) expands, in the report's crate, to
     // the generated export macro; the generated code then finds its types
     // through the path given with `with_types_in`, or this default.

@@ -25,6 +25,11 @@
   and returns `{"rows": n, "batches": m}`, to time decoding alone.
 - `raw`: the same through the generated bindings, without the SDK's
   decoding (what componentize-py's lifting of the WIT lists costs alone).
+- `host-errors`: asks the host for what it refuses (a send to an
+  undeclared destination, with a content type that is none, of a body past
+  the default 4 MiB limit, past the default 100 messages; a second `open`
+  while one is open) and returns, as JSON, the error each became in the
+  SDK: `{"error": <class>, "case": <send-error case>, "message": ...}`.
 - `ok` (or no `probe`): returns the summary `probe ok`.
 
 Build: see README.md beside this file.
@@ -98,6 +103,38 @@ def fetch_url():
         return r.status
 
 
+def refused(action):
+    """The SDK error `action()` raised, as a JSON-ready dict."""
+    try:
+        action()
+    except jobhost.Error as e:
+        return {"error": type(e).__name__, "case": getattr(e, "case", None), "message": str(e)}
+    return {"ok": None}
+
+
+def too_many(ctx):
+    for _ in range(100):
+        jobhost.send(ctx.destinations[0], b"x", "text/plain")
+    jobhost.send(ctx.destinations[0], b"x", "text/plain")
+
+
+def open_twice():
+    with jobhost.open():
+        jobhost.open()
+
+
+def host_errors(ctx) -> str:
+    results = {
+        "unknown-destination": refused(lambda: jobhost.send("nowhere", b"x", "text/plain")),
+        "invalid-content-type": refused(lambda: jobhost.send(ctx.destinations[0], b"x", "plain")),
+        "too-large": refused(lambda: jobhost.send(ctx.destinations[0], bytes(4 * 1024 * 1024 + 1),
+                                                  "application/octet-stream")),
+        "too-many-messages": refused(lambda: too_many(ctx)),
+        "open-twice": refused(open_twice),
+    }
+    return json.dumps(results, sort_keys=True)
+
+
 def escape() -> str:
     results = {
         "open('/etc/passwd')": attempt(read_passwd),
@@ -124,6 +161,8 @@ class Probe(jobhost.Report):
         self.mode = ctx.param("probe") or "ok"
         if self.mode == "escape":
             return jobhost.Output(escape())
+        if self.mode == "host-errors":
+            return jobhost.Output(host_errors(ctx))
         if self.mode == "decode":
             rows = batches = 0
             with jobhost.open() as source:
