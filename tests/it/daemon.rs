@@ -1025,3 +1025,119 @@ fn a_daemon_run_with_until_exits_1_when_a_window_failed_for_good() {
         [("daily-report:2026-11-09".to_string(), "ran".to_string())]
     );
 }
+
+/// A job `name` of `component` over `sales.db` in `dir`, delivering to
+/// `<name>.jsonl` there, with `limits` in its `[limits]`.
+fn job_of(dir: &Path, name: &str, component: &Path, limits: &str) -> std::path::PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            r#"job = "{name}"
+component = "{}"
+
+[source]
+path = "sales.db"
+query = "SELECT ts, region, product, quantity, amount FROM sales WHERE ts >= :start AND ts < :end ORDER BY ts, id"
+
+[destinations.digest]
+type = "file"
+path = "{name}.jsonl"
+
+[limits]
+{limits}
+"#,
+            component.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn one_wake_up_of_many_jobs_runs_each_once_with_what_a_run_of_its_own_gives() {
+    // Twelve jobs due at once, of two components, and one in the middle
+    // whose guest runs past its time limit: every run of the wake-up
+    // shares the daemon's engine, and none may see another's state or be
+    // stopped by another's deadline.
+    let (in_daemon, alone) = (scratch(), scratch());
+    let g = guests();
+    let mut jobs: Vec<(String, &Path, &str)> = (1..=12)
+        .map(|i| {
+            let component = if i % 2 == 0 {
+                &g.top_products
+            } else {
+                &g.report
+            };
+            (format!("job-{i:02}"), component.as_path(), "")
+        })
+        .collect();
+    jobs.insert(
+        4,
+        ("spin".to_string(), g.probe.as_path(), "timeout_seconds = 1"),
+    );
+    let mut configs = Vec::new();
+    for dir in [in_daemon.path(), alone.path()] {
+        sales_db(dir, 2000);
+        configs.push(
+            jobs.iter()
+                .map(|(name, component, limits)| job_of(dir, name, component, limits))
+                .collect::<Vec<_>>(),
+        );
+    }
+    let now = "2026-11-09T00:05:00Z";
+    let store = in_daemon.path().join("s.db");
+    let daemon_configs: Vec<&Path> = configs[0].iter().map(|p| p.as_path()).collect();
+    let run = to_run(
+        daemon_command(&daemon_configs, s(&store), now, now)
+            .output()
+            .unwrap(),
+    );
+    // 1: the spinning job failed (for now: it is retried later).
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = lines(&run.stdout);
+    assert_eq!(
+        lines.len(),
+        jobs.len(),
+        "one receipt per job: {}",
+        run.stdout
+    );
+    for ((name, _, _), line) in jobs.iter().zip(&lines) {
+        let key = format!("{name}:2026-11-08");
+        assert_eq!(line["key"], key.as_str(), "in the jobs' order: {line}");
+        if name == "spin" {
+            assert_eq!(line["event"], "failed", "{line}");
+            assert_eq!(line["error"]["kind"], "guest-timeout", "{line}");
+            continue;
+        }
+        assert_eq!(line["event"], "ran", "{line}");
+        // What a `jobhost run` of the same job on a store of its own
+        // delivers, byte for byte.
+        let cfg = alone.path().join(format!("{name}.toml"));
+        let one = run_job(&cfg, &alone.path().join(format!("{name}.db")), now);
+        assert_eq!(one.code, 0, "{}", one.stderr);
+        let delivered = |dir: &Path| std::fs::read_to_string(dir.join(format!("{name}.jsonl")));
+        let (ours, theirs) = (
+            delivered(in_daemon.path()).unwrap(),
+            delivered(alone.path()).unwrap(),
+        );
+        assert_eq!(ours.lines().count(), 1, "{name}: delivered once: {ours}");
+        assert_eq!(ours, theirs, "{name}: the same message as a run of its own");
+        assert_eq!(
+            line["report"]["summary"],
+            one.receipt()["report"]["summary"],
+            "{name}: the same report"
+        );
+    }
+    let h = history(&store);
+    assert_eq!(h.len(), jobs.len(), "one row per job");
+    for row in &h {
+        let want = if row["key"] == "spin:2026-11-08" {
+            "FAILED"
+        } else {
+            "DONE"
+        };
+        assert_eq!(row["state"], want, "{row}");
+        assert_eq!(row["attempt"], 1, "{row}");
+    }
+}

@@ -46,6 +46,22 @@ fn documents() -> Vec<PathBuf> {
     files
 }
 
+/// Every `ca_file = "NAME"` a config shows stands for a CA's PEM file
+/// there, beside the config in `dir`.
+fn provide_ca_files(dir: &Path, body: &str) {
+    for line in body.lines() {
+        let Some(rest) = line.trim_start().strip_prefix("ca_file = \"") else {
+            continue;
+        };
+        let Some((name, _)) = rest.split_once('"') else {
+            continue;
+        };
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, crate::tls::test_ca().pem).unwrap();
+    }
+}
+
 #[test]
 fn every_toml_example_in_the_docs_is_a_config_jobhost_accepts() {
     let dir = tempfile::tempdir().unwrap();
@@ -64,6 +80,7 @@ fn every_toml_example_in_the_docs_is_a_config_jobhost_accepts() {
             }
             let path = dir.path().join(format!("example-{configs}.toml"));
             std::fs::write(&path, &body).unwrap();
+            provide_ca_files(dir.path(), &body);
             // A section shown alone (`[ping]`, `[digest]`) is a whole
             // config too, given a component and a cache folder.
             let flags = RunFlags {

@@ -44,6 +44,7 @@ mod seed_scenarios;
 mod status;
 mod store_contract;
 mod store_faults;
+mod tls;
 mod token_file;
 mod upgrade;
 mod windows;

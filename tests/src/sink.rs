@@ -5,7 +5,8 @@
 //! the sink is dropped), or a closed connection. Unscripted requests get
 //! 200. Told to, it refuses stale senders as a fencing endpoint would: a
 //! message whose `Jobhost-Fence` is lower than the highest it has seen for
-//! the same `Jobhost-Window` is answered 409 and not taken.
+//! the same `Jobhost-Window` is answered 409 and not taken. Started with
+//! [`Sink::start_tls`], it speaks HTTPS with the certificate it is given.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -82,6 +83,7 @@ pub struct Sink {
     addr: SocketAddr,
     state: Arc<Mutex<State>>,
     stop: Arc<AtomicBool>,
+    tls: bool,
 }
 
 impl Sink {
@@ -91,27 +93,49 @@ impl Sink {
     ///
     /// When no port can be bound (a test set-up failure).
     pub fn start() -> Sink {
+        Sink::start_with(None)
+    }
+
+    /// Starts an HTTPS sink on an ephemeral port of 127.0.0.1, whose
+    /// connections are TLS sessions of `config` (its certificate and key).
+    /// A connection whose handshake fails is not recorded.
+    ///
+    /// # Panics
+    ///
+    /// When no port can be bound (a test set-up failure).
+    pub fn start_tls(config: Arc<rustls::ServerConfig>) -> Sink {
+        Sink::start_with(Some(config))
+    }
+
+    fn start_with(tls: Option<Arc<rustls::ServerConfig>>) -> Sink {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the test sink");
         let addr = listener.local_addr().expect("sink address");
         let state = Arc::new(Mutex::new(State::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let (st, sp) = (state.clone(), stop.clone());
+        let https = tls.is_some();
         thread::spawn(move || {
             for conn in listener.incoming() {
                 if sp.load(Ordering::SeqCst) {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
-                let st = st.clone();
-                thread::spawn(move || serve(conn, &st));
+                let (st, tls) = (st.clone(), tls.clone());
+                thread::spawn(move || serve(conn, tls, &st));
             }
         });
-        Sink { addr, state, stop }
+        Sink {
+            addr,
+            state,
+            stop,
+            tls: https,
+        }
     }
 
-    /// `http://127.0.0.1:<port><path>`.
+    /// `http://127.0.0.1:<port><path>` (`https://` for a TLS sink).
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}{path}", self.addr)
     }
 
     /// Answers the next requests to `path` with `replies`, in order; after
@@ -151,12 +175,57 @@ impl Drop for Sink {
     }
 }
 
-fn serve(conn: TcpStream, state: &Mutex<State>) {
+/// One accepted connection, plain or TLS.
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ServerConnection, TcpStream>>),
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Plain(c) => c.read(buf),
+            Conn::Tls(c) => c.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Plain(c) => c.write(buf),
+            Conn::Tls(c) => c.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Conn::Plain(c) => c.flush(),
+            Conn::Tls(c) => {
+                // The answer is whole: say so, as a server closing does.
+                c.conn.send_close_notify();
+                c.flush()
+            }
+        }
+    }
+}
+
+fn serve(conn: TcpStream, tls: Option<Arc<rustls::ServerConfig>>, state: &Mutex<State>) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
-    let Ok(read_half) = conn.try_clone() else {
+    // The socket itself, to keep open (`Hang`) or shut (`Close`).
+    let Ok(socket) = conn.try_clone() else {
         return;
     };
-    let mut reader = BufReader::new(read_half);
+    let conn = match tls {
+        None => Conn::Plain(conn),
+        Some(config) => {
+            let Ok(session) = rustls::ServerConnection::new(config) else {
+                return;
+            };
+            Conn::Tls(Box::new(rustls::StreamOwned::new(session, conn)))
+        }
+    };
+    let mut reader = BufReader::new(conn);
     let mut line = String::new();
     if reader.read_line(&mut line).unwrap_or(0) == 0 {
         return;
@@ -231,7 +300,6 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
                 .unwrap_or(Reply::Status(200))
         }
     };
-    let mut conn = conn;
     let mut content = String::new();
     let (status, extra) = match reply {
         Reply::Status(s) => (s, String::new()),
@@ -250,20 +318,19 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
             (s, String::new())
         }
         Reply::Hang => {
-            if let Ok(c) = conn.try_clone() {
-                state
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .hung
-                    .push(c);
-            }
+            state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .hung
+                .push(socket);
             return;
         }
         Reply::Close => {
-            let _ = conn.shutdown(std::net::Shutdown::Both);
+            let _ = socket.shutdown(std::net::Shutdown::Both);
             return;
         }
     };
+    let conn = reader.get_mut();
     let _ = write!(
         conn,
         "HTTP/1.1 {status} Scripted\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{content}",

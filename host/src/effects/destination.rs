@@ -10,6 +10,8 @@ use std::time::Duration;
 use rand::RngExt as _;
 use serde::{Deserialize, Serialize};
 
+use crate::effects::tls::Trust;
+
 /// A destination declared in the job's config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Destination {
@@ -125,6 +127,9 @@ pub struct HttpTarget {
     headers: Vec<(String, String)>,
     /// The longest one request may take, connecting included.
     pub timeout: Duration,
+    /// Whom an `https://` URL trusts, when its `tls` table says; `None`:
+    /// the web roots built into the binary.
+    trust: Option<Trust>,
 }
 
 /// Headers the host sets itself.
@@ -163,6 +168,7 @@ impl HttpTarget {
             shown_url,
             headers: Vec::new(),
             timeout: Duration::from_secs(30),
+            trust: None,
         })
     }
 
@@ -191,6 +197,24 @@ impl HttpTarget {
         Ok(())
     }
 
+    /// Whether the URL is `https://`: only then is a `tls` table used.
+    pub fn is_https(&self) -> bool {
+        self.url.parse::<ureq::http::Uri>().is_ok_and(|u| {
+            u.scheme_str()
+                .is_some_and(|s| s.eq_ignore_ascii_case("https"))
+        })
+    }
+
+    /// Trusts `trust` (for an `https://` URL).
+    pub fn set_trust(&mut self, trust: Trust) {
+        self.trust = Some(trust);
+    }
+
+    /// Whom the URL trusts, when its `tls` table says.
+    pub fn trust(&self) -> Option<&Trust> {
+        self.trust.as_ref()
+    }
+
     /// The URL to send to (may hold credentials: never show it).
     pub fn url(&self) -> &str {
         &self.url
@@ -216,6 +240,7 @@ impl fmt::Debug for HttpTarget {
                 &self.headers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
             )
             .field("timeout", &self.timeout)
+            .field("trust", &self.trust)
             .finish()
     }
 }

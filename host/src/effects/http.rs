@@ -15,6 +15,7 @@ use crate::core::text::printable;
 use crate::effects::destination::HttpTarget;
 use crate::effects::last_look::{self, LookConnector};
 use crate::effects::sent::{SendFailure, Sending, Sent, Uncertainty};
+use crate::effects::tls::Trust;
 use crate::store::StagedMessage;
 
 /// The header that names the window a message belongs to (its key,
@@ -38,12 +39,17 @@ pub fn http_agent(timeout: Option<Duration>) -> ureq::Agent {
 }
 
 /// [`http_agent`] whose connections take a [`LastLook`](super::last_look)
-/// before their first byte: the delivery's agent. (ureq's connector chain
-/// is outside its semver promises, so this is the place a ureq upgrade
-/// may need to touch.)
-pub(super) fn looking_agent(looks: LookConnector) -> ureq::Agent {
+/// before their first byte: the delivery's agent, trusting `trust` (else
+/// the web roots built into the binary). (ureq's connector chain is
+/// outside its semver promises, so this is the place a ureq upgrade may
+/// need to touch.)
+pub(super) fn looking_agent(looks: LookConnector, trust: Option<&Trust>) -> ureq::Agent {
+    let mut config = config_builder(None);
+    if let Some(t) = trust {
+        config = config.tls_config(t.tls_config());
+    }
     ureq::Agent::with_parts(
-        config(None),
+        config.build(),
         DefaultConnector::default().chain(looks),
         DefaultResolver::default(),
     )
@@ -51,6 +57,12 @@ pub(super) fn looking_agent(looks: LookConnector) -> ureq::Agent {
 
 /// The settings every agent shares.
 fn config(timeout: Option<Duration>) -> ureq::config::Config {
+    config_builder(timeout).build()
+}
+
+fn config_builder(
+    timeout: Option<Duration>,
+) -> ureq::config::ConfigBuilder<ureq::typestate::AgentScope> {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
@@ -59,7 +71,6 @@ fn config(timeout: Option<Duration>) -> ureq::config::Config {
         .max_idle_connections(0)
         .max_idle_connections_per_host(0)
         .timeout_global(timeout)
-        .build()
 }
 
 /// Sends `m` to `t` once; `now` is the run's clock, which a
@@ -156,7 +167,11 @@ pub(super) fn post(
             retry_after: None,
         }),
         Err(e) => {
+            let certificate = bad_certificate(&e);
             let outcome = match &e {
+                // The server's certificate is checked in the handshake,
+                // before any byte of the request.
+                _ if certificate.is_some() => Uncertainty::NotSent,
                 ureq::Error::HostNotFound
                 | ureq::Error::ConnectionFailed
                 | ureq::Error::BadUri(_)
@@ -181,13 +196,53 @@ pub(super) fn post(
                 }
                 _ => Uncertainty::Unknown,
             };
+            let hint = certificate.map_or_else(String::new, |c| certificate_hint(name, t, c));
             Sent::Failed(SendFailure {
-                message: format!("cannot POST to destination `{name}` ({shown}): {e}"),
+                message: format!("cannot POST to destination `{name}` ({shown}): {e}{hint}"),
                 outcome,
                 http_status: None,
                 retry_after: None,
             })
         }
+    }
+}
+
+/// The server certificate's fault, when the TLS handshake failed on it.
+fn bad_certificate(e: &ureq::Error) -> Option<&rustls::CertificateError> {
+    let tls = match e {
+        ureq::Error::Rustls(r) => Some(r),
+        // A failed handshake reaches ureq as an I/O error carrying rustls's.
+        ureq::Error::Io(io) => io
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>()),
+        _ => None,
+    };
+    match tls? {
+        rustls::Error::InvalidCertificate(c) => Some(c),
+        _ => None,
+    }
+}
+
+/// What to do about a certificate the destination's trust refused.
+fn certificate_hint(name: &str, t: &HttpTarget, c: &rustls::CertificateError) -> String {
+    use rustls::CertificateError as C;
+    match (c, t.trust()) {
+        (C::UnknownIssuer, None) => format!(
+            "; its certificate is not signed by an authority the web roots built into jobhost \
+             hold: if a private CA signed it, set `destinations.{name}.tls.ca_file` to that \
+             CA's PEM file (or `tls.roots = \"system\"` to trust this machine's roots)"
+        ),
+        (C::UnknownIssuer, Some(trust)) => format!(
+            "; its certificate is not signed by an authority `destinations.{name}.tls` trusts \
+             ({}): check that `ca_file` holds the CA that signed it",
+            trust.describe()
+        ),
+        (C::NotValidForName | C::NotValidForNameContext { .. }, _) => {
+            "; its certificate does not name the URL's host: use a host name (or IP address) \
+             the certificate holds"
+                .to_string()
+        }
+        _ => String::new(),
     }
 }
 

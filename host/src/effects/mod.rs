@@ -14,3 +14,4 @@ pub mod last_look;
 pub mod ping;
 pub mod send;
 mod sent;
+pub mod tls;

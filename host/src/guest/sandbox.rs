@@ -1,6 +1,7 @@
-//! The sandbox a report component runs in. One `Engine` and `Linker` per
-//! process; a fresh `Store` per run, so nothing survives from one run to the
-//! next. The guest gets no preopened directories, no environment, no
+//! The sandbox a report component runs in. One `Engine` and `Linker` serve
+//! every run of a process (the daemon and `backfill` build them once, a
+//! one-shot `jobhost run` for its one run); a fresh `Store` per run, so
+//! nothing survives from one run to the next. The guest gets no preopened directories, no environment, no
 //! arguments and no sockets; its wall clock reads the run's `now` for the
 //! whole run, its monotonic clock ticks 1 µs per reading, and its random
 //! numbers come from a generator seeded with the window key, so the same run
@@ -86,10 +87,23 @@ impl Compiler {
     }
 }
 
-/// The engine and linker shared by every run in this process.
+/// The engine and linker shared by every run in this process. Everything
+/// of one run (its store, limits, clocks, journal) is made anew by
+/// [`Sandbox::run`]; the engine's epoch is the one thing runs share, since
+/// a run's time limit moves it, so runs on one sandbox take turns (see
+/// [`Sandbox::run`]).
 pub struct Sandbox {
     engine: Engine,
     linker: Linker<HostState>,
+    /// Held for the whole of a run: one run's time limit moving the epoch
+    /// would otherwise stop another's guest at the same moment.
+    turn: std::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox").finish_non_exhaustive()
+    }
 }
 
 /// A component file: where it is and its digest, its bytes read only when
@@ -379,7 +393,11 @@ impl Sandbox {
             .and_then(|()| virtual_sleep(&mut linker))
             .and_then(|()| bindings::add_to_linker(&mut linker))
             .map_err(|e| Error::Host(format!("cannot link the host interfaces: {e:#}")))?;
-        Ok(Sandbox { engine, linker })
+        Ok(Sandbox {
+            engine,
+            linker,
+            turn: std::sync::Mutex::new(()),
+        })
     }
 
     /// The engine components are compiled for.
@@ -503,7 +521,9 @@ impl Sandbox {
         })
     }
 
-    /// Runs the component once, in a fresh store.
+    /// Runs the component once, in a fresh store. Runs on one sandbox
+    /// take turns: a second thread's run waits for the first to end (the
+    /// daemon and `backfill` run one window after another anyway).
     ///
     /// # Errors
     ///
@@ -513,6 +533,10 @@ impl Sandbox {
         component: &LoadedComponent,
         input: RunInput,
     ) -> std::result::Result<GuestSuccess, GuestFailure> {
+        let _turn = self
+            .turn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let (mut store, set_up) = self.set_up(input);
         let called = self.call(&mut store, component, &set_up)?;
         let mut state = store.into_data();
@@ -854,6 +878,19 @@ impl Drop for Watchdog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn engines_built_apart_name_the_same_compiled_artifacts() {
+        // The daemon's engine lives as long as it does; `jobhost compile`
+        // and a one-shot run build their own. Each must find what another
+        // cached, or the daemon would compile again what the cache holds.
+        let cache = CompileCache::new(Some(std::path::PathBuf::from("/cache")));
+        let hex = "ab".repeat(32);
+        let (a, b) = (Sandbox::new().unwrap(), Sandbox::new().unwrap());
+        let named = cache.artifact(a.engine(), &hex);
+        assert!(named.is_some());
+        assert_eq!(named, cache.artifact(b.engine(), &hex));
+    }
 
     #[test]
     fn a_component_of_an_earlier_release_on_the_same_track_is_served() {

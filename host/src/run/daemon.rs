@@ -29,6 +29,7 @@ use jiff::{SignedDuration, Timestamp};
 use crate::core::clock::{Clock, rfc3339};
 use crate::core::error::Result;
 use crate::core::window::{Window, WindowKey};
+use crate::guest::sandbox::Sandbox;
 use crate::run::liveness::Heartbeat;
 use crate::run::plan::{self, What};
 use crate::run::receipt::{ReceiptLevel, SkipReason};
@@ -83,11 +84,21 @@ fn emit(out: &Output, line: &str) {
 /// to stop it does not (a digest is a cache: `jobhost digest KEY` makes it
 /// later).
 ///
+/// Every run the daemon makes shares one engine and linker: the
+/// runtime's (`jobhost daemon` builds it to check the components before
+/// it starts), else one built here, once.
+///
 /// # Errors
 ///
-/// None so far: a job whose store fails is reported on stderr and tried
-/// again a minute later, and a failed run is a receipt, not an error.
+/// Only when the engine cannot be built: a job whose store fails is
+/// reported on stderr and tried again a minute later, and a failed run is
+/// a receipt, not an error.
 pub fn run(jobs: &[Job], opts: &Options<'_>, out: &Output) -> Result<()> {
+    let runtime = opts.runtime.sharing_sandbox()?;
+    let opts = &Options {
+        runtime: &runtime,
+        ..*opts
+    };
     let (digests, worker) = Digests::start(opts.runtime, opts.receipt, out);
     let result = run_loop(jobs, opts, out, &digests);
     let left = digests.pending.load(Ordering::SeqCst);
@@ -111,19 +122,19 @@ pub fn run(jobs: &[Job], opts: &Options<'_>, out: &Output) -> Result<()> {
 /// What cannot become valid while the daemon runs, refused before it
 /// claims anything: a store that dies with its machine where a durable one
 /// is required (before any store is opened or created), a component that
-/// is missing or broken at start-up, a store that cannot be a jobhost
-/// store. (A component replaced later, or a database that restarts, is
-/// retried.)
+/// is missing or broken at start-up (loaded in `sandbox`, the one the
+/// daemon's runs then share), a store that cannot be a jobhost store. (A
+/// component replaced later, or a database that restarts, is retried.)
 ///
 /// # Errors
 ///
 /// `Error::Input` naming the job and what is wrong; the store's error.
-pub fn check_before_start(jobs: &[Job]) -> Result<()> {
+pub fn check_before_start(jobs: &[Job], sandbox: &Sandbox) -> Result<()> {
     for j in jobs {
         job::refuse_ephemeral_store(j)
             .map_err(|e| crate::core::error::Error::input(format!("job `{}`: {e}", j.name())))?;
     }
-    check_components(jobs)?;
+    check_components(jobs, sandbox)?;
     open_stores(jobs)
 }
 
@@ -189,24 +200,20 @@ impl Observer for GaveUp<'_> {
 }
 
 /// Loads (compiling, or finding in the compile cache) every job's
-/// component once, before anything runs.
+/// component once in `sandbox`, before anything runs: what is compiled
+/// here is cached for the engine the runs then use.
 ///
 /// # Errors
 ///
 /// `Error::Input` naming the job and its component when one cannot be
 /// read or does not fit the world: the daemon exits 2 instead of failing
 /// that job's windows one by one.
-pub fn check_components(jobs: &[Job]) -> Result<()> {
+pub fn check_components(jobs: &[Job], sandbox: &Sandbox) -> Result<()> {
     let mut seen = HashSet::new();
-    let mut sandbox = None;
     for c in jobs {
         if !seen.insert((c.component.clone(), c.cache_dir.clone())) {
             continue;
         }
-        let sandbox = match &mut sandbox {
-            Some(s) => s,
-            None => sandbox.insert(crate::guest::sandbox::Sandbox::new()?),
-        };
         let named = |e: crate::Error| match e {
             crate::Error::Input(m) => crate::Error::Input(format!("job `{}`: {m}", c.name())),
             other => other,

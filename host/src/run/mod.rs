@@ -28,6 +28,7 @@ use jiff::Timestamp;
 use crate::core::clock::{Clock, FixedClock, SystemClock, VirtualClock};
 use crate::core::failpoint::Failpoints;
 use crate::effects::digest::Wanted;
+use crate::guest::sandbox::Sandbox;
 pub use finish::make_deferred_digest;
 pub use job::Job;
 pub use open::{refuse_ephemeral_store, say_local_destinations, store_created};
@@ -92,6 +93,12 @@ pub struct Runtime {
     /// component file written just now is remembered without waiting for
     /// it to age).
     pub racy_window: Option<std::time::Duration>,
+    /// The engine and linker every run made with this runtime shares (see
+    /// [`Runtime::sharing_sandbox`]: the daemon and `backfill`, which run
+    /// many windows); `None`: each run builds its own, as a one-shot
+    /// `jobhost run` does for its one run (and only once it knows the
+    /// window needs its component).
+    pub sandbox: Option<Arc<Sandbox>>,
 }
 
 impl Runtime {
@@ -100,6 +107,36 @@ impl Runtime {
         Runtime {
             now,
             ..self.clone()
+        }
+    }
+
+    /// This runtime with a sandbox every run made with it shares: its own
+    /// if it has one, else one built now.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Host` if wasmtime cannot be configured on this machine;
+    /// `Error::Input` for a bad `JOBHOST_COMPILER`.
+    pub fn sharing_sandbox(&self) -> crate::core::error::Result<Runtime> {
+        let sandbox = match &self.sandbox {
+            Some(s) => s.clone(),
+            None => Arc::new(Sandbox::new()?),
+        };
+        Ok(Runtime {
+            sandbox: Some(sandbox),
+            ..self.clone()
+        })
+    }
+
+    /// The sandbox a run uses: the shared one, else one of its own.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sandbox::new`].
+    pub fn sandbox(&self) -> crate::core::error::Result<Arc<Sandbox>> {
+        match &self.sandbox {
+            Some(s) => Ok(s.clone()),
+            None => Ok(Arc::new(Sandbox::new()?)),
         }
     }
 

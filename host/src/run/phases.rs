@@ -8,6 +8,8 @@
 //! state the next invocation continues from without a second effect (see
 //! "One run" in ARCHITECTURE.md).
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
 
 use crate::core::clock::{Clock, rfc3339};
@@ -171,7 +173,8 @@ enum Peeked {
 
 /// What [`Run::prepare`] readied before the claim.
 struct Prepared {
-    sandbox: Sandbox,
+    /// The runtime's shared sandbox, or this run's own.
+    sandbox: Arc<Sandbox>,
     /// The component file, unless it is missing and not needed.
     file: Option<ComponentFile>,
     /// The compiled component, for a window whose guest is to run.
@@ -299,7 +302,7 @@ impl<'a> Run<'a> {
         row: Option<Box<RunRecord>>,
         receipt: &mut Receipt,
     ) -> Result<Prepared> {
-        let sandbox = Sandbox::new()?;
+        let sandbox = self.runtime.sandbox()?;
         // A committed report is delivered, not rendered again: PREPARED, or
         // a FAILED or ABANDONED one a person retries.
         let retrying = matches!(self.asked, Asked::Retry { .. } | Asked::Rerun { .. });

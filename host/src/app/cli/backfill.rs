@@ -112,11 +112,13 @@ pub(super) fn main(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
     }
     say("backfill", &summary);
     let stop = crate::run::daemon::stop_on_signals()?;
+    // Its windows run one after another on one engine and linker.
     let runtime = Runtime {
         now: Some(now),
         stop: Some(stop),
         ..runtime.clone()
-    };
+    }
+    .sharing_sandbox()?;
     let progress = Progress::new(todo as u64);
     let mut n = 0;
     // A receipt that cannot be written does not stop the runs (their

@@ -97,7 +97,10 @@ pub(super) fn main(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
             )
         })
         .transpose()?;
-    crate::run::daemon::check_before_start(&jobs)?;
+    // One engine and linker for the daemon's life: the components are
+    // checked in it, and every run shares it.
+    let sandbox = Arc::new(crate::guest::sandbox::Sandbox::new()?);
+    crate::run::daemon::check_before_start(&jobs, &sandbox)?;
     let metrics = Arc::new(crate::app::serve::DaemonMetrics::default());
     let heartbeat = Arc::new(crate::run::liveness::Heartbeat::default());
     let _server = match listen {
@@ -137,6 +140,7 @@ pub(super) fn main(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
     let runtime = Runtime {
         stop: Some(stop),
         defer_digests: true,
+        sandbox: Some(sandbox),
         ..runtime.clone()
     };
     let gave_up = GaveUp::new(Some(metrics.as_ref()));

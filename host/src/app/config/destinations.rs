@@ -12,6 +12,7 @@ use crate::core::env::{Env, expand};
 use crate::core::error::{Error, Result};
 use crate::core::redact::Redactor;
 use crate::effects::destination::{DeliveryMode, Destination, HttpTarget, RetryPolicy, Target};
+use crate::effects::tls::{Roots, Trust};
 
 /// Every destination in `written`, validated and its `${VAR}`s filled in
 /// from `env` (their values go to `redactor`); `from_file` makes a path
@@ -67,7 +68,22 @@ pub enum DestinationFile {
         /// The longest wait between two sends, `Retry-After` included
         /// (default 60).
         max_backoff_seconds: Option<f64>,
+        /// Whom an `https://` URL trusts.
+        tls: Option<TlsFile>,
     },
+}
+
+/// `[destinations.NAME.tls]`: the certificate authorities an `https://`
+/// destination trusts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFile {
+    /// `web` (the default: the Mozilla roots built into jobhost) or
+    /// `system` (the operating system's).
+    roots: Option<String>,
+    /// A PEM file of CA certificates trusted besides the roots (a private
+    /// CA); relative to the config's folder.
+    ca_file: Option<PathBuf>,
 }
 
 /// One `[destinations.NAME]`, validated, its `${VAR}`s taken from the
@@ -119,6 +135,7 @@ pub fn destination(
             tries,
             backoff_seconds,
             max_backoff_seconds,
+            tls,
         } => {
             let timeout = seconds("timeout_seconds", *timeout_seconds, 30.0, 3600.0)?;
             if timeout.is_zero() {
@@ -145,6 +162,33 @@ pub fn destination(
                     .map_err(|why| Error::input(format!("invalid {what}: {why}")))?;
             }
             target.timeout = timeout;
+            if let Some(tls) = tls {
+                if !target.is_https() {
+                    return Err(Error::input(format!(
+                        "invalid `destinations.{name}.tls`: `{url}` is not an https:// URL, so \
+                         the table would never be used; use https:// or remove the table"
+                    )));
+                }
+                let roots = match tls.roots.as_deref() {
+                    None => Roots::default(),
+                    Some(written) => Roots::named(written).ok_or_else(|| {
+                        Error::input(format!(
+                            "invalid `destinations.{name}.tls.roots = \"{}\"`: use \"web\" (the \
+                             roots built into jobhost, the default) or \"system\" (this \
+                             machine's trust store)",
+                            crate::core::text::printable(written)
+                        ))
+                    })?,
+                };
+                let ca_file = tls.ca_file.as_deref().map(from_file);
+                let trust = Trust::load(roots, ca_file.as_deref()).map_err(|e| {
+                    Error::input(format!(
+                        "invalid `destinations.{name}.tls.{}`: {e}",
+                        e.key()
+                    ))
+                })?;
+                target.set_trust(trust);
+            }
             Destination {
                 target: Target::Http(target),
                 mode: delivery.unwrap_or_default(),
