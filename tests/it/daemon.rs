@@ -1114,7 +1114,7 @@ fn one_wake_up_of_many_jobs_runs_each_once_with_what_a_run_of_its_own_gives() {
         // What a `jobhost run` of the same job on a store of its own
         // delivers, byte for byte.
         let cfg = alone.path().join(format!("{name}.toml"));
-        let one = run_job(&cfg, &alone.path().join(format!("{name}.db")), now);
+        let one = run_job(&cfg, alone.path().join(format!("{name}.db")), now);
         assert_eq!(one.code, 0, "{}", one.stderr);
         let delivered = |dir: &Path| std::fs::read_to_string(dir.join(format!("{name}.jsonl")));
         let (ours, theirs) = (
