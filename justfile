@@ -74,6 +74,13 @@ bench-store *args:
 bench-schedule *args:
     RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench schedule -- {{args}}
 
+# One daemon wake-up with 50 jobs due, spawn to exit. To compare with the
+# code before a change, name its release `jobhost` in JOBHOST_BENCH_BASELINE
+# (both are then measured, interleaved). `just bench-daemon --quick` for
+# fewer samples.
+bench-daemon *args:
+    RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench daemon -- {{args}}
+
 # Owners frozen (SIGSTOP) at random instants of their delivery past a 2 s
 # lease, on SQLite and PostgreSQL (JOBHOST_TEST_POSTGRES), at-least-once and
 # at-most-once: none may send after the takeover. CI runs 3 trials per case;
