@@ -457,7 +457,7 @@ impl Tx for SqliteTx<'_> {
 
 /// Renders a statement's marks (see [`super::sql`]) as SQLite has them.
 fn render(sql: &str, counted: bool) -> String {
-    sql::render(sql, |name, arg| match name {
+    let sql = sql::render(sql, |name, arg| match name {
         "now" => NOW.to_string(),
         "after" | "time" | "t" => arg.to_string(),
         "len" => format!("length({arg})"),
@@ -472,8 +472,20 @@ fn render(sql: &str, counted: bool) -> String {
         }
     })
     .replace("greatest(", "max(")
-    .replace("least(", "min(")
-    .replace('$', "?")
+    .replace("least(", "min(");
+    numbered(&sql)
+}
+
+/// `$N` as SQLite numbers its parameters, `?N`; a `$` not followed by a
+/// digit (in a string literal) is kept.
+fn numbered(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        let placeholder = c == '$' && chars.peek().is_some_and(char::is_ascii_digit);
+        out.push(if placeholder { '?' } else { c });
+    }
+    out
 }
 
 /// Binds a statement's parameters anew (a cached statement keeps the last
