@@ -823,3 +823,73 @@ fn the_dashboard_carries_the_status_json_exactly_as_status_prints_it() {
         assert_eq!(job["status"], printed, "{path}");
     }
 }
+
+#[test]
+fn history_key_json_is_the_run_page_json_twin_for_every_state_and_revision() {
+    let dir = scratch();
+    let (cfg, db, _sink) = every_state(dir.path());
+    // A rerun, so that a window has an earlier revision with its messages.
+    let rerun = jobhost(&[
+        "rerun",
+        "daily-report:2026-11-10",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&db),
+        "--now",
+        NOW,
+        "--reason",
+        "late rows",
+    ]);
+    assert_eq!(rerun.code, 0, "{}", rerun.stderr);
+    let srv = serve(&[
+        "serve",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&db),
+        "--now",
+        NOW,
+    ]);
+    for day in [
+        "2026-11-03",
+        "2026-11-05",
+        "2026-11-06",
+        "2026-11-10",
+        "2026-11-15",
+    ] {
+        let key = format!("daily-report:{day}");
+        let cli = jobhost(&[
+            "history",
+            &key,
+            "--json",
+            "--config",
+            s(&cfg),
+            "--store",
+            s(&db),
+        ]);
+        assert_eq!(cli.code, 0, "{key}: {}", cli.stderr);
+        let printed: Value = serde_json::from_str(cli.stdout.trim()).expect("history KEY JSON");
+        let mut page = get(&srv.addr, &format!("/runs/{key}.json"), &[]).json();
+        page.as_object_mut().unwrap().remove("reads");
+        assert_eq!(printed, page, "{key}");
+        assert_eq!(printed["key"], key.as_str());
+    }
+    let rerun = jobhost(&[
+        "history",
+        "daily-report:2026-11-10",
+        "--json",
+        "--store",
+        s(&db),
+    ]);
+    let rerun: Value = serde_json::from_str(rerun.stdout.trim()).unwrap();
+    assert_eq!(rerun["current"]["revision"], 2, "{rerun}");
+    assert_eq!(rerun["current"]["revision_reason"], "late rows");
+    assert_eq!(rerun["earlier"][0]["revision"], 1, "{rerun}");
+    assert_eq!(rerun["earlier"][0]["state"], "DONE", "{rerun}");
+    assert_eq!(
+        rerun["earlier"][0]["messages"].as_array().map(Vec::len),
+        Some(1),
+        "{rerun}"
+    );
+}

@@ -133,11 +133,7 @@ fn reads_then_migrates_keeping_every_row(f: &dyn Fixture, dir: &Path, fresh_vers
     assert_eq!(detail.code, 0, "{}", detail.stderr);
     let detail = json(&detail);
     assert_eq!(detail["current"]["revision"], 2, "{detail}");
-    assert_eq!(
-        detail["earlier_revisions"].as_array().unwrap().len(),
-        1,
-        "{detail}"
-    );
+    assert_eq!(detail["earlier"].as_array().unwrap().len(), 1, "{detail}");
     let now = "2026-11-08T00:05:00Z";
     let status = jobhost(&[
         "status",

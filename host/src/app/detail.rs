@@ -1,184 +1,104 @@
-//! What `history` shows of runs beyond the table: one run in detail
-//! (`history KEY`: every revision and attempt, each message, the digest,
-//! the journal and the component) and the audit lines (`history --all`),
-//! as text or JSON. Everything from a guest, a destination or the store
-//! is escaped before it reaches a terminal.
+//! How `history` shows runs beyond the table: one run in detail
+//! (`history KEY`, the dashboard's [`RunDetail`] as text or as the same
+//! JSON) and the audit lines (`history --all`). Everything from a guest, a
+//! destination or the store is escaped before it reaches a terminal.
 
 use std::io::Write;
 
-use crate::core::clock::rfc3339;
 use crate::core::text::{json_line, printable};
-use crate::core::window::WindowKey;
-use crate::effects::digest::cache::DigestCache;
-use crate::run::board::replay_command;
-use crate::store::{self, AuditLine, Ledger, MessageRecord, RunRecord};
+use crate::run::board::{MessageFacts, RevisionFacts, RunDetail};
+use crate::run::outputs::AuditEntry;
+use crate::store::AuditLine;
 
-/// Shows run `key` in detail.
+/// Writes run `d` in detail: one JSON object, or lines of text.
 ///
 /// # Errors
 ///
-/// `Error::Input` when the store holds no such window; the store's or the
-/// terminal's error.
-pub fn show(
-    store: &mut dyn Ledger,
-    key: &WindowKey,
-    cache: Option<&DigestCache>,
-    json: bool,
-    out: &mut dyn Write,
-) -> anyhow::Result<()> {
-    let run = store.peek(key)?;
-    let revisions = store.revisions(key)?;
-    if run.is_none() && revisions.is_empty() {
-        return Err(store::no_such_run(key).into());
-    }
-    let messages = match &run {
-        Some(_) => store.message_records(key)?,
-        None => Vec::new(),
-    };
-    let target = crate::core::command::process_target();
+/// The terminal's error.
+pub fn show(d: &RunDetail, json: bool, out: &mut dyn Write) -> std::io::Result<()> {
     if json {
-        let mut v = serde_json::json!({"key": key.as_str()});
-        if let Some(r) = &run {
-            let mut cur = history_json(r);
-            if let Some(d) = digest_view(r, cache) {
-                cur["digest"] = d;
-            }
-            cur["messages"] = messages.iter().map(message_json).collect();
-            if r.report.is_some() {
-                cur["replay"] = replay_command(key, None, &target).into();
-            }
-            v["current"] = cur;
-        }
-        v["earlier_revisions"] = revisions
-            .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "revision": r.revision,
-                    "state": r.state.as_str(),
-                    "attempt": r.attempt,
-                    "fence": r.fence.0,
-                    "owner": r.owner,
-                    "component": r.component,
-                    "report": r.report.as_ref().map(|rep| serde_json::json!({"summary": rep.summary, "cursor": rep.cursor})),
-                    "error": r.error,
-                    "reason": r.reason,
-                    "journal_bytes": r.journal_bytes,
-                    "created_at": rfc3339(r.created_at),
-                    "updated_at": rfc3339(r.updated_at),
-                    "pruned_at": r.pruned_at.map(rfc3339),
-                    "messages": r.messages.iter().map(message_json).collect::<Vec<_>>(),
-                    "replay": replay_command(key, Some(r.revision), &target),
-                })
-            })
-            .collect();
-        writeln!(out, "{}", json_line(&v.to_string()))?;
-        return Ok(());
+        let text = serde_json::to_string(d).map_err(std::io::Error::other)?;
+        return writeln!(out, "{}", json_line(&text));
     }
     let mut lines: Vec<String> = Vec::new();
-    if let Some(r) = &run {
-        lines.push(format!(
-            "{key}  revision {}  {}  window {} to {} ({})",
-            r.revision,
-            r.state,
-            rfc3339(r.window_start),
-            rfc3339(r.window_end),
-            r.timezone
-        ));
-        if let Some(why) = &r.reason {
-            lines.push(format!("  rerun because: {why}"));
-        }
-        lines.push(format!(
-            "  attempt {}, fence {}, owner {}{}",
-            r.attempt,
-            r.fence,
-            r.owner,
-            if matches!(
-                r.state,
-                store::RunState::Claimed | store::RunState::Prepared
-            ) {
-                format!(", lease until {}", rfc3339(r.lease_until))
-            } else {
-                String::new()
-            }
-        ));
-        lines.push(format!(
-            "  claimed {}, last change {}{}",
-            rfc3339(r.created_at),
-            rfc3339(r.updated_at),
-            r.retry_at
-                .map(|t| format!(", next attempt at {}", rfc3339(t)))
-                .unwrap_or_default()
-        ));
-        if !r.component.is_empty() {
-            lines.push(format!("  component {}", r.component));
-        }
-        if let Some(rep) = &r.report {
-            lines.push(format!("  report: {}", rep.summary));
-            if let Some(c) = &rep.cursor {
-                lines.push(format!("  cursor: {c}"));
-            }
-        }
-        if let Some(why) = &r.skip_reason {
-            lines.push(format!("  skipped: {why}"));
-        }
-        if let Some(e) = &r.error {
-            lines.push(format!("  error: {e}"));
-        }
-        lines.push(format!(
-            "  journal: {}",
-            match (r.journal_bytes, r.pruned_at) {
-                (_, Some(t)) if r.journal_bytes.is_none() => format!("pruned at {}", rfc3339(t)),
-                (Some(n), _) => human_bytes(n),
-                (None, _) => "none".to_string(),
-            }
-        ));
-        if let Some(d) = digest_view(r, cache) {
+    match (&d.current, &d.window) {
+        (Some(r), Some(w)) => {
             lines.push(format!(
-                "  digest: {}{}",
-                d["status"].as_str().unwrap_or_default(),
-                d["text"]
-                    .as_str()
-                    .map(|t| format!(": {t}"))
+                "{}  revision {}  {}  window {} to {} ({})",
+                d.key,
+                r.revision,
+                r.state,
+                w.start,
+                w.end,
+                d.tz.as_deref().unwrap_or_default()
+            ));
+            if let Some(why) = &r.revision_reason {
+                lines.push(format!("  rerun because: {why}"));
+            }
+            lines.push(format!(
+                "  attempt {}, fence {}, owner {}{}",
+                r.attempt,
+                r.fence,
+                r.owner,
+                d.lease_until
+                    .as_ref()
+                    .map(|t| format!(", lease until {t}"))
                     .unwrap_or_default()
             ));
-        }
-        message_lines(&messages, &mut lines);
-        if r.report.is_some() {
-            lines.push(format!("  replay: {}", replay_command(key, None, &target)));
-        }
-    } else {
-        lines.push(format!(
-            "{key}: no current row (forgotten); its earlier revisions:"
-        ));
-    }
-    for r in revisions.iter().rev() {
-        lines.push(format!(
-            "  earlier revision {}: {}, attempt {}, fence {}, owner {}, last change {}",
-            r.revision,
-            r.state,
-            r.attempt,
-            r.fence,
-            r.owner,
-            rfc3339(r.updated_at)
-        ));
-        if let Some(why) = &r.reason {
-            lines.push(format!("    rerun because: {why}"));
-        }
-        if let Some(rep) = &r.report {
-            lines.push(format!("    report: {}", rep.summary));
-        }
-        if let Some(e) = &r.error {
-            lines.push(format!("    error: {e}"));
-        }
-        let mut inner = Vec::new();
-        message_lines(&r.messages, &mut inner);
-        lines.extend(inner.into_iter().map(|l| format!("  {l}")));
-        if r.journal_bytes.is_some() {
             lines.push(format!(
-                "    replay: {}",
-                replay_command(key, Some(r.revision), &target)
+                "  claimed {}, last change {}{}",
+                r.created_at,
+                r.updated_at,
+                d.retry_at
+                    .as_ref()
+                    .map(|t| format!(", next attempt at {t}"))
+                    .unwrap_or_default()
             ));
+            if !r.component.is_empty() {
+                lines.push(format!("  component {}", r.component));
+            }
+            if let Some(summary) = &r.summary {
+                lines.push(format!("  report: {summary}"));
+            }
+            if let Some(c) = &r.cursor {
+                lines.push(format!("  cursor: {c}"));
+            }
+            if let Some(why) = &r.skip_reason {
+                lines.push(format!("  skipped: {why}"));
+            }
+            if let Some(e) = &r.error {
+                lines.push(format!("  error: {e}"));
+            }
+            lines.push(format!(
+                "  journal: {}",
+                match (r.journal_bytes, &r.pruned_at) {
+                    (Some(n), _) => human_bytes(n),
+                    (None, Some(t)) => format!("pruned at {t}"),
+                    (None, None) => "none".to_string(),
+                }
+            ));
+            if let Some(g) = &d.digest {
+                lines.push(format!(
+                    "  digest: {}{}",
+                    g.status,
+                    g.text
+                        .as_ref()
+                        .map(|t| format!(": {t}"))
+                        .unwrap_or_default()
+                ));
+            }
+            message_lines(&r.messages, "", &mut lines);
+            if let Some(replay) = &d.replay {
+                lines.push(format!("  replay: {replay}"));
+            }
         }
+        _ => lines.push(format!(
+            "{}: no current row (forgotten); its earlier revisions:",
+            d.key
+        )),
+    }
+    for r in d.earlier.iter().rev() {
+        earlier_lines(r, &mut lines);
     }
     for l in lines {
         writeln!(out, "{}", printable(&l))?;
@@ -186,17 +106,37 @@ pub fn show(
     Ok(())
 }
 
-fn message_lines(messages: &[MessageRecord], lines: &mut Vec<String>) {
+fn earlier_lines(r: &RevisionFacts, lines: &mut Vec<String>) {
+    lines.push(format!(
+        "  earlier revision {}: {}, attempt {}, fence {}, owner {}, last change {}",
+        r.revision, r.state, r.attempt, r.fence, r.owner, r.updated_at
+    ));
+    if let Some(why) = &r.revision_reason {
+        lines.push(format!("    rerun because: {why}"));
+    }
+    if let Some(summary) = &r.summary {
+        lines.push(format!("    report: {summary}"));
+    }
+    if let Some(e) = &r.error {
+        lines.push(format!("    error: {e}"));
+    }
+    message_lines(&r.messages, "  ", lines);
+    if let Some(replay) = &r.replay {
+        lines.push(format!("    replay: {replay}"));
+    }
+}
+
+fn message_lines(messages: &[MessageFacts], indent: &str, lines: &mut Vec<String>) {
     if messages.is_empty() {
         return;
     }
-    lines.push(format!("  messages ({}):", messages.len()));
+    lines.push(format!("{indent}  messages ({}):", messages.len()));
     for m in messages {
         lines.push(format!(
-            "    #{} to {}: {}{}, {} attempt(s), last {}, key {}, {} ({})",
+            "{indent}    #{} to {}: {}{}, {} attempt(s), last {}, key {}, {} ({})",
             m.seq,
             m.destination,
-            m.state,
+            m.status,
             if m.in_flight {
                 " (a send's fate unknown)"
             } else {
@@ -211,20 +151,6 @@ fn message_lines(messages: &[MessageRecord], lines: &mut Vec<String>) {
     }
 }
 
-fn message_json(m: &MessageRecord) -> serde_json::Value {
-    serde_json::json!({
-        "seq": m.seq,
-        "destination": m.destination,
-        "idempotency_key": m.idempotency_key,
-        "content_type": m.content_type,
-        "bytes": m.bytes,
-        "state": m.state,
-        "attempts": m.attempts,
-        "last_status": m.last_status,
-        "in_flight": m.in_flight,
-    })
-}
-
 /// Writes the audit lines, newest first.
 ///
 /// # Errors
@@ -233,17 +159,8 @@ fn message_json(m: &MessageRecord) -> serde_json::Value {
 pub fn audit(lines: &[AuditLine], json: bool, out: &mut dyn Write) -> std::io::Result<()> {
     if json {
         for a in lines {
-            let v = serde_json::json!({
-                "audit": a.action,
-                "at": rfc3339(a.at),
-                "job": a.job,
-                "key": a.key,
-                "old_state": a.old_state,
-                "reason": a.reason,
-                "detail": a.detail,
-                "by": a.by,
-            });
-            writeln!(out, "{}", json_line(&v.to_string()))?;
+            let text = serde_json::to_string(&AuditEntry::of(a)).map_err(std::io::Error::other)?;
+            writeln!(out, "{}", json_line(&text))?;
         }
         return Ok(());
     }
@@ -257,7 +174,7 @@ pub fn audit(lines: &[AuditLine], json: bool, out: &mut dyn Write) -> std::io::R
     for a in lines {
         let line = format!(
             "{}  {:<7} {}{}  by {}: {}{}",
-            rfc3339(a.at),
+            crate::core::clock::rfc3339(a.at),
             a.action,
             a.key.as_deref().unwrap_or(&a.job),
             a.old_state
@@ -274,66 +191,6 @@ pub fn audit(lines: &[AuditLine], json: bool, out: &mut dyn Write) -> std::io::R
         writeln!(out, "{}", printable(&line))?;
     }
     Ok(())
-}
-
-/// A run's digest as `history` shows it: the text when the cache still
-/// holds it, or that it is missing (`jobhost digest KEY` makes it again),
-/// or why the last attempt failed.
-pub fn digest_view(r: &RunRecord, cache: Option<&DigestCache>) -> Option<serde_json::Value> {
-    use crate::effects::digest::cache::Lookup;
-    let d = r.digest.as_ref()?;
-    let mut v = serde_json::json!({
-        "model": d.model,
-        "sent_at": d.sent_at.map(rfc3339),
-    });
-    if let Some(e) = &d.error {
-        v["error"] = e.as_str().into();
-    }
-    let found = match (&d.cache_key, cache) {
-        (Some(k), Some(c)) => c.get(k, jiff::Timestamp::now(), std::time::Duration::MAX),
-        _ => Lookup::Missing,
-    };
-    match found {
-        Lookup::Fresh(entry) | Lookup::Expired(entry) => {
-            v["status"] = "cached".into();
-            v["text"] = entry.text.into();
-            v["created_at"] = rfc3339(entry.created_at).into();
-        }
-        _ if d.cache_key.is_none() => v["status"] = "failed".into(),
-        _ => v["status"] = "missing".into(),
-    }
-    Some(v)
-}
-
-pub fn history_json(r: &RunRecord) -> serde_json::Value {
-    serde_json::json!({
-        "key": r.key.as_str(),
-        "job": r.job,
-        "window": {"start": rfc3339(r.window_start), "end": rfc3339(r.window_end), "tz": r.timezone},
-        "state": r.state.as_str(),
-        "attempt": r.attempt,
-        "fence": r.fence.0,
-        "owner": r.owner,
-        "lease_until": rfc3339(r.lease_until),
-        "retry_at": r.retry_at.map(rfc3339),
-        "component": r.component,
-        "report": r.report.as_ref().map(|rep| serde_json::json!({"summary": rep.summary, "cursor": rep.cursor, "describe": rep.prompt})),
-        "journal_bytes": r.journal_bytes,
-        "messages": r.messages,
-        "delivered": r.delivered,
-        // A skipped window's row keeps the scheduler's reason where a run
-        // keeps its last error.
-        "error": r.error,
-        "reason": r.skip_reason,
-        "created_at": rfc3339(r.created_at),
-        "updated_at": rfc3339(r.updated_at),
-        "revision": r.revision,
-        "revision_reason": r.reason,
-        "pruned_at": r.pruned_at.map(rfc3339),
-        // When it ran: its row's last change (finished, failed, claimed);
-        // a skipped window did not run.
-        "ran_at": if r.state == store::RunState::Skipped { None } else { Some(rfc3339(r.updated_at)) },
-    })
 }
 
 /// `1536` -> `1.5 KiB`.

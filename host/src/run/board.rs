@@ -633,7 +633,7 @@ pub struct RevisionFacts {
     /// From 1.
     pub revision: u32,
     /// Its state.
-    pub state: &'static str,
+    pub state: RunState,
     /// Attempts made.
     pub attempt: u32,
     /// Its fence.
@@ -646,6 +646,8 @@ pub struct RevisionFacts {
     pub summary: Option<String>,
     /// The report's cursor.
     pub cursor: Option<String>,
+    /// The text the component asked a model to describe.
+    pub describe: Option<String>,
     /// The last error (not for a skipped window).
     pub error: Option<String>,
     /// Why the scheduler skipped it.
@@ -738,13 +740,14 @@ pub fn run_detail(
     };
     let current = run.as_ref().map(|r| RevisionFacts {
         revision: r.revision,
-        state: r.state.as_str(),
+        state: r.state,
         attempt: r.attempt,
         fence: r.fence.0,
         owner: r.owner.clone(),
         component: r.component.clone(),
         summary: long(r.report.as_ref().map(|p| p.summary.as_str())),
         cursor: long(r.report.as_ref().and_then(|p| p.cursor.as_deref())),
+        describe: long(r.report.as_ref().and_then(|p| p.prompt.as_deref())),
         error: long(r.error.as_deref()),
         skip_reason: long(r.skip_reason.as_deref()),
         revision_reason: long(r.reason.as_deref()),
@@ -765,13 +768,14 @@ pub fn run_detail(
         .iter()
         .map(|r| RevisionFacts {
             revision: r.revision,
-            state: r.state.as_str(),
+            state: r.state,
             attempt: r.attempt,
             fence: r.fence.0,
             owner: r.owner.clone(),
             component: r.component.clone(),
             summary: long(r.report.as_ref().map(|p| p.summary.as_str())),
             cursor: long(r.report.as_ref().and_then(|p| p.cursor.as_deref())),
+            describe: long(r.report.as_ref().and_then(|p| p.prompt.as_deref())),
             error: long(r.error.as_deref()),
             skip_reason: None,
             revision_reason: long(r.reason.as_deref()),

@@ -13,6 +13,7 @@ pub mod job;
 pub mod liveness;
 mod open;
 pub mod operate;
+pub mod outputs;
 pub mod phases;
 pub mod plan;
 pub mod reads;

@@ -104,6 +104,13 @@ impl fmt::Display for RunState {
     }
 }
 
+/// A state is written as stored (`"DONE"`), in every output.
+impl serde::Serialize for RunState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// An enum stored as one of a few names: the names as stored, parsed back
 /// (an unknown name is `None`: written by a newer jobhost or by hand), shown
 /// and serialized as they are stored.

@@ -11,8 +11,9 @@ use super::flags::{JobFlags, needed_reason, reason_text};
 use crate::app::args::env;
 use crate::core::clock::rfc3339;
 use crate::core::error::{Error, Result};
-use crate::core::text::{json_line, printable, say};
+use crate::core::text::{printable, say};
 use crate::run::operate::{self, Act, Only, Planned};
+use crate::run::outputs::OperatorReceipt;
 use crate::run::{Outcome, Runtime};
 use crate::store;
 
@@ -105,7 +106,7 @@ pub(super) fn main(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
             if out.closed() {
                 break;
             }
-            out.line(&json_line(&plan_line(p, now).to_string()))?;
+            super::write_json(&mut out, &OperatorReceipt::planned(p, now))?;
         }
         say("plan", &summary);
         return Ok(0);
@@ -187,19 +188,6 @@ fn ended_summary(ended: &operate::Backfilled) -> String {
         text.push_str(&format!(", {} not closed yet", ended.not_closed));
     }
     text
-}
-
-fn plan_line(p: &Planned, now: Timestamp) -> serde_json::Value {
-    serde_json::json!({
-        "event": "plan",
-        "job": p.window.job.as_str(),
-        "key": p.window.key().as_str(),
-        "window": {"start": rfc3339(p.window.start), "end": rfc3339(p.window.end)},
-        "state": p.state.map(|s| s.as_str()),
-        "revision": p.revision,
-        "action": p.act.as_str(),
-        "now": rfc3339(now),
-    })
 }
 
 /// A backfill's progress on stderr: a bar with the ETA on a terminal,

@@ -4,15 +4,14 @@
 
 use std::path::PathBuf;
 
-use super::Out;
 use crate::app::args::env;
 use crate::app::config::{JobConfig, RunFlags};
 use crate::core::clock::rfc3339;
 use crate::core::command::Target;
 use crate::core::error::Error;
-use crate::core::text::json_line;
 use crate::effects::digest::DigestStatus;
 use crate::run::Runtime;
+use crate::run::outputs::OperatorReceipt;
 
 /// `jobhost digest`.
 #[derive(Debug, clap::Args)]
@@ -83,13 +82,12 @@ pub(super) fn main(args: DigestArgs, runtime: &Runtime) -> Result<i32, Error> {
     if let Some(why) = &info.error {
         crate::core::text::say("error", &format!("no digest of `{key}`: {why}"));
     }
-    let line = serde_json::json!({
-        "event": "digest",
-        "job": name.as_str(),
-        "key": key.as_str(),
-        "now": rfc3339(clock.now()),
-        "digest": info,
-    });
-    Out::stdout().line(&json_line(&line.to_string()))?;
+    let line = OperatorReceipt::Digest {
+        job: name.as_str().to_string(),
+        key: key.to_string(),
+        now: rfc3339(clock.now()),
+        digest: info,
+    };
+    super::print_json(&line)?;
     Ok(code)
 }

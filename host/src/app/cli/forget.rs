@@ -3,13 +3,12 @@
 
 use jiff::Timestamp;
 
-use super::Out;
 use super::flags::{StoreFlags, needed_reason};
-use crate::core::clock::rfc3339;
 use crate::core::command::Target;
 use crate::core::error::Error;
-use crate::core::text::{json_line, printable, say};
+use crate::core::text::{printable, say};
 use crate::run::operate;
+use crate::run::outputs::OperatorReceipt;
 use crate::store::{self, Actor};
 
 /// `jobhost forget`.
@@ -48,17 +47,8 @@ pub(super) fn main(args: ForgetArgs) -> Result<i32, Error> {
         reason: &reason,
     };
     let f = store.forget(&key, args.force, actor, Timestamp::now())?;
-    let line = serde_json::json!({
-        "event": "forgotten",
-        "key": key.as_str(),
-        "old_state": f.old_state.as_str(),
-        "undelivered": f.undelivered,
-        "archived_revision": f.archived,
-        "decided_until": f.decided_until.map(rfc3339),
-        "reason": reason,
-        "by": by,
-    });
-    Out::stdout().line(&json_line(&line.to_string()))?;
+    let line = OperatorReceipt::forgotten(key.as_str(), &f, &reason, &by);
+    super::print_json(&line)?;
     let label = key
         .as_str()
         .split_once(':')

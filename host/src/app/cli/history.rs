@@ -5,14 +5,16 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use super::{Out, unwrapped, written};
+use super::{Out, written};
 use crate::app::args::store_location;
 use crate::app::config::{JobConfig, RunFlags};
-use crate::app::detail::{digest_view, history_json, human_bytes};
+use crate::app::detail::human_bytes;
 use crate::core::clock::rfc3339;
 use crate::core::command::Target;
 use crate::core::error::Error;
 use crate::core::text::{json_line, printable};
+use crate::run::board::DigestFacts;
+use crate::run::outputs::HistoryRow;
 use crate::store::{self, RunRecord};
 
 /// `jobhost history`.
@@ -90,8 +92,11 @@ pub(super) fn main(args: HistoryArgs) -> Result<i32, Error> {
     let mut out = Out::stdout();
     if let Some(key) = &args.key {
         let key = crate::run::operate::typed_key(key)?;
-        crate::app::detail::show(store.as_mut(), &key, cache.as_ref(), args.json, &mut out)
-            .map_err(unwrapped)?;
+        let mut reads = crate::run::reads::Reads::new(store.as_mut());
+        let target = crate::core::command::process_target();
+        let detail = crate::run::board::run_detail(&key, &mut reads, cache.as_ref(), &target)?
+            .ok_or_else(|| store::no_such_run(&key))?;
+        crate::app::detail::show(&detail, args.json, &mut out).map_err(written)?;
         if args.all {
             let lines: Vec<_> = store
                 .audit(None)?
@@ -107,11 +112,9 @@ pub(super) fn main(args: HistoryArgs) -> Result<i32, Error> {
             if out.closed() {
                 break;
             }
-            let mut line = history_json(r);
-            if let Some(d) = digest_view(r, cache.as_ref()) {
-                line["digest"] = d;
-            }
-            out.line(&json_line(&line.to_string()))?;
+            let row = serde_json::to_string(&HistoryRow::of(r, cache.as_ref()))
+                .map_err(|e| Error::Host(format!("cannot write a history row: {e}")))?;
+            out.line(&json_line(&row))?;
         }
     } else {
         write_table(&mut out, &runs, cache.as_ref()).map_err(written)?;
@@ -128,14 +131,20 @@ fn digest_cell(
     r: &RunRecord,
     cache: Option<&crate::effects::digest::cache::DigestCache>,
 ) -> String {
-    let Some(v) = digest_view(r, cache) else {
+    let Some(DigestFacts {
+        status,
+        text,
+        error,
+        ..
+    }) = crate::run::board::digest_facts(r, cache)
+    else {
         return String::new();
     };
-    let mut status = v["status"].as_str().unwrap_or_default().to_string();
-    if status != "failed" && v.get("error").is_some() {
+    let mut status = status.to_string();
+    if status != "failed" && error.is_some() {
         status.push_str(" (the last try failed)");
     }
-    match v["text"].as_str() {
+    match text {
         Some(text) => {
             // The start of a model's text (the table escapes it, as every
             // cell).

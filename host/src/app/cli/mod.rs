@@ -274,23 +274,30 @@ impl Write for Out {
     }
 }
 
+/// Writes `value` to `out` as one JSON line.
+///
+/// # Errors
+///
+/// `Error::Host` when standard output fails (not when its reader went).
+pub(crate) fn write_json(out: &mut Out, value: &impl serde::Serialize) -> Result<(), Error> {
+    let text = serde_json::to_string(value)
+        .map_err(|e| Error::Host(format!("cannot write a JSON line: {e}")))?;
+    out.line(&crate::core::text::json_line(&text))
+}
+
+/// Prints `value` on standard output as one JSON line.
+///
+/// # Errors
+///
+/// As [`write_json`].
+pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), Error> {
+    write_json(&mut Out::stdout(), value)
+}
+
 /// A write to standard output that failed for another reason than a
 /// reader gone.
 fn written(e: std::io::Error) -> Error {
     Error::Host(format!("cannot write to standard output: {e}"))
-}
-
-/// The crate's error inside an `anyhow` one (as `app::detail` returns),
-/// kept with its kind and exit code; anything else as a host error with
-/// its causes.
-fn unwrapped(e: anyhow::Error) -> Error {
-    match e.downcast::<Error>() {
-        Ok(e) => e,
-        Err(e) => match e.downcast::<std::io::Error>() {
-            Ok(io) => written(io),
-            Err(e) => Error::Host(format!("{e:#}")),
-        },
-    }
 }
 
 /// What the commands that only read (`plan`, `status`) take of a job.

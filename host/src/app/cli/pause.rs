@@ -3,13 +3,13 @@
 
 use jiff::Timestamp;
 
-use super::Out;
 use super::flags::{StoreFlags, named_job, reason_text};
 use crate::core::clock::rfc3339;
 use crate::core::command::Target;
 use crate::core::error::Error;
-use crate::core::text::{json_line, printable, say};
+use crate::core::text::{printable, say};
 use crate::run::operate;
+use crate::run::outputs::OperatorReceipt;
 use crate::store::{self, Actor};
 
 /// `jobhost pause`.
@@ -99,14 +99,8 @@ fn pause_or_resume(job: &str, note: &str, flags: &StoreFlags, pausing: bool) -> 
         };
         (name, note, by, before)
     };
-    let line = serde_json::json!({
-        "event": if pausing { "paused" } else { "resumed" },
-        "job": name.as_str(),
-        "note": (!note.is_empty()).then_some(&note),
-        "by": by,
-        "was_paused": before.is_some(),
-    });
-    Out::stdout().line(&json_line(&line.to_string()))?;
+    let line = OperatorReceipt::paused(pausing, name.as_str(), &note, &by, before.as_ref());
+    super::print_json(&line)?;
     let said = match (pausing, &before) {
         (true, None) => format!(
             "paused {name}: nothing of it is claimed, on any host sharing the store, until `{}`",

@@ -33,7 +33,6 @@ pub(super) struct PlanArgs {
 
 /// Prints each job's plan: 0, or the error.
 pub(super) fn main(args: PlanArgs) -> Result<i32, Error> {
-    use crate::run::plan::What;
     let since = args
         .since
         .as_deref()
@@ -57,7 +56,7 @@ pub(super) fn main(args: PlanArgs) -> Result<i32, Error> {
             None => Vec::new(),
         };
         if !args.json {
-            let _ = writeln!(
+            writeln!(
                 out,
                 "{}: {} windows in {}, delay {} s, jitter up to {} s, catch_up {catch_up}; now {}",
                 s.job,
@@ -66,7 +65,8 @@ pub(super) fn main(args: PlanArgs) -> Result<i32, Error> {
                 s.delay.as_secs(),
                 s.jitter.as_secs(),
                 rfc3339(now)
-            );
+            )
+            .map_err(written)?;
             if plan.truncated {
                 writeln!(
                     out,
@@ -76,116 +76,47 @@ pub(super) fn main(args: PlanArgs) -> Result<i32, Error> {
                 .map_err(written)?;
             }
         }
-        for e in plan.holes.first.iter().chain(&plan.entries) {
-            let (what, detail) = match &e.what {
-                What::Hole => (
-                    "hole",
-                    format!(
-                        "due with no run; `{}` runs it",
-                        target.command(&format!(
-                            "run --for {}",
-                            crate::core::command::shell_quote(&e.window.label)
-                        ))
-                    ),
-                ),
-                What::Run => ("run", String::new()),
-                What::Skip(why) => ("skip", why.clone()),
-                What::Recorded(state) => ("recorded", state.to_string()),
-                What::Next => ("next", String::new()),
-            };
+        let report = crate::run::outputs::plan_report(&s, &plan, &unfinished, &target);
+        let last_hole = plan.holes.first.last().map(|h| h.window.key().to_string());
+        for line in &report.lines {
             if args.json {
-                let mut line = serde_json::json!({
-                    "job": s.job.as_str(),
-                    "key": e.window.key().as_str(),
-                    "due": rfc3339(e.due),
-                    "decision": what,
-                    "now": rfc3339(now),
-                });
-                if !detail.is_empty() {
-                    line["detail"] = detail.into();
-                }
-                if plan.truncated {
-                    line["truncated"] = true.into();
-                }
-                if e.what == What::Hole {
-                    line["holes"] = plan.holes.count.into();
-                    if plan.holes.truncated {
-                        line["holes_truncated"] = true.into();
-                    }
-                }
-                writeln!(out, "{}", json_line(&line.to_string())).map_err(written)?;
-            } else {
-                let line = format!(
-                    "  {what:<9} {:<32} due {}{}",
-                    e.window.key().as_str(),
-                    rfc3339(e.due),
-                    if detail.is_empty() {
-                        String::new()
-                    } else {
-                        format!("  {detail}")
-                    }
-                );
-                writeln!(out, "{}", printable(&line)).map_err(written)?;
+                let text = serde_json::to_string(line)
+                    .map_err(|e| Error::Host(format!("cannot write a plan line: {e}")))?;
+                writeln!(out, "{}", json_line(&text)).map_err(written)?;
+                continue;
             }
-            let last_hole = plan.holes.first.last().map(|h| h.window.key());
-            let more = plan.holes.count.saturating_sub(plan.holes.first.len());
-            if !args.json && more > 0 && last_hole.is_some_and(|k| k == e.window.key()) {
+            let detail = line
+                .detail
+                .as_deref()
+                .map(|d| format!("  {d}"))
+                .unwrap_or_default();
+            let text = match (&line.due, &line.at) {
+                (Some(due), _) => format!(
+                    "  {:<9} {:<32} due {due}{detail}",
+                    line.decision.as_str(),
+                    line.key
+                ),
+                (None, at) => format!(
+                    "  {:<9} {:<32} at  {}{detail}",
+                    line.decision.as_str(),
+                    line.key,
+                    at.as_deref().unwrap_or_default()
+                ),
+            };
+            writeln!(out, "{}", printable(&text)).map_err(written)?;
+            if report.more_holes > 0 && last_hole.as_deref() == Some(line.key.as_str()) {
                 writeln!(
                     out,
-                    "  {:<9} and {}{more} more hole(s) after these",
+                    "  {:<9} and {}{} more hole(s) after these",
                     "",
                     if plan.holes.truncated {
                         "at least "
                     } else {
                         ""
-                    }
+                    },
+                    report.more_holes
                 )
                 .map_err(written)?;
-            }
-        }
-        for r in &unfinished {
-            let retry = target.command(&format!(
-                "retry {}",
-                crate::core::command::shell_quote(r.key.as_str())
-            ));
-            let (what, at, detail) = match r.retry_at {
-                Some(t) => (
-                    "retry",
-                    t,
-                    format!(
-                        "{} attempt {} failed; the next one at this time; `{retry}` tries it now",
-                        r.state, r.attempt
-                    ),
-                ),
-                None => (
-                    "resume",
-                    r.lease_until,
-                    format!(
-                        "{} by {}: can be taken over when its lease ends, at this time; `{retry}` \
-                         then",
-                        r.state, r.owner
-                    ),
-                ),
-            };
-            if args.json {
-                let line = serde_json::json!({
-                    "job": s.job.as_str(),
-                    "key": r.key.as_str(),
-                    "decision": what,
-                    "state": r.state.as_str(),
-                    "owner": r.owner,
-                    "at": rfc3339(at),
-                    "detail": detail,
-                    "now": rfc3339(now),
-                });
-                writeln!(out, "{}", json_line(&line.to_string())).map_err(written)?;
-            } else {
-                let line = format!(
-                    "  {what:<9} {:<32} at  {}  {detail}",
-                    r.key.as_str(),
-                    rfc3339(at)
-                );
-                writeln!(out, "{}", printable(&line)).map_err(written)?;
             }
         }
     }

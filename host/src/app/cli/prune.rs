@@ -3,15 +3,15 @@
 
 use jiff::Timestamp;
 
-use super::Out;
 use super::flags::{StoreFlags, named_job};
 use crate::app::config::{JobConfig, RunFlags};
 use crate::core::clock::rfc3339;
 use crate::core::command::Target;
 use crate::core::error::{Error, Result};
-use crate::core::text::{json_line, printable, say};
+use crate::core::text::{printable, say};
 use crate::core::window::JobName;
 use crate::run::operate;
+use crate::run::outputs::OperatorReceipt;
 use crate::store::{self, Actor};
 
 /// `jobhost prune`.
@@ -78,15 +78,8 @@ pub(super) fn main(args: PruneArgs) -> Result<i32, Error> {
     };
     {
         {
-            let line = serde_json::json!({
-                "event": "pruned",
-                "job": job.as_ref().map(JobName::as_str),
-                "before": rfc3339(before),
-                "runs": p.runs,
-                "journal_bytes": p.journal_bytes,
-                "body_bytes": p.body_bytes,
-            });
-            Out::stdout().line(&json_line(&line.to_string()))?;
+            let line = OperatorReceipt::pruned(job.as_ref().map(JobName::as_str), before, &p);
+            super::print_json(&line)?;
             say(
                 "prune",
                 &format!(
