@@ -41,11 +41,14 @@ pub fn compile(request: CompileRequest) -> Result<()> {
     // Said before anything is compiled: a large component takes seconds
     // and hundreds of MB to compile, for nothing if it cannot be kept.
     if let Some(why) = cache.unwritable() {
-        return Err(Error::Host(format!(
-            "cannot fill the compile cache `{}`: {why}; pass --cache-dir with a folder this \
+        return Err(Error::Host(
+            format!(
+                "cannot fill the compile cache `{}`: {why}; pass --cache-dir with a folder this \
              user owns and can write",
-            dir.display()
-        )));
+                dir.display()
+            )
+            .into(),
+        ));
     }
     let sandbox = Sandbox::new()?;
     let mut out = std::io::stdout().lock();
@@ -53,27 +56,35 @@ pub fn compile(request: CompileRequest) -> Result<()> {
         let mut file = ComponentFile::open(path, &cache)?;
         let loaded = sandbox.load(&mut file, &cache)?;
         if loaded.cache == CacheOutcome::Bypassed {
-            return Err(Error::Host(format!(
-                "compiled `{}`, but could not store it in the cache folder `{}` (see the \
+            return Err(Error::Host(
+                format!(
+                    "compiled `{}`, but could not store it in the cache folder `{}` (see the \
                  warning above); runs would compile it again",
-                path.display(),
-                dir.display()
-            )));
+                    path.display(),
+                    dir.display()
+                )
+                .into(),
+            ));
         }
         let artifact = cache.artifact(sandbox.engine(), &file.hex);
         let artifact_bytes = artifact
             .as_ref()
             .and_then(|a| std::fs::metadata(a).ok())
             .map(|m| m.len());
-        let line = serde_json::json!({
-            "component": path.display().to_string(),
-            "digest": loaded.digest,
-            "cache": loaded.cache,
-            "compile_seconds": loaded.compile.map(|d| (d.as_secs_f64() * 1000.0).round() / 1000.0),
-            "artifact": artifact.as_ref().map(|a| a.display().to_string()),
-            "artifact_bytes": artifact_bytes,
-        });
-        let _ = writeln!(out, "{}", json_line(&line.to_string()));
+        let line = crate::run::outputs::Compiled {
+            component: path.display().to_string(),
+            digest: loaded.digest.clone(),
+            cache: loaded.cache,
+            compile_seconds: loaded
+                .compile
+                .map(|d| (d.as_secs_f64() * 1000.0).round() / 1000.0),
+            artifact: artifact.as_ref().map(|a| a.display().to_string()),
+            artifact_bytes,
+        };
+        let line = serde_json::to_string(&line)
+            .map_err(|e| Error::host("cannot write a JSON line").because(e))?;
+        writeln!(out, "{}", json_line(&line))
+            .map_err(|e| Error::host("cannot write to standard output").because(e))?;
         if loaded.cache == CacheOutcome::Hit {
             say(
                 "note",

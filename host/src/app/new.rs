@@ -5,7 +5,6 @@
 //! and a test of the report's logic that runs natively.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::core::error::{Error, Result};
@@ -76,10 +75,9 @@ pub fn new(request: &NewRequest) -> Result<()> {
     if let Err(e) = written {
         // Leave nothing half made behind.
         let _ = fs::remove_dir_all(&root);
-        return Err(Error::Host(format!(
-            "cannot write the project `{}`: {e}",
-            root.display()
-        )));
+        return Err(Error::Host(
+            format!("cannot write the project `{}`: {e}", root.display()).into(),
+        ));
     }
     let shown = printable(&root.display().to_string()).into_owned();
     let quoted = shell_quoted(&shown);
@@ -102,34 +100,33 @@ pub fn new(request: &NewRequest) -> Result<()> {
             format!("cd {quoted} && python3 -m unittest"),
         ),
     };
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
+    let mut lines = Vec::new();
+    lines.push(format!(
         "made {shown}: a {} report on sample sales data",
         match request.lang {
             Lang::Rust => "Rust",
             Lang::Python => "Python",
         }
-    );
+    ));
     if request.lang == Lang::Rust {
-        let _ = writeln!(
-            out,
-            "needs the wasm32-wasip2 target: rustup target add wasm32-wasip2"
-        );
+        lines.push("needs the wasm32-wasip2 target: rustup target add wasm32-wasip2".to_string());
     }
     if request.lang == Lang::Python {
-        let _ = writeln!(
-            out,
-            "needs componentize-py {COMPONENTIZE_PY}: python3 -m pip install componentize-py=={COMPONENTIZE_PY}"
-        );
+        lines.push(format!(
+            "needs componentize-py {COMPONENTIZE_PY}: python3 -m pip install \
+             componentize-py=={COMPONENTIZE_PY}"
+        ));
     }
-    let _ = writeln!(out, "build: {build}");
-    let _ = writeln!(
-        out,
+    lines.push(format!("build: {build}"));
+    lines.push(format!(
         "run:   jobhost run --config {}",
         shell_quoted(&format!("{shown}/job.toml"))
-    );
-    let _ = writeln!(out, "test:  {test}");
+    ));
+    lines.push(format!("test:  {test}"));
+    let mut out = crate::app::cli::Out::stdout();
+    for line in lines {
+        out.line(&line)?;
+    }
     say(
         "note",
         &format!("wrote {} files under `{shown}`", files.len() + 1),

@@ -70,7 +70,9 @@ impl Schedule {
         let before = w
             .start
             .checked_sub(SignedDuration::from_nanos(1))
-            .map_err(|e| Error::input(format!("window `{}` is out of range: {e}", w.key())))?;
+            .map_err(|e| {
+                Error::input(format!("window `{}` is out of range", w.key())).because(e)
+            })?;
         self.containing(before)
     }
 

@@ -201,8 +201,9 @@ impl Window {
         zone: &Zone,
         instant: Timestamp,
     ) -> Result<Window> {
-        let out_of_range =
-            |e: jiff::Error| Error::input(format!("instant `{instant}` is out of range: {e}"));
+        let out_of_range = |e: jiff::Error| {
+            Error::input(format!("instant `{instant}` is out of range")).because(e)
+        };
         let local = instant.to_zoned_datetime(zone.tz.clone());
         let (start, end, label) = match kind {
             WindowKind::Day => {
@@ -272,7 +273,7 @@ impl Window {
         let just_before = current
             .start
             .checked_sub(SignedDuration::from_nanos(1))
-            .map_err(|e| Error::input(format!("instant `{now}` is out of range: {e}")))?;
+            .map_err(|e| Error::input(format!("instant `{now}` is out of range")).because(e))?;
         Window::containing(job, kind, zone, just_before)
     }
 
@@ -374,7 +375,7 @@ fn civil_start(dt: DateTime, zone: &Zone) -> Result<Timestamp> {
     let zoned = dt
         .to_zoned_datetime(zone.tz.clone())
         .and_then(|z| z.start_of_day())
-        .map_err(|e| Error::input(format!("date `{dt}` is out of range: {e}")))?;
+        .map_err(|e| Error::input(format!("date `{dt}` is out of range")).because(e))?;
     Ok(zoned.timestamp())
 }
 

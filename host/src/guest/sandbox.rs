@@ -386,13 +386,14 @@ impl Sandbox {
                 config.strategy(wasmtime::Strategy::Winch);
             }
         }
-        let engine = Engine::new(&config)
-            .map_err(|e| Error::Host(format!("cannot start the WebAssembly engine: {e:#}")))?;
+        let engine = Engine::new(&config).map_err(|e| {
+            Error::Host(format!("cannot start the WebAssembly engine: {e:#}").into())
+        })?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .and_then(|()| virtual_sleep(&mut linker))
             .and_then(|()| bindings::add_to_linker(&mut linker))
-            .map_err(|e| Error::Host(format!("cannot link the host interfaces: {e:#}")))?;
+            .map_err(|e| Error::Host(format!("cannot link the host interfaces: {e:#}").into()))?;
         Ok(Sandbox {
             engine,
             linker,

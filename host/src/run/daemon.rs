@@ -31,6 +31,7 @@ use crate::core::error::Result;
 use crate::core::window::{Window, WindowKey};
 use crate::guest::sandbox::Sandbox;
 use crate::run::liveness::Heartbeat;
+use crate::run::outputs::EventLine;
 use crate::run::plan::{self, What};
 use crate::run::receipt::{ReceiptLevel, SkipReason};
 use crate::run::{self as job, DeferredDigest, Job, Runtime};
@@ -71,9 +72,20 @@ pub trait Observer: Sync {
 pub type Output = Arc<Mutex<dyn Write + Send>>;
 
 /// Writes one line to `out`.
+///
+/// A daemon whose standard output was closed (its log collector went)
+/// keeps running its jobs: what it would have printed is in the store, and
+/// a failed write here must not stop a run half-way.
 fn emit(out: &Output, line: &str) {
     let mut out = out.lock().unwrap_or_else(PoisonError::into_inner);
     let _ = writeln!(out, "{}", crate::core::text::json_line(line));
+}
+
+/// Writes `line` to `out` as one JSON line.
+fn emit_line(out: &Output, line: &EventLine) {
+    if let Ok(text) = serde_json::to_string(line) {
+        emit(out, &text);
+    }
 }
 
 /// Runs the daemon over `configs` until `until` passes or a stop is
@@ -132,7 +144,7 @@ pub fn run(jobs: &[Job], opts: &Options<'_>, out: &Output) -> Result<()> {
 pub fn check_before_start(jobs: &[Job], sandbox: &Sandbox) -> Result<()> {
     for j in jobs {
         job::refuse_ephemeral_store(j)
-            .map_err(|e| crate::core::error::Error::input(format!("job `{}`: {e}", j.name())))?;
+            .map_err(|e| crate::core::error::Error::input(format!("job `{}`: {e:#}", j.name())))?;
     }
     check_components(jobs, sandbox)?;
     open_stores(jobs)
@@ -215,7 +227,9 @@ pub fn check_components(jobs: &[Job], sandbox: &Sandbox) -> Result<()> {
             continue;
         }
         let named = |e: crate::Error| match e {
-            crate::Error::Input(m) => crate::Error::Input(format!("job `{}`: {m}", c.name())),
+            crate::Error::Input(m) => {
+                crate::Error::Input(format!("job `{}`: {m}", c.name()).into())
+            }
             other => other,
         };
         let cache = crate::guest::cache::CompileCache::new(c.cache_dir.clone());
@@ -250,7 +264,10 @@ pub fn open_stores(jobs: &[Job]) -> Result<()> {
             Err(e @ crate::Error::Input(_)) => return Err(e),
             Err(e) => crate::core::text::say(
                 "error",
-                &format!("job `{}`: {e}; trying again at its first wake-up", c.name()),
+                &format!(
+                    "job `{}`: {e:#}; trying again at its first wake-up",
+                    c.name()
+                ),
             ),
         }
     }
@@ -281,13 +298,13 @@ impl Digests {
                 if !stopping
                     && let Some(info) = job::make_deferred_digest(&job, &deferred, &runtime)
                 {
-                    let line = serde_json::json!({
-                        "event": "digest",
-                        "job": job.name().as_str(),
-                        "key": deferred.wanted.key.as_str(),
-                        "now": rfc3339(deferred.at),
-                        "digest": info,
-                    });
+                    let line = serde_json::to_value(EventLine::Digest {
+                        job: job.name().as_str().to_string(),
+                        key: deferred.wanted.key.to_string(),
+                        now: rfc3339(deferred.at),
+                        digest: info,
+                    })
+                    .unwrap_or_default();
                     let line = match level {
                         ReceiptLevel::Full => line,
                         ReceiptLevel::Brief => crate::run::receipt::brief(line),
@@ -338,7 +355,7 @@ fn run_loop(jobs: &[Job], opts: &Options<'_>, out: &Output, digests: &Digests) -
                     // One job's store failing stops none of the others.
                     crate::core::text::say(
                         "error",
-                        &format!("job `{}`: {e}; trying again in a minute", job.name()),
+                        &format!("job `{}`: {e:#}; trying again in a minute", job.name()),
                     );
                     crate::core::clock::after(now, RETRY_SOON)
                 }
@@ -414,20 +431,11 @@ fn prune_if_due(job: &Job, opts: &Options<'_>, now: Timestamp, out: &Output, mem
     match result {
         Ok((_, p)) if p.runs == 0 => {}
         Ok((before, p)) => {
-            let line = serde_json::json!({
-                "event": "pruned",
-                "job": name,
-                "now": rfc3339(now),
-                "before": rfc3339(before),
-                "runs": p.runs,
-                "journal_bytes": p.journal_bytes,
-                "body_bytes": p.body_bytes,
-            });
-            emit(out, &line.to_string());
+            emit_line(out, &EventLine::pruned(Some(name), now, before, &p));
         }
         Err(e) => crate::core::text::say(
             "error",
-            &format!("job `{name}`: cannot apply [retention]: {e}; trying again tomorrow"),
+            &format!("job `{name}`: cannot apply [retention]: {e:#}; trying again tomorrow"),
         ),
     }
 }
@@ -466,18 +474,17 @@ fn wake_job(
     let name = job.name().as_str();
     if let Some(p) = store.paused(name)? {
         if memory.paused_said.insert(name.to_string()) {
-            let line = serde_json::json!({
-                "event": "skipped",
-                "reason": SkipReason::Paused,
-                "job": name,
-                "now": rfc3339(now),
-                "detail": format!(
-                    "job `{name}` is paused (since {} by {}: {}); nothing of it runs until `{}`",
-                    rfc3339(p.since), p.by, p.note,
-                    job.target.command(&format!("resume {name}"))
-                ),
-            });
-            emit(out, &line.to_string());
+            let detail = format!(
+                "job `{name}` is paused (since {} by {}: {}); nothing of it runs until `{}`",
+                rfc3339(p.since),
+                p.by,
+                p.note,
+                job.target.command(&format!("resume {name}"))
+            );
+            emit_line(
+                out,
+                &EventLine::skipped(SkipReason::Paused, name, None, now, detail),
+            );
         }
         return Ok(next.min(crate::core::clock::after(now, RETRY_SOON)));
     }
@@ -563,15 +570,16 @@ impl Wake<'_> {
             .collect();
         let recorded = store.record_skips(&skips, self.owner, self.opts.clock.lease_now())?;
         for (skip, _) in skips.iter().zip(&recorded).filter(|(_, mine)| **mine) {
-            let line = serde_json::json!({
-                "event": "skipped",
-                "reason": SkipReason::CatchUp,
-                "job": self.job.name().as_str(),
-                "key": skip.window.key().as_str(),
-                "now": rfc3339(self.now),
-                "detail": skip.reason,
-            });
-            emit(self.out, &line.to_string());
+            emit_line(
+                self.out,
+                &EventLine::skipped(
+                    SkipReason::CatchUp,
+                    self.job.name().as_str(),
+                    Some(skip.window.key().as_str()),
+                    self.now,
+                    skip.reason.to_string(),
+                ),
+            );
         }
         Ok(())
     }
@@ -772,6 +780,6 @@ pub fn stop_on_signals() -> Result<&'static AtomicBool> {
             .map(drop)
             .map_err(|e| format!("cannot start the signal thread: {e}"))
     });
-    installed.clone().map_err(crate::Error::Host)?;
+    installed.clone().map_err(crate::Error::host)?;
     Ok(&STOP)
 }

@@ -113,7 +113,7 @@ pub fn make_deferred_digest(
             cache: None,
             model: settings.model.clone(),
             text: None,
-            error: Some(format!("the model was not asked: {e}")),
+            error: Some(format!("the model was not asked: {e:#}")),
             message: None,
         },
     };

@@ -53,7 +53,7 @@ impl Outcome {
     /// in a receipt of its own.
     pub fn refused(error: &crate::Error) -> Outcome {
         let mut receipt = Receipt::new(receipt::Event::Failed);
-        receipt.fail(error.kind(), error.to_string(), None);
+        receipt.fail(error.kind(), error.chain(), None);
         Outcome {
             receipt,
             exit_code: error.exit_code(),

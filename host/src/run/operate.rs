@@ -355,7 +355,7 @@ fn window_of(job: &Job, key: &str, runtime: &Runtime) -> Result<Window> {
         Some(label) => job.schedule.named("KEY", label, now),
         None => job.schedule.named("KEY", key, now).map_err(|e| {
             Error::input(format!(
-                "{e} (window keys of job `{name}` are `{name}:<label>`; `{}` lists them)",
+                "{e:#} (window keys of job `{name}` are `{name}:<label>`; `{}` lists them)",
                 job.target.command("history")
             ))
         }),

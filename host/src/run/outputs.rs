@@ -16,6 +16,8 @@ use crate::effects::digest::cache::DigestCache;
 use crate::run::board::{DigestFacts, digest_facts};
 use crate::run::operate::Planned;
 use crate::run::plan::{HOLES_LISTED, Plan, What};
+use crate::run::receipt::SkipReason;
+use crate::run::replay::{Overridden, Verdict};
 use crate::store::{AuditAction, AuditLine, Forgotten, Pause, Pruned, RunRecord, RunState};
 
 /// A window's bounds and zone.
@@ -340,11 +342,12 @@ pub fn plan_report(
     }
 }
 
-/// What an operator's verb did, as the one JSON line it prints (`rerun`,
-/// `retry` and `backfill`'s runs print run receipts instead).
+/// A JSON line a command prints that is not a run's receipt: what an
+/// operator's verb did (`rerun`, `retry` and `backfill`'s runs print run
+/// receipts instead), what the daemon decided without running, a digest.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "lowercase")]
-pub enum OperatorReceipt {
+pub enum EventLine {
     /// `forget`.
     Forgotten {
         /// The window.
@@ -386,10 +389,12 @@ pub enum OperatorReceipt {
         /// It was paused (otherwise nothing changed).
         was_paused: bool,
     },
-    /// `prune`.
+    /// `prune`, and the daemon's `[retention]`.
     Pruned {
         /// The job, or every job.
         job: Option<String>,
+        /// The instant it was done.
+        now: String,
         /// Runs whose window ended before this were pruned.
         before: String,
         /// Runs and revisions pruned.
@@ -416,7 +421,22 @@ pub enum OperatorReceipt {
         /// The instant planned for.
         now: String,
     },
-    /// `digest`.
+    /// A window (or a paused job) the daemon did not run.
+    Skipped {
+        /// Why.
+        reason: SkipReason,
+        /// The job.
+        job: String,
+        /// The window, unless the whole job was passed over.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
+        /// The instant.
+        now: String,
+        /// What a person reads: the policy or the pause, and the command
+        /// that acts on it.
+        detail: String,
+    },
+    /// `digest`, and a digest the daemon made after a run.
     Digest {
         /// The job.
         job: String,
@@ -429,10 +449,10 @@ pub enum OperatorReceipt {
     },
 }
 
-impl OperatorReceipt {
+impl EventLine {
     /// `forget`'s receipt.
-    pub fn forgotten(key: &str, f: &Forgotten, reason: &str, by: &str) -> OperatorReceipt {
-        OperatorReceipt::Forgotten {
+    pub fn forgotten(key: &str, f: &Forgotten, reason: &str, by: &str) -> EventLine {
+        EventLine::Forgotten {
             key: key.to_string(),
             old_state: f.old_state,
             undelivered: f.undelivered,
@@ -440,6 +460,23 @@ impl OperatorReceipt {
             decided_until: f.decided_until.map(rfc3339),
             reason: reason.to_string(),
             by: by.to_string(),
+        }
+    }
+
+    /// A window (or with no key, a job) the daemon did not run.
+    pub fn skipped(
+        reason: SkipReason,
+        job: &str,
+        key: Option<&str>,
+        now: Timestamp,
+        detail: String,
+    ) -> EventLine {
+        EventLine::Skipped {
+            reason,
+            job: job.to_string(),
+            key: key.map(str::to_string),
+            now: rfc3339(now),
+            detail,
         }
     }
 
@@ -451,7 +488,7 @@ impl OperatorReceipt {
         note: &str,
         by: &str,
         before: Option<&Pause>,
-    ) -> OperatorReceipt {
+    ) -> EventLine {
         let (job, note, by) = (
             job.to_string(),
             (!note.is_empty()).then(|| note.to_string()),
@@ -459,14 +496,14 @@ impl OperatorReceipt {
         );
         let was_paused = before.is_some();
         if pausing {
-            OperatorReceipt::Paused {
+            EventLine::Paused {
                 job,
                 note,
                 by,
                 was_paused,
             }
         } else {
-            OperatorReceipt::Resumed {
+            EventLine::Resumed {
                 job,
                 note,
                 by,
@@ -476,9 +513,10 @@ impl OperatorReceipt {
     }
 
     /// `prune`'s receipt.
-    pub fn pruned(job: Option<&str>, before: Timestamp, p: &Pruned) -> OperatorReceipt {
-        OperatorReceipt::Pruned {
+    pub fn pruned(job: Option<&str>, now: Timestamp, before: Timestamp, p: &Pruned) -> EventLine {
+        EventLine::Pruned {
             job: job.map(str::to_string),
+            now: rfc3339(now),
             before: rfc3339(before),
             runs: p.runs,
             journal_bytes: p.journal_bytes,
@@ -487,8 +525,8 @@ impl OperatorReceipt {
     }
 
     /// One line of `backfill --dry-run`.
-    pub fn planned(p: &Planned, now: Timestamp) -> OperatorReceipt {
-        OperatorReceipt::Plan {
+    pub fn planned(p: &Planned, now: Timestamp) -> EventLine {
+        EventLine::Plan {
             job: p.window.job.as_str().to_string(),
             key: p.window.key().to_string(),
             window: Span {
@@ -504,14 +542,110 @@ impl OperatorReceipt {
     }
 }
 
+/// `compile`'s line for one component.
+#[derive(Debug, Clone, Serialize)]
+pub struct Compiled {
+    /// The component file.
+    pub component: String,
+    /// `sha256:...` of it.
+    pub digest: String,
+    /// `hit` when it was compiled already, else `miss`.
+    pub cache: crate::guest::cache::CacheOutcome,
+    /// How long compiling took, in seconds (none on a hit).
+    pub compile_seconds: Option<f64>,
+    /// The compiled artifact's path.
+    pub artifact: Option<String>,
+    /// Its size.
+    pub artifact_bytes: Option<u64>,
+}
+
+/// `replay`'s line for one window.
+#[derive(Debug, Clone, Serialize)]
+pub struct Replayed {
+    /// The window.
+    pub key: String,
+    /// `identical`, `different`, `diverged` or `failed`.
+    pub verdict: &'static str,
+    /// What differs, one line each.
+    pub differences: Vec<String>,
+    /// Why it diverged or failed.
+    pub reason: Option<String>,
+    /// Messages compared, when identical.
+    pub messages: Option<usize>,
+    /// The recorded run's component.
+    pub recorded_component: Option<String>,
+    /// The component replayed.
+    pub component: String,
+    /// Parameters the replay gave other values than the recorded run.
+    pub overridden: Vec<OverriddenParam>,
+}
+
+/// A parameter a replay overrode.
+#[derive(Debug, Clone, Serialize)]
+pub struct OverriddenParam {
+    /// Its name.
+    pub name: String,
+    /// The recorded value.
+    pub recorded: Option<String>,
+    /// The value replayed.
+    pub replayed: String,
+}
+
+impl Replayed {
+    /// The line of window `key`.
+    pub fn of(
+        key: &str,
+        verdict: &Verdict,
+        recorded: Option<&str>,
+        component: &str,
+        overridden: &[Overridden],
+    ) -> Replayed {
+        let (differences, reason, messages) = match verdict {
+            Verdict::Identical { messages, .. } => (Vec::new(), None, Some(*messages)),
+            Verdict::Different(d) => (d.clone(), None, None),
+            Verdict::Diverged(r) | Verdict::Failed(r) => (Vec::new(), Some(r.clone()), None),
+        };
+        Replayed {
+            key: key.to_string(),
+            verdict: verdict.name(),
+            differences,
+            reason,
+            messages,
+            recorded_component: recorded.map(str::to_string),
+            component: component.to_string(),
+            overridden: overridden
+                .iter()
+                .map(|o| OverriddenParam {
+                    name: o.name.clone(),
+                    recorded: o.recorded.clone(),
+                    replayed: o.replayed.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `replay`'s last line: the tally, the job and the component.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplaySummary {
+    /// How many windows ended which way.
+    #[serde(flatten)]
+    pub tally: crate::run::replay::Tally,
+    /// The job.
+    pub job: String,
+    /// The component replayed.
+    pub component: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn receipts_name_their_event_first_and_keep_their_documented_fields() {
-        let line = serde_json::to_value(OperatorReceipt::Pruned {
+        let line = serde_json::to_value(EventLine::Pruned {
             job: None,
+            now: "2026-09-01T00:00:00Z".into(),
             before: "2026-08-01T00:00:00Z".into(),
             runs: 3,
             journal_bytes: 10,
@@ -520,11 +654,10 @@ mod tests {
         .unwrap();
         assert_eq!(
             line,
-            serde_json::json!({"event": "pruned", "job": null, "before": "2026-08-01T00:00:00Z",
+            serde_json::json!({"event": "pruned", "job": null, "now": "2026-09-01T00:00:00Z", "before": "2026-08-01T00:00:00Z",
                 "runs": 3, "journal_bytes": 10, "body_bytes": 2})
         );
-        let text =
-            serde_json::to_string(&OperatorReceipt::paused(true, "j", "", "me", None)).unwrap();
+        let text = serde_json::to_string(&EventLine::paused(true, "j", "", "me", None)).unwrap();
         assert!(
             text.starts_with(r#"{"event":"paused","job":"j","note":null"#),
             "{text}"

@@ -135,7 +135,7 @@ fn run_picked(job: &Job, window: Option<&Window>, asked: &Asked, runtime: &Runti
     let (exit_code, wanted) = match result {
         Ok(wanted) => (receipt.exit_code(), wanted),
         Err(e) => {
-            receipt.fail(e.kind(), e.to_string(), None);
+            receipt.fail(e.kind(), e.chain(), None);
             (e.exit_code(), None)
         }
     };
@@ -458,7 +458,7 @@ impl<'a> Run<'a> {
             .and_then(|f| sandbox.load(f, &self.cache()));
         if let Err(e) = &loaded {
             let how = self.job.attempts.after_failure(lease.attempt);
-            store.fail(lease, &e.to_string(), how, None, self.clock.lease_now())?;
+            store.fail(lease, &e.chain(), how, None, self.clock.lease_now())?;
         }
         loaded
     }

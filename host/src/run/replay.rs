@@ -69,7 +69,7 @@ impl Recording {
             return Err(no_journal(key, run.pruned_at));
         };
         let journal = Journal::decode(&stored)
-            .map_err(|e| Error::input(format!("cannot replay `{key}`: {e}")))?;
+            .map_err(|e| Error::input(format!("cannot replay `{key}`")).because(e))?;
         Ok(Recording {
             journal,
             stored_journal: stored,
@@ -125,7 +125,7 @@ impl Recording {
             return Err(no_journal(key, archived.pruned_at));
         };
         let journal = Journal::decode(&stored)
-            .map_err(|e| Error::input(format!("cannot replay `{key}`: {e}")))?;
+            .map_err(|e| Error::input(format!("cannot replay `{key}`")).because(e))?;
         Ok(Recording {
             journal,
             stored_journal: stored,
@@ -153,14 +153,14 @@ impl Recording {
             wasm: self.embedded.clone(),
         };
         let plain = postcard::to_stdvec(&body)
-            .map_err(|e| Error::Host(format!("cannot encode the replay file: {e}")))?;
+            .map_err(|e| Error::host("cannot encode the replay file").because(e))?;
         let mut out = FILE_MAGIC.to_vec();
         out.extend_from_slice(&FILE_FORMAT.to_le_bytes());
         // A checksum of the whole content: a damaged file must never pass
         // for a run that says something else.
         out.extend_from_slice(&Sha256::digest(&plain));
         let packed = zstd::stream::encode_all(&plain[..], 3)
-            .map_err(|e| Error::Host(format!("cannot compress the replay file: {e}")))?;
+            .map_err(|e| Error::host("cannot compress the replay file").because(e))?;
         out.extend_from_slice(&packed);
         Ok(out)
     }
@@ -310,7 +310,7 @@ impl Recording {
             }
         }
         let journal = Journal::decode(&body.journal)
-            .map_err(|e| Error::input(format!("the replay file's journal: {e}")))?;
+            .map_err(|e| Error::input("the replay file's journal").because(e))?;
         Ok(Recording {
             journal,
             stored_journal: body.journal,

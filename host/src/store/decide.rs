@@ -303,7 +303,7 @@ pub fn lease_lost(lease: &Lease) -> Error {
         "lost the claim on `{}` (fence {}): another process took it over after the lease ran out; \
          stopping without writing or sending",
         lease.key, lease.fence
-    ))
+    ).into())
 }
 
 /// Fails with `LeaseLost` unless a fenced write changed exactly one row.
@@ -321,10 +321,13 @@ pub fn fenced(changed: u64, lease: &Lease) -> Result<()> {
 
 /// The error for finishing a run whose messages are not all delivered.
 pub fn undelivered(lease: &Lease) -> Error {
-    Error::Delivery(format!(
-        "cannot mark `{}` done: some of its messages are not delivered yet",
-        lease.key
-    ))
+    Error::Delivery(
+        format!(
+            "cannot mark `{}` done: some of its messages are not delivered yet",
+            lease.key
+        )
+        .into(),
+    )
 }
 
 /// What a failed attempt does to its run's row and to the message whose

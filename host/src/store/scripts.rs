@@ -1528,10 +1528,13 @@ fn state(r: &dyn Row, i: usize) -> Result<RunState> {
 fn stored<T>(r: &dyn Row, i: usize, parse: fn(&str) -> Option<T>) -> Result<T> {
     let s = r.text(i)?;
     parse(&s).ok_or_else(|| {
-        Error::Store(format!(
-            "the store holds an unknown name `{}` (column {i} of a read); it was written by a \
+        Error::Store(
+            format!(
+                "the store holds an unknown name `{}` (column {i} of a read); it was written by a \
              newer jobhost or changed by hand",
-            crate::core::text::echoed(&s, 40)
-        ))
+                crate::core::text::echoed(&s, 40)
+            )
+            .into(),
+        )
     })
 }

@@ -180,10 +180,13 @@ pub trait Row {
 
 /// A value the store should not hold.
 pub(crate) fn damaged(column: usize, what: &str) -> Error {
-    Error::Store(format!(
-        "the store holds {what} where it should not (column {column} of a read); it was \
+    Error::Store(
+        format!(
+            "the store holds {what} where it should not (column {column} of a read); it was \
          changed by hand or damaged: restore it from a backup"
-    ))
+        )
+        .into(),
+    )
 }
 
 /// Renders the marks of a statement (see the module's table) with `mark`,

@@ -13,7 +13,7 @@ use crate::core::clock::rfc3339;
 use crate::core::error::{Error, Result};
 use crate::core::text::{printable, say};
 use crate::run::operate::{self, Act, Only, Planned};
-use crate::run::outputs::OperatorReceipt;
+use crate::run::outputs::EventLine;
 use crate::run::{Outcome, Runtime};
 use crate::store;
 
@@ -106,7 +106,7 @@ pub(super) fn main(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
             if out.closed() {
                 break;
             }
-            super::write_json(&mut out, &OperatorReceipt::planned(p, now))?;
+            super::write_json(&mut out, &EventLine::planned(p, now))?;
         }
         say("plan", &summary);
         return Ok(0);

@@ -11,7 +11,7 @@ use crate::core::command::Target;
 use crate::core::error::Error;
 use crate::effects::digest::DigestStatus;
 use crate::run::Runtime;
-use crate::run::outputs::OperatorReceipt;
+use crate::run::outputs::EventLine;
 
 /// `jobhost digest`.
 #[derive(Debug, clap::Args)]
@@ -82,7 +82,7 @@ pub(super) fn main(args: DigestArgs, runtime: &Runtime) -> Result<i32, Error> {
     if let Some(why) = &info.error {
         crate::core::text::say("error", &format!("no digest of `{key}`: {why}"));
     }
-    let line = OperatorReceipt::Digest {
+    let line = EventLine::Digest {
         job: name.as_str().to_string(),
         key: key.to_string(),
         now: rfc3339(clock.now()),

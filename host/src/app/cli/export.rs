@@ -84,7 +84,7 @@ pub(super) fn main(args: ExportArgs) -> Result<i32, Error> {
     let tmp = out.with_extension("partial");
     std::fs::write(&tmp, &bytes)
         .and_then(|()| std::fs::rename(&tmp, out))
-        .map_err(|e| Error::input(format!("cannot write `{}`: {e}", out.display())))?;
+        .map_err(|e| Error::input(format!("cannot write `{}`", out.display())).because(e))?;
     let carried = match &recording.embedded {
         Some(wasm) => format!("embedded ({} bytes)", wasm.len()),
         None => "not embedded".to_string(),

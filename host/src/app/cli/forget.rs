@@ -8,7 +8,7 @@ use crate::core::command::Target;
 use crate::core::error::Error;
 use crate::core::text::{printable, say};
 use crate::run::operate;
-use crate::run::outputs::OperatorReceipt;
+use crate::run::outputs::EventLine;
 use crate::store::{self, Actor};
 
 /// `jobhost forget`.
@@ -47,7 +47,7 @@ pub(super) fn main(args: ForgetArgs) -> Result<i32, Error> {
         reason: &reason,
     };
     let f = store.forget(&key, args.force, actor, Timestamp::now())?;
-    let line = OperatorReceipt::forgotten(key.as_str(), &f, &reason, &by);
+    let line = EventLine::forgotten(key.as_str(), &f, &reason, &by);
     super::print_json(&line)?;
     let label = key
         .as_str()

@@ -113,7 +113,7 @@ pub(super) fn main(args: HistoryArgs) -> Result<i32, Error> {
                 break;
             }
             let row = serde_json::to_string(&HistoryRow::of(r, cache.as_ref()))
-                .map_err(|e| Error::Host(format!("cannot write a history row: {e}")))?;
+                .map_err(|e| Error::host("cannot write a history row").because(e))?;
             out.line(&json_line(&row))?;
         }
     } else {

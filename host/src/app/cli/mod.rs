@@ -205,7 +205,7 @@ pub fn main_with(runtime: &Runtime) -> i32 {
     match ended {
         Ok(code) => code,
         Err(e) => {
-            crate::core::text::say("error", &crate::core::text::printable(&e.to_string()));
+            crate::core::text::say("error", &crate::core::text::printable(&e.chain()));
             e.exit_code()
         }
     }
@@ -281,7 +281,7 @@ impl Write for Out {
 /// `Error::Host` when standard output fails (not when its reader went).
 pub(crate) fn write_json(out: &mut Out, value: &impl serde::Serialize) -> Result<(), Error> {
     let text = serde_json::to_string(value)
-        .map_err(|e| Error::Host(format!("cannot write a JSON line: {e}")))?;
+        .map_err(|e| Error::host("cannot write a JSON line").because(e))?;
     out.line(&crate::core::text::json_line(&text))
 }
 
@@ -297,7 +297,7 @@ pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), Error> {
 /// A write to standard output that failed for another reason than a
 /// reader gone.
 fn written(e: std::io::Error) -> Error {
-    Error::Host(format!("cannot write to standard output: {e}"))
+    Error::host("cannot write to standard output").because(e)
 }
 
 /// What the commands that only read (`plan`, `status`) take of a job.

@@ -9,7 +9,7 @@ use crate::core::command::Target;
 use crate::core::error::Error;
 use crate::core::text::{printable, say};
 use crate::run::operate;
-use crate::run::outputs::OperatorReceipt;
+use crate::run::outputs::EventLine;
 use crate::store::{self, Actor};
 
 /// `jobhost pause`.
@@ -99,7 +99,7 @@ fn pause_or_resume(job: &str, note: &str, flags: &StoreFlags, pausing: bool) -> 
         };
         (name, note, by, before)
     };
-    let line = OperatorReceipt::paused(pausing, name.as_str(), &note, &by, before.as_ref());
+    let line = EventLine::paused(pausing, name.as_str(), &note, &by, before.as_ref());
     super::print_json(&line)?;
     let said = match (pausing, &before) {
         (true, None) => format!(

@@ -81,7 +81,7 @@ pub(super) fn main(args: PlanArgs) -> Result<i32, Error> {
         for line in &report.lines {
             if args.json {
                 let text = serde_json::to_string(line)
-                    .map_err(|e| Error::Host(format!("cannot write a plan line: {e}")))?;
+                    .map_err(|e| Error::host("cannot write a plan line").because(e))?;
                 writeln!(out, "{}", json_line(&text)).map_err(written)?;
                 continue;
             }

@@ -11,7 +11,7 @@ use crate::core::error::{Error, Result};
 use crate::core::text::{printable, say};
 use crate::core::window::JobName;
 use crate::run::operate;
-use crate::run::outputs::OperatorReceipt;
+use crate::run::outputs::EventLine;
 use crate::store::{self, Actor};
 
 /// `jobhost prune`.
@@ -42,7 +42,7 @@ impl PruneArgs {
 
 /// `jobhost prune`: 0, or 2 for bad input.
 pub(super) fn main(args: PruneArgs) -> Result<i32, Error> {
-    let (job, before, p) = {
+    let (job, now, before, p) = {
         let older_than = parse_age(&args.older_than)?;
         let now = match &args.now {
             Some(t) => crate::core::clock::parse_instant("--now", t)?,
@@ -74,11 +74,11 @@ pub(super) fn main(args: PruneArgs) -> Result<i32, Error> {
             actor,
             now,
         )?;
-        (job, before, pruned)
+        (job, now, before, pruned)
     };
     {
         {
-            let line = OperatorReceipt::pruned(job.as_ref().map(JobName::as_str), before, &p);
+            let line = EventLine::pruned(job.as_ref().map(JobName::as_str), now, before, &p);
             super::print_json(&line)?;
             say(
                 "prune",

@@ -11,7 +11,7 @@ use crate::app::args::store_location;
 use crate::app::config::{JobConfig, RunFlags};
 use crate::core::command::Target;
 use crate::core::error::Error;
-use crate::core::text::{json_line, printable};
+use crate::core::text::printable;
 use crate::store;
 
 /// `jobhost replay`.
@@ -60,39 +60,9 @@ pub(super) struct ReplayArgs {
     cache_dir: Option<PathBuf>,
 }
 
-/// One replayed window as a JSON object.
-fn verdict_json(
-    key: &str,
-    verdict: &crate::run::replay::Verdict,
-    recorded: Option<&str>,
-    component: &str,
-    overridden: &[crate::run::replay::Overridden],
-) -> serde_json::Value {
-    use crate::run::replay::Verdict;
-    let (differences, reason, messages) = match verdict {
-        Verdict::Identical { messages, .. } => (&[][..], None, Some(*messages)),
-        Verdict::Different(d) => (&d[..], None, None),
-        Verdict::Diverged(r) | Verdict::Failed(r) => (&[][..], Some(r.as_str()), None),
-    };
-    serde_json::json!({
-        "key": key,
-        "verdict": verdict.name(),
-        "differences": differences,
-        "reason": reason,
-        "messages": messages,
-        "recorded_component": recorded,
-        "component": component,
-        "overridden": overridden.iter().map(|o| serde_json::json!({
-            "name": o.name,
-            "recorded": o.recorded,
-            "replayed": o.replayed,
-        })).collect::<Vec<_>>(),
-    })
-}
-
 /// Writes `line` as one JSON line.
-fn print_json(out: &mut Out, line: &serde_json::Value) -> Result<(), Error> {
-    out.line(&json_line(&line.to_string()))
+fn print_json(out: &mut Out, line: &impl serde::Serialize) -> Result<(), Error> {
+    super::write_json(out, line)
 }
 
 /// Replays a run (or with `--last`, a job's newest windows) and prints the
@@ -109,7 +79,7 @@ impl ReplayArgs {
 pub(super) fn main(args: ReplayArgs) -> Result<i32, Error> {
     match replay(args) {
         Err(e) if e.exit_code() != 2 => {
-            crate::core::text::say("error", &printable(&e.to_string()));
+            crate::core::text::say("error", &printable(&e.chain()));
             Ok(3)
         }
         other => other,
@@ -200,7 +170,7 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
     if args.json {
         print_json(
             &mut out,
-            &verdict_json(
+            &crate::run::outputs::Replayed::of(
                 &key,
                 &verdict,
                 Some(&recording.component),
@@ -312,12 +282,12 @@ fn replay_last(
         });
         // A window that cannot be replayed is said as such; the others go on.
         let (verdict, overridden, recorded) =
-            replayed.unwrap_or_else(|e| (Verdict::Failed(e.to_string()), Vec::new(), None));
+            replayed.unwrap_or_else(|e| (Verdict::Failed(e.chain()), Vec::new(), None));
         tally.add(&verdict);
         if args.json {
             print_json(
                 &mut out,
-                &verdict_json(
+                &crate::run::outputs::Replayed::of(
                     key.as_str(),
                     &verdict,
                     recorded.as_deref(),
@@ -354,9 +324,11 @@ fn replay_last(
         writeln!(out, "{}", printable(&line)).map_err(written)?;
     }
     if args.json {
-        let mut summary = serde_json::to_value(tally).unwrap_or_default();
-        summary["job"] = job.into();
-        summary["component"] = component.digest.clone().into();
+        let summary = crate::run::outputs::ReplaySummary {
+            tally,
+            job: job.to_string(),
+            component: component.digest.clone(),
+        };
         print_json(&mut out, &summary)?;
     } else {
         writeln!(out, "{tally}").map_err(written)?;

@@ -44,7 +44,7 @@ pub(super) fn main(args: StatusArgs) -> Result<i32, Error> {
     let nagios = args.nagios;
     match status(args) {
         Err(e) if nagios => {
-            let line = printable(&e.to_string()).into_owned();
+            let line = printable(&e.chain()).into_owned();
             Out::stdout().line(&format!("JOBHOST UNKNOWN - {line}"))?;
             crate::core::text::say("error", &line);
             Ok(3)
@@ -70,13 +70,16 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
             mut store,
         } = job_view(file, &args.store, &args.now)?;
         if store.is_none() && !args.allow_missing {
-            return Err(Error::Store(format!(
-                "store `{}` of job `{}` does not exist: a mistyped path would read as a job \
+            return Err(Error::Store(
+                format!(
+                    "store `{}` of job `{}` does not exist: a mistyped path would read as a job \
                  that never ran; check --store or the config's `store`, or pass \
                  --allow-missing where nothing has run yet (a fresh deploy)",
-                config.store(&env)?,
-                schedule.job
-            )));
+                    config.store(&env)?,
+                    schedule.job
+                )
+                .into(),
+            ));
         }
         let target = crate::app::config::command_target(args.store.as_deref(), Some(file));
         // The same bounded reads as the dashboard's, whatever the length
@@ -109,7 +112,7 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
         if args.json {
             let report = st.report(&schedule, now, &target);
             let line = serde_json::to_string(&report)
-                .map_err(|e| Error::Host(format!("cannot encode the status: {e}")))?;
+                .map_err(|e| Error::host("cannot encode the status").because(e))?;
             out.line(&json_line(&line))?;
             continue;
         }

@@ -498,8 +498,9 @@ impl JobConfig {
 ///
 /// `Error::Input` naming the file, and the line and key for a TOML error.
 pub fn load_file(path: &Path) -> Result<ConfigFile> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::input(format!("cannot read job config `{}`: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::input(format!("cannot read job config `{}`", path.display())).because(e)
+    })?;
     toml::from_str(&text).map_err(|e| {
         let detail = e.message().to_string();
         let at = e

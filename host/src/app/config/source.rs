@@ -97,7 +97,7 @@ pub fn source(
                 ))
             })?;
             check_url(&url, Role::Source)?;
-            postgres::check_query(&file.query).map_err(Error::Input)?;
+            postgres::check_query(&file.query).map_err(Error::input)?;
             Ok(PostgresSpec {
                 url,
                 query: file.query.clone(),

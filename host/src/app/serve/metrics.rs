@@ -191,7 +191,7 @@ pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> 
             Err(e) => {
                 // Said once per scrape on stderr; the gauges say it to
                 // Prometheus.
-                let line = crate::core::text::printable(&e.to_string()).into_owned();
+                let line = crate::core::text::printable(&e.chain()).into_owned();
                 crate::core::text::say("error", &format!("metrics: job `{job}`: {line}"));
                 reachable
                     .get_or_create(&StoreLabel {
@@ -288,6 +288,6 @@ pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> 
     }
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &registry)
-        .map_err(|e| Error::Host(format!("cannot encode the metrics: {e}")))?;
+        .map_err(|e| Error::host("cannot encode the metrics").because(e))?;
     Ok(out)
 }

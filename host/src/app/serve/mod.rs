@@ -243,7 +243,7 @@ pub fn start(settings: Settings) -> Result<Running> {
                         worker.answer(request);
                     }
                 })
-                .map_err(|e| Error::Host(format!("cannot start the server's threads: {e}")))
+                .map_err(|e| Error::host("cannot start the server's threads").because(e))
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Running {
@@ -390,7 +390,7 @@ impl Worker<'_> {
         match pages::render(self, route, now) {
             Ok(reply) => reply,
             Err(e) => {
-                let line = crate::core::text::printable(&e.to_string()).into_owned();
+                let line = crate::core::text::printable(&e.chain()).into_owned();
                 crate::core::text::say("error", &format!("dashboard: {line}"));
                 Reply::text(
                     match e {
@@ -411,7 +411,7 @@ impl Worker<'_> {
                 body: text.into_bytes(),
             },
             Err(e) => {
-                let line = crate::core::text::printable(&e.to_string()).into_owned();
+                let line = crate::core::text::printable(&e.chain()).into_owned();
                 crate::core::text::say("error", &format!("metrics: {line}"));
                 Reply::text(503, &format!("{line}\n"))
             }

@@ -102,10 +102,10 @@ impl Pages {
         let t = self
             .env
             .get_template(name)
-            .map_err(|e| Error::Host(format!("template {name}: {e}")))?;
+            .map_err(|e| Error::host(format!("template {name}")).because(e))?;
         let body = t
             .render(ctx)
-            .map_err(|e| Error::Host(format!("template {name}: {e}")))?;
+            .map_err(|e| Error::host(format!("template {name}")).because(e))?;
         Ok(Reply {
             status: 200,
             content_type: "text/html; charset=utf-8",
@@ -143,7 +143,7 @@ fn dur(secs: i64) -> String {
 
 /// A page's JSON twin.
 fn json(value: &impl Serialize) -> Result<Reply> {
-    let body = serde_json::to_vec(value).map_err(|e| Error::Host(format!("json: {e}")))?;
+    let body = serde_json::to_vec(value).map_err(|e| Error::host("json").because(e))?;
     Ok(Reply {
         status: 200,
         content_type: "application/json",

@@ -287,7 +287,7 @@ pub fn make(
     if let Err(e) = store.record_digest(&wanted.key, &note, clock.lease_now()) {
         say(
             "warning",
-            &format!("cannot note the digest in the store: {e}"),
+            &format!("cannot note the digest in the store: {e:#}"),
         );
     }
     if let (Some(text), Some((name, dest))) = (&info.text, &settings.destination) {
@@ -308,7 +308,7 @@ pub fn make(
                     "warning",
                     &format!(
                         "the digest message was delivered, but the store could not note it \
-                         ({e}); a later request may send it again, with the same idempotency key"
+                         ({e:#}); a later request may send it again, with the same idempotency key"
                     ),
                 );
             }
@@ -441,7 +441,7 @@ fn send(
                 clock.sleep(dest.retry.wait(out.attempts + 1, f.retry_after, &mut rng));
             }
             Err(e) => {
-                out.detail = Some(e.to_string());
+                out.detail = Some(e.chain());
                 return out;
             }
         }

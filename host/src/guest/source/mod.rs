@@ -219,8 +219,8 @@ impl SourceAccess {
             return Ok(());
         };
         let cursor = self.start_cursor(spec).map_err(|e| match e {
-            StartFailure::Invalid(m) => Error::Input(m),
-            StartFailure::Failed(m) => Error::Source(m),
+            StartFailure::Invalid(m) => Error::Input(m.into()),
+            StartFailure::Failed(m) => Error::Source(m.into()),
         })?;
         self.early = Some(cursor);
         Ok(())

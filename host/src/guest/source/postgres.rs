@@ -264,7 +264,7 @@ impl SourceKind for PostgresSpec {
         }
         let (mut client, canceller) = match pg_connect::connect_as(&self.url, Role::Source) {
             Ok(c) => c,
-            Err(e) => return reader.refuse(e.to_string()),
+            Err(e) => return reader.refuse(e.chain()),
         };
         let url = &self.url;
         let mut tx = match client

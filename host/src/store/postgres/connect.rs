@@ -313,7 +313,9 @@ fn client_config(
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Store(format!("cannot set up TLS for {noun} `{url}`: {e}")))?;
+        .map_err(|e| {
+            Error::Store(format!("cannot set up TLS for {noun} `{url}`").into()).because(e)
+        })?;
     let verifier: Arc<dyn ServerCertVerifier> = match tls {
         Tls::Disable | Tls::Prefer | Tls::Require => Arc::new(Unverified(provider)),
         Tls::VerifyCa | Tls::VerifyFull => {
@@ -321,7 +323,7 @@ fn client_config(
             let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
                 .build()
                 .map_err(|e| {
-                    Error::input(format!("cannot use the roots of {noun} `{url}`: {e}"))
+                    Error::input(format!("cannot use the roots of {noun} `{url}`")).because(e)
                 })?;
             if tls == Tls::VerifyFull {
                 webpki
@@ -474,29 +476,39 @@ fn connect_error(url: &PostgresUrl, e: &postgres::Error, role: Role) -> Error {
     if code == Some(&SqlState::INVALID_PASSWORD)
         || code == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION)
     {
-        Error::Store(format!(
-            "cannot log in to {noun} `{url}`: {why}; check the user and password in {key}"
-        ))
+        Error::Store(
+            format!("cannot log in to {noun} `{url}`: {why}; check the user and password in {key}")
+                .into(),
+        )
     } else if code == Some(&SqlState::INVALID_CATALOG_NAME) {
-        Error::Store(format!(
-            "cannot open {noun} `{url}`: {why}; create the database or fix its name in {key}"
-        ))
+        Error::Store(
+            format!(
+                "cannot open {noun} `{url}`: {why}; create the database or fix its name in {key}"
+            )
+            .into(),
+        )
     } else if e.as_db_error().is_some() {
-        Error::Store(format!("cannot open {noun} `{url}`: {why}"))
+        Error::Store(format!("cannot open {noun} `{url}`: {why}").into())
     } else if why.contains("password missing") {
-        Error::Store(format!(
-            "cannot log in to {noun} `{url}`: the server asks for a password and {key} has \
+        Error::Store(
+            format!(
+                "cannot log in to {noun} `{url}`: the server asks for a password and {key} has \
              none; add one (postgres://USER:${{PGPASSWORD}}@HOST/DATABASE)"
-        ))
+            )
+            .into(),
+        )
     } else if why.contains("certificate") || why.contains("TLS") || why.contains("tls") {
-        Error::Store(format!(
-            "cannot open {noun} `{url}` over TLS: {why}; check sslmode and sslrootcert in {key}"
-        ))
+        Error::Store(
+            format!(
+                "cannot open {noun} `{url}` over TLS: {why}; check sslmode and sslrootcert in {key}"
+            )
+            .into(),
+        )
     } else {
         Error::Store(format!(
             "cannot connect to {noun} `{url}`: {why}; check that PostgreSQL is running there and \
              that the URL's host and port are right"
-        ))
+        ).into())
     }
 }
 

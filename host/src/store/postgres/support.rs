@@ -167,21 +167,21 @@ pub(super) fn pg(context: &str, e: &postgres::Error) -> Error {
             "{context}: the connection to the database was lost ({}); nothing more is written or \
              sent by this process, and the next invocation continues the window",
             describe(e)
-        ));
+        ).into());
     }
     if lock_timed_out(e) {
         return Error::Store(format!(
             "{context}: another session held the rows it needs for longer than the lock timeout \
              (a host paused or cut off in the middle of a transaction); nothing was written or \
              sent, and a later invocation tries again"
-        ));
+        ).into());
     }
     if e.code() == Some(&SqlState::QUERY_CANCELED) {
         return Error::Store(format!(
             "{context}: a statement ran for longer than its time limit ({} s) and was cancelled; \
              nothing was written or sent, and a later invocation tries again",
             crate::store::STATEMENT_TIMEOUT.as_secs()
-        ));
+        ).into());
     }
     Error::store(context, describe(e))
 }

@@ -176,11 +176,14 @@ impl Sqlite {
             match attempt {
                 Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
                 Ok(mode) => {
-                    return Err(Error::Store(format!(
-                        "cannot switch store `{}` to WAL mode (it stays `{mode}`); \
+                    return Err(Error::Store(
+                        format!(
+                            "cannot switch store `{}` to WAL mode (it stays `{mode}`); \
                          put the store on a local filesystem",
-                        self.path.display()
-                    )));
+                            self.path.display()
+                        )
+                        .into(),
+                    ));
                 }
                 Err(e) if is_busy(&e) && Instant::now() < deadline => {
                     thread::sleep(Duration::from_millis(5));
@@ -230,12 +233,15 @@ impl Sqlite {
         }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
             tx.execute_batch(sql).map_err(|e| {
-                Error::Store(format!(
-                    "cannot migrate store `{}` to version {}: {}",
-                    path.display(),
-                    i + 1,
-                    cause(&path, &e).unwrap_or_else(|| e.to_string())
-                ))
+                Error::Store(
+                    format!(
+                        "cannot migrate store `{}` to version {}: {}",
+                        path.display(),
+                        i + 1,
+                        cause(&path, &e).unwrap_or_else(|| e.to_string())
+                    )
+                    .into(),
+                )
             })?;
         }
         let dangling: Option<String> = tx
@@ -247,11 +253,14 @@ impl Sqlite {
             .optional()
             .map_err(|e| open_error(&path, e))?;
         if let Some(table) = dangling {
-            return Err(Error::Store(format!(
-                "cannot migrate store `{}`: table `{table}` would refer to rows that do not \
+            return Err(Error::Store(
+                format!(
+                    "cannot migrate store `{}`: table `{table}` would refer to rows that do not \
                  exist; the store is left as it was",
-                path.display()
-            )));
+                    path.display()
+                )
+                .into(),
+            ));
         }
         tx.pragma_update(None, "user_version", latest)
             .map_err(|e| open_error(&path, e))?;
@@ -570,13 +579,16 @@ fn locking(path: &Path, e: rusqlite::Error) -> Fail {
     if !is_busy(&e) {
         return Fail::Other(failed(path, "lock the store", e));
     }
-    Fail::Locked(Error::Store(format!(
-        "cannot lock store `{}`: another process held its write lock for more than {} s (a \
+    Fail::Locked(Error::Store(
+        format!(
+            "cannot lock store `{}`: another process held its write lock for more than {} s (a \
          process paused or stuck in the middle of a write); nothing was written, and a later \
          invocation tries again",
-        path.display(),
-        BUSY_TIMEOUT.as_secs()
-    )))
+            path.display(),
+            BUSY_TIMEOUT.as_secs()
+        )
+        .into(),
+    ))
 }
 
 fn secs(ts: Timestamp) -> i64 {
@@ -596,11 +608,11 @@ fn begin_immediate(
 /// store, and why. A full disk and a store that became read-only are said
 /// in those words, with the fix.
 fn failed(path: &Path, what: &str, e: rusqlite::Error) -> Error {
-    let why = cause(path, &e).unwrap_or_else(|| e.to_string());
-    Error::Store(format!(
-        "cannot {what} in store `{}`: {why}",
-        path.display()
-    ))
+    let doing = format!("cannot {what} in store `{}`", path.display());
+    match cause(path, &e) {
+        Some(why) => Error::Store(format!("{doing}: {why}").into()),
+        None => Error::Store(doing.into()).because(e),
+    }
 }
 
 /// What a full disk or a read-only store mean for the store at `path`, when
@@ -712,13 +724,16 @@ fn open_error(path: &Path, e: rusqlite::Error) -> Error {
                 ErrorCode::CannotOpen | ErrorCode::PermissionDenied | ErrorCode::ReadOnly
             ) =>
         {
-            Error::input(format!("cannot open store `{}`: {e}", path.display()))
+            Error::input(format!("cannot open store `{}`", path.display())).because(e)
         }
-        _ => Error::Store(format!(
-            "cannot open store `{}`: {}",
-            path.display(),
-            cause(path, &e).unwrap_or_else(|| e.to_string())
-        )),
+        _ => Error::Store(
+            format!(
+                "cannot open store `{}`: {}",
+                path.display(),
+                cause(path, &e).unwrap_or_else(|| e.to_string())
+            )
+            .into(),
+        ),
     }
 }
 
