@@ -565,3 +565,288 @@ impl TextBuilder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A value as a test writes and reads it back.
+    #[derive(Debug, Clone, PartialEq)]
+    enum V {
+        Null,
+        I(i64),
+        R(f64),
+        T(&'static str),
+        B(&'static [u8]),
+    }
+
+    fn as_value(v: &V) -> Value<'static> {
+        match v {
+            V::Null => Value::Null,
+            V::I(i) => Value::Integer(*i),
+            V::R(f) => Value::Real(*f),
+            V::T(s) => Value::Text(s.as_bytes()),
+            V::B(b) => Value::Blob(b),
+        }
+    }
+
+    fn text_at(t: &TextData, i: usize) -> Vec<u8> {
+        t.data[t.offsets[i] as usize..t.offsets[i + 1] as usize].to_vec()
+    }
+
+    /// Row `row` of column `c`, read back: `None` for NULL, else the
+    /// integer, real, or bytes.
+    fn read(c: &Column, row: usize) -> Option<String> {
+        if c
+            .nulls
+            .as_ref()
+            .is_some_and(|b| b[row / 8] & (1 << (row % 8)) != 0)
+        {
+            return None;
+        }
+        Some(match &c.data {
+            ColumnData::Integer(v) => format!("i{}", v[row]),
+            ColumnData::Real(v) => format!("r{}", v[row]),
+            ColumnData::Text(t) | ColumnData::Blob(t) => {
+                String::from_utf8_lossy(&text_at(t, row)).into_owned()
+            }
+            ColumnData::TextDict { values, indices } => {
+                String::from_utf8_lossy(&text_at(values, indices[row] as usize)).into_owned()
+            }
+        })
+    }
+
+    fn expected(kind: ColumnKind, v: &V) -> Option<String> {
+        match (kind, v) {
+            (_, V::Null) => None,
+            (ColumnKind::Real, V::I(i)) => Some(format!("r{}", *i as f64)),
+            (_, V::I(i)) => Some(format!("i{i}")),
+            (_, V::R(f)) => Some(format!("r{f}")),
+            (_, V::T(s)) => Some(s.to_string()),
+            (_, V::B(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+        }
+    }
+
+    fn build(kinds: &[ColumnKind], rows: &[Vec<V>], cap: usize) -> Option<Batch> {
+        let stop = AtomicBool::new(false);
+        let mut chunk = Chunk::new(kinds, cap, 0, &stop);
+        for row in rows {
+            for (i, v) in row.iter().enumerate() {
+                chunk.push(i, as_value(v)).expect("a value its column holds");
+            }
+            chunk.end_row();
+        }
+        chunk.finish()
+    }
+
+    fn check_rows(kinds: &[ColumnKind], batch: &Batch, rows: &[Vec<V>]) {
+        assert_eq!(batch.rows as usize, rows.len());
+        batch.validate().expect("a built batch is well formed");
+        for (r, row) in rows.iter().enumerate() {
+            for (c, v) in row.iter().enumerate() {
+                assert_eq!(
+                    read(&batch.columns[c], r),
+                    expected(kinds[c], v),
+                    "row {r} column {c}"
+                );
+            }
+        }
+    }
+
+    use ColumnKind::{Blob, Integer, Real, Text};
+
+    /// Cases: the columns, the rows, and whether the text column (the
+    /// first text one) should come out dictionary-encoded.
+    fn cases() -> Vec<(&'static str, Vec<ColumnKind>, Vec<Vec<V>>, Option<bool>)> {
+        let repeated: Vec<Vec<V>> = (0..40)
+            .map(|i| vec![V::I(i), V::T(["north", "south"][i as usize % 2])])
+            .collect();
+        let distinct: Vec<Vec<V>> = (0..40)
+            .map(|i| {
+                let s: &'static str = Box::leak(format!("customer-{i}").into_boxed_str());
+                vec![V::I(i), V::T(s)]
+            })
+            .collect();
+        vec![
+            (
+                "every kind, with NULLs in each",
+                vec![Integer, Real, Text, Blob],
+                vec![
+                    vec![V::I(1), V::R(1.5), V::T("a"), V::B(b"\x00\x01")],
+                    vec![V::Null, V::Null, V::Null, V::Null],
+                    vec![V::I(-7), V::I(3), V::T(""), V::B(b"")],
+                    vec![V::I(i64::MAX), V::R(-0.25), V::T("é"), V::T("as bytes")],
+                ],
+                None,
+            ),
+            (
+                "few distinct values: a dictionary",
+                vec![Integer, Text],
+                repeated,
+                Some(true),
+            ),
+            (
+                "every value distinct: plain text",
+                vec![Integer, Text],
+                distinct,
+                Some(false),
+            ),
+            (
+                "a single row",
+                vec![Text],
+                vec![vec![V::T("only")]],
+                None,
+            ),
+            (
+                "nine rows, NULL in the ninth (a second bitmap byte)",
+                vec![Integer],
+                (0..9)
+                    .map(|i| vec![if i == 8 { V::Null } else { V::I(i) }])
+                    .collect(),
+                None,
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_chunk_reads_back_every_value_it_was_given_and_is_well_formed() {
+        for (name, kinds, rows, dict) in cases() {
+            let batch = build(&kinds, &rows, 64).unwrap_or_else(|| panic!("{name}: a batch"));
+            check_rows(&kinds, &batch, &rows);
+            if let Some(want) = dict {
+                let text = kinds.iter().position(|k| *k == Text).unwrap();
+                let is_dict = matches!(batch.columns[text].data, ColumnData::TextDict { .. });
+                assert_eq!(is_dict, want, "{name}");
+            }
+            // A column with no NULL carries no bitmap.
+            for (c, column) in batch.columns.iter().enumerate() {
+                let any_null = rows.iter().any(|r| r[c] == V::Null);
+                assert_eq!(column.nulls.is_some(), any_null, "{name}: column {c}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_empty_chunk_is_no_batch() {
+        assert!(build(&[Integer], &[], 8).is_none());
+    }
+
+    #[test]
+    fn a_value_its_column_cannot_hold_is_named_and_refused() {
+        let stop = AtomicBool::new(false);
+        for (kind, value, found) in [
+            (Integer, Value::Real(1.0), "a real"),
+            (Integer, Value::Text(b"1"), "text"),
+            (Integer, Value::Blob(b"1"), "a blob"),
+            (Real, Value::Text(b"1.5"), "text"),
+            (Text, Value::Integer(1), "an integer"),
+            (Text, Value::Blob(b"x"), "a blob"),
+            (Text, Value::Text(b"\xff\xfe"), "text that is not valid UTF-8"),
+            (Blob, Value::Real(2.0), "a real"),
+        ] {
+            let mut chunk = Chunk::new(&[kind], 4, 0, &stop);
+            assert_eq!(chunk.push(0, value), Err(found), "{kind:?} {value:?}");
+        }
+        let mut chunk = Chunk::new(&[Integer], 4, 0, &stop);
+        assert_eq!(
+            chunk.push(1, Value::Integer(1)),
+            Err("a value past the last column")
+        );
+    }
+
+    #[test]
+    fn a_chunk_is_full_at_its_row_cap_at_its_byte_cap_or_when_stopped() {
+        let stop = AtomicBool::new(false);
+        let mut chunk = Chunk::new(&[Integer], 3, 10, &stop);
+        for i in 0..3 {
+            assert!(!chunk.full(), "row {i}");
+            assert_eq!(chunk.row_number(), 11 + i as u64);
+            chunk.push(0, Value::Integer(i)).unwrap();
+            chunk.end_row();
+        }
+        assert!(chunk.full());
+        assert_eq!(chunk.rows(), 3);
+
+        let big = vec![b'x'; MAX_CHUNK_BYTES];
+        let mut chunk = Chunk::new(&[Blob], 1000, 0, &stop);
+        chunk.push(0, Value::Blob(&big)).unwrap();
+        chunk.end_row();
+        assert!(chunk.full(), "past the byte cap after one row");
+
+        let chunk = Chunk::new(&[Integer], 1000, 0, &stop);
+        stop.store(true, Ordering::Relaxed);
+        assert!(chunk.full(), "a dropped cursor stops the chunk");
+    }
+
+    #[test]
+    fn splitting_at_every_row_keeps_every_value_and_both_halves_valid() {
+        for (name, kinds, rows, _) in cases() {
+            let whole = build(&kinds, &rows, 64).unwrap();
+            for n in 0..=rows.len() as u32 + 1 {
+                let (front, back) = whole.clone().split_front(n);
+                let cut = (n as usize).min(rows.len());
+                check_rows(&kinds, &front, &rows[..cut]);
+                match back {
+                    None => assert!(cut == rows.len(), "{name} at {n}: the rest is lost"),
+                    Some(mut back) => {
+                        back.compact_dictionaries();
+                        check_rows(&kinds, &back, &rows[cut..]);
+                    }
+                }
+                // The front's dictionary holds only the values it uses.
+                for c in &front.columns {
+                    if let ColumnData::TextDict { values, indices } = &c.data {
+                        let used: std::collections::HashSet<_> = indices.iter().collect();
+                        assert_eq!(used.len(), values.offsets.len() - 1, "{name} at {n}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_malformed_batch_read_back_is_refused() {
+        let text = |data: &[u8], offsets: &[u32]| TextData {
+            data: data.to_vec(),
+            offsets: offsets.to_vec(),
+        };
+        let one = |data: ColumnData, nulls: Option<Vec<u8>>, rows: u32| Batch {
+            rows,
+            columns: vec![Column { nulls, data }],
+        };
+        for (what, batch) in [
+            ("too few integers", one(ColumnData::Integer(vec![1]), None, 2)),
+            ("too many reals", one(ColumnData::Real(vec![1.0; 3]), None, 2)),
+            (
+                "offsets past the data",
+                one(ColumnData::Text(text(b"ab", &[0, 1, 5])), None, 2),
+            ),
+            (
+                "offsets that fall",
+                one(ColumnData::Blob(text(b"ab", &[0, 2, 1])), None, 2),
+            ),
+            (
+                "offsets not from 0",
+                one(ColumnData::Text(text(b"ab", &[1, 2])), None, 1),
+            ),
+            (
+                "an index outside the dictionary",
+                one(
+                    ColumnData::TextDict {
+                        values: text(b"a", &[0, 1]),
+                        indices: vec![0, 1],
+                    },
+                    None,
+                    2,
+                ),
+            ),
+            (
+                "a bitmap shorter than the rows",
+                one(ColumnData::Integer(vec![0; 9]), Some(vec![0]), 9),
+            ),
+        ] {
+            let err = batch.validate().expect_err(what);
+            assert!(err.contains("column 0"), "{what}: {err}");
+        }
+    }
+}
