@@ -91,12 +91,12 @@ fn measure(
         grace: Duration::from_secs(3600),
     };
     let running = start(Settings {
-        jobs: vec![ServedJob {
+        jobs: jobhost::app::serve::fixed(vec![ServedJob {
             schedule,
             location,
             digest_cache: None,
             target: jobhost::core::command::Target::default(),
-        }],
+        }]),
         listen: "127.0.0.1:0".parse().unwrap(),
         token: None,
         clock: Arc::new(move || now),

@@ -154,7 +154,7 @@ fn a_daemon_loop_stuck_past_its_wake_up_fails_livez_until_it_wakes() {
     let heartbeat = Arc::new(Heartbeat::default());
     let seen = gate.clone();
     let server = jobhost::app::serve::start(jobhost::app::serve::Settings {
-        jobs: Vec::new(),
+        jobs: jobhost::app::serve::fixed(Vec::new()),
         listen: "127.0.0.1:0".parse().unwrap(),
         token: None,
         clock: Arc::new(move || seen.now()),
@@ -183,8 +183,7 @@ fn a_daemon_loop_stuck_past_its_wake_up_fails_livez_until_it_wakes() {
             .expect("the daemon's loop goes to sleep")
     };
     std::thread::scope(|scope| {
-        let daemon =
-            scope.spawn(|| jobhost::run::daemon::run(std::slice::from_ref(&job), &opts, &out));
+        let daemon = scope.spawn(|| jobhost::run::daemon::run(&mut vec![job.clone()], &opts, &out));
         let unblock = Unblock {
             gate: &gate,
             stop: &stop,

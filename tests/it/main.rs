@@ -17,6 +17,7 @@ mod digest;
 mod docs;
 mod durable_store;
 mod effects;
+mod folder;
 mod harness;
 mod history;
 mod holes;

@@ -49,13 +49,14 @@ pub fn sdk_files(lang: Lang) -> Vec<&'static str> {
     }
 }
 
-/// Writes the project and says on stdout how to build and run it.
+/// Writes the project; returns the lines that say how to build, run and
+/// test it (the command prints them).
 ///
 /// # Errors
 ///
 /// `Error::Input` for a name that cannot be a project, or a folder that
 /// exists already; `Error::Host` when a file cannot be written.
-pub fn new(request: &NewRequest) -> Result<()> {
+pub fn new(request: &NewRequest) -> Result<Vec<String>> {
     check_name(&request.name)?;
     let parent = request.dir.clone().unwrap_or_else(|| PathBuf::from("."));
     let root = parent.join(&request.name);
@@ -123,15 +124,11 @@ pub fn new(request: &NewRequest) -> Result<()> {
         shell_quoted(&format!("{shown}/job.toml"))
     ));
     lines.push(format!("test:  {test}"));
-    let mut out = crate::app::cli::Out::stdout();
-    for line in lines {
-        out.line(&line)?;
-    }
     say(
         "note",
         &format!("wrote {} files under `{shown}`", files.len() + 1),
     );
-    Ok(())
+    Ok(lines)
 }
 
 /// `text` as one word for a POSIX shell: unchanged when it holds only

@@ -88,6 +88,31 @@ fn emit_line(out: &Output, line: &EventLine) {
     }
 }
 
+/// The jobs a daemon runs. The loop takes them anew before every wake-up,
+/// so a set that changes while the daemon runs (a folder of job files)
+/// changes between runs, never in the middle of one: a job added is looked
+/// at from the next wake-up (a fresh one runs its newest due window, as a
+/// first `jobhost run` would), a changed one runs its next window with its
+/// new settings, a removed one has finished its run and claims nothing
+/// more.
+pub trait JobSet {
+    /// The jobs as they are now, having taken in any change.
+    fn current(&mut self) -> Vec<Job>;
+
+    /// Whether a change waits to be taken in: the daemon's sleep ends early
+    /// to take it in. Called about every `sleep_slice`; it must be cheap.
+    fn changed(&mut self) -> bool {
+        false
+    }
+}
+
+/// A fixed list of jobs (`--config` files).
+impl JobSet for Vec<Job> {
+    fn current(&mut self) -> Vec<Job> {
+        self.clone()
+    }
+}
+
 /// Runs the daemon over `configs` until `until` passes or a stop is
 /// requested, writing one JSON line per run (its receipt), skipped window
 /// or digest to `out`. Digests of DONE runs are made by a worker thread
@@ -105,7 +130,7 @@ fn emit_line(out: &Output, line: &EventLine) {
 /// Only when the engine cannot be built: a job whose store fails is
 /// reported on stderr and tried again a minute later, and a failed run is
 /// a receipt, not an error.
-pub fn run(jobs: &[Job], opts: &Options<'_>, out: &Output) -> Result<()> {
+pub fn run(jobs: &mut dyn JobSet, opts: &Options<'_>, out: &Output) -> Result<()> {
     let runtime = opts.runtime.sharing_sandbox()?;
     let opts = &Options {
         runtime: &runtime,
@@ -148,6 +173,51 @@ pub fn check_before_start(jobs: &[Job], sandbox: &Sandbox) -> Result<()> {
     }
     check_components(jobs, sandbox)?;
     open_stores(jobs)
+}
+
+/// What a daemon has checked already: the components (by file, cache and
+/// the file's size and modification time) and the stores. A folder of many
+/// jobs that share a component and a store checks each once, and a
+/// component replaced on disk is checked again.
+#[derive(Debug, Default)]
+pub struct Checked {
+    components: HashSet<(
+        std::path::PathBuf,
+        Option<std::path::PathBuf>,
+        u64,
+        Option<std::time::SystemTime>,
+    )>,
+    stores: HashSet<String>,
+}
+
+/// [`check_before_start`] for one job, as a folder's new or changed file
+/// is checked before the daemon takes it in, skipping what `checked`
+/// holds.
+///
+/// # Errors
+///
+/// As [`check_before_start`]: what the job's file must fix.
+pub fn check_job(job: &Job, sandbox: &Sandbox, checked: &mut Checked) -> Result<()> {
+    job::refuse_ephemeral_store(job)
+        .map_err(|e| crate::core::error::Error::input(format!("job `{}`: {e:#}", job.name())))?;
+    let meta = std::fs::metadata(&job.component).ok();
+    let key = (
+        job.component.clone(),
+        job.cache_dir.clone(),
+        meta.as_ref().map_or(0, std::fs::Metadata::len),
+        meta.and_then(|m| m.modified().ok()),
+    );
+    if !checked.components.contains(&key) {
+        check_components(std::slice::from_ref(job), sandbox)?;
+        checked.components.insert(key);
+    }
+    if checked.stores.contains(&job.store.to_string()) {
+        job::say_local_destinations(job);
+        return Ok(());
+    }
+    open_stores(std::slice::from_ref(job))?;
+    checked.stores.insert(job.store.to_string());
+    Ok(())
 }
 
 /// The daemon's clock: from `start` (`--now`) on, advancing in real time,
@@ -336,7 +406,12 @@ struct Memory {
 /// How often `[retention]` is applied.
 const PRUNE_EVERY: Duration = Duration::from_secs(86_400);
 
-fn run_loop(jobs: &[Job], opts: &Options<'_>, out: &Output, digests: &Digests) -> Result<()> {
+fn run_loop(
+    set: &mut dyn JobSet,
+    opts: &Options<'_>,
+    out: &Output,
+    digests: &Digests,
+) -> Result<()> {
     let mut since = opts.since;
     let owner = job::owner_id();
     let mut memory = Memory::default();
@@ -344,9 +419,10 @@ fn run_loop(jobs: &[Job], opts: &Options<'_>, out: &Output, digests: &Digests) -
         if stopping(opts) {
             return Ok(());
         }
+        let jobs = set.current();
         let now = opts.clock.now();
         let mut wake: Option<Timestamp> = None;
-        for job in jobs {
+        for job in &jobs {
             expect(opts, job.lease, &format!("looking at job `{}`", job.name()));
             prune_if_due(job, opts, now, out, &mut memory);
             let next = match wake_job(job, opts, &owner, now, since, out, digests, &mut memory) {
@@ -366,14 +442,15 @@ fn run_loop(jobs: &[Job], opts: &Options<'_>, out: &Output, digests: &Digests) -
             }
         }
         since = None;
-        let Some(wake) = wake else { return Ok(()) };
+        // With no job (an empty folder) the daemon waits for one.
+        let wake = wake.unwrap_or_else(|| crate::core::clock::after(now, RETRY_SOON));
         if opts.until.is_some_and(|u| wake > u) {
             return Ok(());
         }
         if let Some(h) = opts.heartbeat {
             h.expect(wake, format!("sleeping until {}", rfc3339(wake)));
         }
-        sleep_until(opts, wake);
+        sleep_until(opts, wake, set);
     }
 }
 
@@ -720,9 +797,9 @@ fn unfinished_work(job: &Job, runs: &[RunRecord], clock: &dyn Clock) -> Result<V
 
 /// Sleeps on the daemon's clock until `wake`, in slices, watching for a
 /// stop request.
-fn sleep_until(opts: &Options<'_>, wake: Timestamp) {
+fn sleep_until(opts: &Options<'_>, wake: Timestamp, set: &mut dyn JobSet) {
     loop {
-        if opts.stop.load(Ordering::SeqCst) {
+        if opts.stop.load(Ordering::SeqCst) || set.changed() {
             return;
         }
         let left = opts.clock.now().duration_until(wake);
@@ -732,6 +809,30 @@ fn sleep_until(opts: &Options<'_>, wake: Timestamp) {
         let left = Duration::try_from(left).unwrap_or(Duration::MAX);
         opts.clock.sleep(left.min(opts.sleep_slice));
     }
+}
+
+/// Set by SIGHUP: a folder of job files is read again at once.
+static HANGUP: std::sync::LazyLock<std::sync::Arc<AtomicBool>> =
+    std::sync::LazyLock::new(|| std::sync::Arc::new(AtomicBool::new(false)));
+
+/// Installs a SIGHUP handler that sets the flag it returns (a job folder
+/// takes the flag and reads the folder again).
+///
+/// # Errors
+///
+/// `Error::Host` when the handler cannot be installed.
+pub fn reload_on_hangup() -> Result<Arc<AtomicBool>> {
+    static INSTALLED: std::sync::OnceLock<std::result::Result<(), String>> =
+        std::sync::OnceLock::new();
+    INSTALLED
+        .get_or_init(|| {
+            signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&HANGUP))
+                .map(drop)
+                .map_err(|e| format!("cannot install a SIGHUP handler: {e}"))
+        })
+        .clone()
+        .map_err(crate::Error::host)?;
+    Ok(Arc::clone(&HANGUP))
 }
 
 /// Set by the first SIGTERM or SIGINT, in the signal handler itself.

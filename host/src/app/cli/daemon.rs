@@ -7,8 +7,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::serve::{ListenArgs, page_target};
-use crate::app::args::env;
-use crate::app::config::{JobConfig, RunFlags};
 use crate::core::error::Error;
 use crate::core::text::printable;
 use crate::run::Runtime;
@@ -18,8 +16,14 @@ use crate::run::daemon::GaveUp;
 #[derive(Debug, clap::Args)]
 pub(super) struct DaemonArgs {
     /// A TOML job config; give it once per job.
-    #[arg(long, value_name = "FILE", required = true)]
+    #[arg(long, value_name = "FILE", required_unless_present = "jobs")]
     config: Vec<PathBuf>,
+    /// A folder of job configs: every `*.toml` in it is a job. A file
+    /// added, changed or removed takes effect without a restart (looked
+    /// for about every second, and at once on SIGHUP); a file that does not
+    /// load is refused alone.
+    #[arg(long, value_name = "DIR", conflicts_with = "config")]
+    jobs: Option<PathBuf>,
     /// The report component (.wasm) for every job, instead of each
     /// config's `component`.
     #[arg(long, value_name = "PATH")]
@@ -72,19 +76,15 @@ pub(super) fn main(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
     let require_durable_store =
         crate::app::args::require_durable_store(args.require_durable_store)?;
     let level = crate::app::args::receipt_level(args.receipt.as_deref())?;
+    let loading = crate::app::config::folder::Loading {
+        store: args.store.clone(),
+        component: args.component.clone(),
+        require_durable_store,
+    };
     let jobs = args
         .config
         .iter()
-        .map(|file| {
-            JobConfig::load(&RunFlags {
-                config: Some(file.clone()),
-                store: args.store.clone(),
-                component: args.component.clone(),
-                require_durable_store,
-                ..RunFlags::default()
-            })?
-            .job(&env)
-        })
+        .map(|file| loading.load(file))
         .collect::<Result<Vec<_>, Error>>()?;
     let listen = args
         .listen
@@ -101,6 +101,54 @@ pub(super) fn main(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
     // checked in it, and every run shares it.
     let sandbox = Arc::new(crate::guest::sandbox::Sandbox::new()?);
     crate::run::daemon::check_before_start(&jobs, &sandbox)?;
+    // A folder's files are checked one by one, as it takes each in: a bad
+    // one is refused alone.
+    let mut folder = match &args.jobs {
+        Some(dir) => {
+            let sandbox = sandbox.clone();
+            let mut checked = crate::run::daemon::Checked::default();
+            Some(crate::app::config::folder::JobFolder::open(
+                dir,
+                Box::new(move |file| {
+                    let job = loading.load(file)?;
+                    crate::run::daemon::check_job(&job, &sandbox, &mut checked)?;
+                    Ok(job)
+                }),
+                Some(crate::run::daemon::reload_on_hangup()?),
+            )?)
+        }
+        None => None,
+    };
+    // The dashboard's list of jobs: a folder keeps it current.
+    let served = |store: Option<&std::path::Path>, file: &std::path::Path, j: &crate::run::Job| {
+        crate::app::serve::ServedJob {
+            schedule: j.schedule.clone(),
+            location: j.store.clone(),
+            digest_cache: j.digest.as_ref().map(|d| d.cache_dir.clone()),
+            target: page_target(store, file),
+        }
+    };
+    let catalog = crate::app::serve::fixed(
+        jobs.iter()
+            .zip(&args.config)
+            .map(|(j, file)| served(args.store.as_deref(), file, j))
+            .collect(),
+    );
+    if let Some(f) = &mut folder {
+        let (catalog, store) = (catalog.clone(), args.store.clone());
+        f.on_change(Box::new(move |jobs, refused| {
+            let listed = crate::app::serve::Listed {
+                jobs: jobs
+                    .iter()
+                    .map(|(file, j)| served(store.as_deref(), file, j))
+                    .collect(),
+                refused,
+            };
+            *catalog
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = listed;
+        }));
+    }
     let metrics = Arc::new(crate::app::serve::DaemonMetrics::default());
     let heartbeat = Arc::new(crate::run::liveness::Heartbeat::default());
     let _server = match listen {
@@ -108,16 +156,7 @@ pub(super) fn main(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
             let origin = jiff::Timestamp::now();
             let shift = start.map(|t| t.duration_since(origin));
             let served = crate::app::serve::start(crate::app::serve::Settings {
-                jobs: jobs
-                    .iter()
-                    .zip(&args.config)
-                    .map(|(j, file)| crate::app::serve::ServedJob {
-                        schedule: j.schedule.clone(),
-                        location: j.store.clone(),
-                        digest_cache: j.digest.as_ref().map(|d| d.cache_dir.clone()),
-                        target: page_target(args.store.as_deref(), file),
-                    })
-                    .collect(),
+                jobs: catalog,
                 listen: addr,
                 token,
                 clock: Arc::new(move || {
@@ -160,7 +199,10 @@ pub(super) fn main(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
         receipt: level,
     };
     let out: crate::run::daemon::Output = Arc::new(std::sync::Mutex::new(std::io::stdout()));
-    crate::run::daemon::run(&jobs, &opts, &out)?;
+    match &mut folder {
+        Some(f) => crate::run::daemon::run(f, &opts, &out)?,
+        None => crate::run::daemon::run(&mut jobs.clone(), &opts, &out)?,
+    }
     let keys = gave_up.keys();
     if until.is_some() && !keys.is_empty() {
         crate::core::text::say(

@@ -155,3 +155,26 @@ pub(super) fn named_job(text: &str, config: Option<&std::path::Path>) -> Result<
     }
     Ok(name)
 }
+
+/// The job configs a command was given: the `--config` files, or every
+/// `*.toml` of the `--jobs` folder.
+///
+/// # Errors
+///
+/// `Error::Input` when the folder cannot be read or holds no job file.
+pub(super) fn configs(
+    config: &[std::path::PathBuf],
+    jobs: Option<&std::path::Path>,
+) -> Result<Vec<std::path::PathBuf>, crate::core::error::Error> {
+    let Some(dir) = jobs else {
+        return Ok(config.to_vec());
+    };
+    let files = crate::app::config::folder::job_files(dir)?;
+    if files.is_empty() {
+        return Err(crate::core::error::Error::input(format!(
+            "the job folder `{}` holds no job file (*.toml)",
+            crate::core::text::printable(&dir.display().to_string())
+        )));
+    }
+    Ok(files)
+}

@@ -20,10 +20,14 @@ pub(super) struct NewArgs {
 
 /// Writes the project: 0, or the error.
 pub(super) fn main(args: NewArgs) -> Result<i32, Error> {
-    crate::app::new::new(&crate::app::new::NewRequest {
+    let lines = crate::app::new::new(&crate::app::new::NewRequest {
         name: args.name,
         lang: args.lang,
         dir: args.dir,
     })?;
+    let mut out = super::Out::stdout();
+    for line in lines {
+        out.line(&line)?;
+    }
     Ok(0)
 }

@@ -13,8 +13,12 @@ use crate::core::text::{json_line, printable};
 #[derive(Debug, clap::Args)]
 pub(super) struct PlanArgs {
     /// A TOML job config; give it once per job.
-    #[arg(long, value_name = "FILE", required = true)]
+    #[arg(long, value_name = "FILE", required_unless_present = "jobs")]
     config: Vec<PathBuf>,
+    /// A folder of job configs: every `*.toml` in it, as if each were given
+    /// with --config.
+    #[arg(long, value_name = "DIR", conflicts_with = "config")]
+    jobs: Option<PathBuf>,
     /// Plan as if it were this instant [default: the system clock].
     #[arg(long, value_name = "TIME")]
     now: Option<String>,
@@ -39,7 +43,7 @@ pub(super) fn main(args: PlanArgs) -> Result<i32, Error> {
         .map(|t| crate::core::clock::parse_instant("--since", t))
         .transpose()?;
     let mut out = Out::stdout();
-    for file in &args.config {
+    for file in &super::flags::configs(&args.config, args.jobs.as_deref())? {
         let JobView {
             config,
             schedule: s,

@@ -10,8 +10,13 @@ use crate::core::error::Error;
 #[derive(Debug, clap::Args)]
 pub(super) struct ServeArgs {
     /// A TOML job config; give it once per job.
-    #[arg(long, value_name = "FILE", required = true)]
+    #[arg(long, value_name = "FILE", required_unless_present = "jobs")]
     config: Vec<PathBuf>,
+    /// A folder of job configs: every `*.toml` in it is a job; files
+    /// added, changed or removed show without a restart, and a file that
+    /// does not load is listed as refused.
+    #[arg(long, value_name = "DIR", conflicts_with = "config")]
+    jobs: Option<PathBuf>,
     /// The claim store, for every job [default: $JOBHOST_STORE, else each config's `store`, else state/jobhost.db beside each config].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
     store: Option<PathBuf>,
@@ -33,33 +38,57 @@ pub(super) fn main(args: ServeArgs) -> Result<i32, Error> {
         args.auth.insecure_no_auth,
     )?;
     let mut jobs: Vec<crate::app::serve::ServedJob> = Vec::new();
-    let mut now = None;
+    let mut now = args
+        .now
+        .as_deref()
+        .map(|t| crate::core::clock::parse_instant("--now", t))
+        .transpose()?;
     for file in &args.config {
-        let config = JobConfig::load(&RunFlags {
-            config: Some(file.clone()),
-            store: args.store.clone(),
-            now: args.now.clone(),
-            ..RunFlags::default()
-        })?;
-        let schedule = config.schedule()?;
-        if jobs.iter().any(|j| j.schedule.job == schedule.job) {
+        let (job, at) = served_job(file, args.store.as_deref(), args.now.as_deref())?;
+        if jobs.iter().any(|j| j.schedule.job == job.schedule.job) {
             return Err(Error::input(format!(
                 "job `{}` is named by two --config files (the second is `{}`): give each job once",
-                schedule.job,
+                job.schedule.job,
                 file.display()
             )));
         }
-        now = config.now()?;
-        jobs.push(crate::app::serve::ServedJob {
-            location: config.store(&env)?,
-            digest_cache: config.digest_cache_dir(),
-            target: page_target(args.store.as_deref(), file),
-            schedule,
-        });
+        now = now.or(at);
+        jobs.push(job);
+    }
+    let catalog = crate::app::serve::fixed(jobs);
+    // A folder is read again by a thread of its own, about every second
+    // and at once on SIGHUP.
+    if let Some(dir) = &args.jobs {
+        let (store, at) = (args.store.clone(), args.now.clone());
+        let mut folder = crate::app::config::folder::JobFolder::open(
+            dir,
+            Box::new(move |file| {
+                served_job(file, store.as_deref(), at.as_deref()).map(|(job, _)| job)
+            }),
+            Some(crate::run::daemon::reload_on_hangup()?),
+        )?;
+        let shared = catalog.clone();
+        folder.on_change(Box::new(move |jobs, refused| {
+            *shared
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = crate::app::serve::Listed {
+                jobs: jobs.into_iter().map(|(_, j)| j).collect(),
+                refused,
+            };
+        }));
+        std::thread::Builder::new()
+            .name("jobhost-job-folder".into())
+            .spawn(move || {
+                loop {
+                    folder.take_waiting();
+                    std::thread::sleep(std::time::Duration::from_millis(250));
+                }
+            })
+            .map_err(|e| Error::host("cannot start the job folder's thread").because(e))?;
     }
     let stop = crate::run::daemon::stop_on_signals()?;
     let served = crate::app::serve::start(crate::app::serve::Settings {
-        jobs,
+        jobs: catalog,
         listen: addr,
         token,
         clock: std::sync::Arc::new(move || now.unwrap_or_else(jiff::Timestamp::now)),
@@ -75,6 +104,30 @@ pub(super) fn main(args: ServeArgs) -> Result<i32, Error> {
     }
     served.stop();
     Ok(0)
+}
+
+/// The job of config `file` as the dashboard shows it (its schedule, store
+/// and digest cache: no credential is needed), and the instant its config
+/// names (`now`).
+fn served_job(
+    file: &Path,
+    store: Option<&Path>,
+    now: Option<&str>,
+) -> Result<(crate::app::serve::ServedJob, Option<jiff::Timestamp>), Error> {
+    let config = JobConfig::load(&RunFlags {
+        config: Some(file.to_path_buf()),
+        store: store.map(Path::to_path_buf),
+        now: now.map(str::to_string),
+        ..RunFlags::default()
+    })?;
+    let schedule = config.schedule()?;
+    let job = crate::app::serve::ServedJob {
+        location: config.store(&env)?,
+        digest_cache: config.digest_cache_dir(),
+        target: page_target(store, file),
+        schedule,
+    };
+    Ok((job, config.now()?))
 }
 
 /// Where and to whom the dashboard is served.

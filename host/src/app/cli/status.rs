@@ -15,8 +15,12 @@ use crate::store::RunRecord;
 #[derive(Debug, clap::Args)]
 pub(super) struct StatusArgs {
     /// A TOML job config; give it once per job.
-    #[arg(long, value_name = "FILE", required = true)]
+    #[arg(long, value_name = "FILE", required_unless_present = "jobs")]
     config: Vec<PathBuf>,
+    /// A folder of job configs: every `*.toml` in it, as if each were given
+    /// with --config.
+    #[arg(long, value_name = "DIR", conflicts_with = "config")]
+    jobs: Option<PathBuf>,
     /// As if it were this instant [default: the system clock].
     #[arg(long, value_name = "TIME")]
     now: Option<String>,
@@ -62,7 +66,7 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
     // prints first.
     let mut lines: Vec<String> = Vec::new();
     let mut by_health: Vec<(Health, String)> = Vec::new();
-    for file in &args.config {
+    for file in &super::flags::configs(&args.config, args.jobs.as_deref())? {
         let JobView {
             config,
             schedule,

@@ -13,6 +13,7 @@
 
 pub mod destinations;
 pub mod digest;
+pub mod folder;
 pub mod limits;
 pub mod ping;
 pub mod source;

@@ -167,7 +167,8 @@ pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> 
     // A store that failed once in this scrape is not tried again for its
     // other jobs (a database that is down costs one connect timeout).
     let mut down: Vec<String> = Vec::new();
-    for j in &settings.jobs {
+    let listed = settings.listed();
+    for j in &listed.jobs {
         let job = j.schedule.job.as_str().to_string();
         let store = j.location.to_string();
         let label = StoreJob {
@@ -240,6 +241,14 @@ pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> 
             .set(i64::try_from(st.holes.count).unwrap_or(i64::MAX));
     }
     queries.set(i64::from(count.queries));
+    let refused = Gauge::<i64>::default();
+    refused.set(i64::try_from(listed.refused.len()).unwrap_or(i64::MAX));
+    registry.register(
+        "jobhost_job_files_refused",
+        "Job files of the --jobs folder this host does not run (a config error, a duplicate job \
+         name, a broken component); the dashboard lists them",
+        refused,
+    );
     registry.register(
         "jobhost_windows",
         "Windows the store holds for the job, by state (the same on every host sharing the \

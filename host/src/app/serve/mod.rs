@@ -55,10 +55,38 @@ pub struct ServedJob {
     pub target: crate::core::command::Target,
 }
 
+impl crate::app::config::folder::Named for ServedJob {
+    fn job_name(&self) -> String {
+        self.schedule.job.as_str().to_string()
+    }
+}
+
+/// The jobs a dashboard shows and the job files it refused, as whatever
+/// keeps them current sets them (a folder of job files read again while
+/// the server runs; a fixed list otherwise).
+#[derive(Clone, Default)]
+pub struct Listed {
+    /// The jobs, in the order given (a folder's: by file name).
+    pub jobs: Vec<ServedJob>,
+    /// Job files refused, and why.
+    pub refused: Vec<crate::app::config::folder::Refused>,
+}
+
+/// [`Listed`], shared between the server and what keeps it current.
+pub type Catalog = Arc<std::sync::RwLock<Listed>>;
+
+/// A catalog of a fixed list of jobs.
+pub fn fixed(jobs: Vec<ServedJob>) -> Catalog {
+    Arc::new(std::sync::RwLock::new(Listed {
+        jobs,
+        refused: Vec::new(),
+    }))
+}
+
 /// What the server serves and how.
 pub struct Settings {
-    /// The jobs, by name, in the order given.
-    pub jobs: Vec<ServedJob>,
+    /// The jobs and refused job files.
+    pub jobs: Catalog,
     /// The address to listen on.
     pub listen: SocketAddr,
     /// The SHA-256 of the bearer token every request (but `/healthz` and
@@ -70,6 +98,16 @@ pub struct Settings {
     pub daemon: Option<Arc<DaemonMetrics>>,
     /// The daemon loop's heartbeat, when served inside it (`/livez`).
     pub liveness: Option<Arc<crate::run::liveness::Heartbeat>>,
+}
+
+impl Settings {
+    /// The jobs and refused files now.
+    pub(super) fn listed(&self) -> Listed {
+        self.jobs
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
 }
 
 /// Checks `--listen`, `--token-file` and `--insecure-no-auth` together:

@@ -156,6 +156,8 @@ fn json(value: &impl Serialize) -> Result<Reply> {
 struct Overview {
     now: String,
     jobs: Vec<board::JobRow>,
+    /// Job files of the folder that were refused, and why.
+    refused: Vec<crate::app::config::folder::Refused>,
     reads: ReadCount,
 }
 
@@ -176,14 +178,14 @@ struct RunPage {
 }
 
 pub(super) fn render(worker: &mut Worker<'_>, route: Route, now: Timestamp) -> Result<Reply> {
-    let settings = worker.settings;
+    let listed = worker.settings.listed();
     let pages = worker.pages;
     let now_text = crate::core::clock::rfc3339(now);
     match route {
         Route::Jobs { json: as_json } => {
             let mut reads = ReadCount::default();
             let mut jobs = Vec::new();
-            for j in &settings.jobs {
+            for j in &listed.jobs {
                 let bj = BoardJob {
                     schedule: &j.schedule,
                     store: j.location.to_string(),
@@ -197,6 +199,7 @@ pub(super) fn render(worker: &mut Worker<'_>, route: Route, now: Timestamp) -> R
             let page = Overview {
                 now: now_text,
                 jobs,
+                refused: listed.refused.clone(),
                 reads,
             };
             if as_json {
@@ -212,11 +215,7 @@ pub(super) fn render(worker: &mut Worker<'_>, route: Route, now: Timestamp) -> R
             at,
             json: as_json,
         } => {
-            let Some(j) = settings
-                .jobs
-                .iter()
-                .find(|j| j.schedule.job.as_str() == name)
-            else {
+            let Some(j) = listed.jobs.iter().find(|j| j.schedule.job.as_str() == name) else {
                 return Ok(Reply::text(404, "no such job\n"));
             };
             let at = at.map(|t| j.schedule.bound("at", &t, now)).transpose()?;
@@ -241,11 +240,7 @@ pub(super) fn render(worker: &mut Worker<'_>, route: Route, now: Timestamp) -> R
         }
         Route::Run { key, json: as_json } => {
             let job = key.split_once(':').map(|(j, _)| j).unwrap_or_default();
-            let Some(j) = settings
-                .jobs
-                .iter()
-                .find(|j| j.schedule.job.as_str() == job)
-            else {
+            let Some(j) = listed.jobs.iter().find(|j| j.schedule.job.as_str() == job) else {
                 return Ok(Reply::text(404, "no such run\n"));
             };
             let cache = j.digest_cache.clone().map(DigestCache::new);

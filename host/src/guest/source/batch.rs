@@ -597,8 +597,7 @@ mod tests {
     /// Row `row` of column `c`, read back: `None` for NULL, else the
     /// integer, real, or bytes.
     fn read(c: &Column, row: usize) -> Option<String> {
-        if c
-            .nulls
+        if c.nulls
             .as_ref()
             .is_some_and(|b| b[row / 8] & (1 << (row % 8)) != 0)
         {
@@ -632,7 +631,9 @@ mod tests {
         let mut chunk = Chunk::new(kinds, cap, 0, &stop);
         for row in rows {
             for (i, v) in row.iter().enumerate() {
-                chunk.push(i, as_value(v)).expect("a value its column holds");
+                chunk
+                    .push(i, as_value(v))
+                    .expect("a value its column holds");
             }
             chunk.end_row();
         }
@@ -655,9 +656,11 @@ mod tests {
 
     use ColumnKind::{Blob, Integer, Real, Text};
 
-    /// Cases: the columns, the rows, and whether the text column (the
-    /// first text one) should come out dictionary-encoded.
-    fn cases() -> Vec<(&'static str, Vec<ColumnKind>, Vec<Vec<V>>, Option<bool>)> {
+    /// A case: its name, the columns, the rows, and whether the text
+    /// column (the first text one) should come out dictionary-encoded.
+    type Case = (&'static str, Vec<ColumnKind>, Vec<Vec<V>>, Option<bool>);
+
+    fn cases() -> Vec<Case> {
         let repeated: Vec<Vec<V>> = (0..40)
             .map(|i| vec![V::I(i), V::T(["north", "south"][i as usize % 2])])
             .collect();
@@ -691,12 +694,7 @@ mod tests {
                 distinct,
                 Some(false),
             ),
-            (
-                "a single row",
-                vec![Text],
-                vec![vec![V::T("only")]],
-                None,
-            ),
+            ("a single row", vec![Text], vec![vec![V::T("only")]], None),
             (
                 "nine rows, NULL in the ninth (a second bitmap byte)",
                 vec![Integer],
@@ -741,7 +739,11 @@ mod tests {
             (Real, Value::Text(b"1.5"), "text"),
             (Text, Value::Integer(1), "an integer"),
             (Text, Value::Blob(b"x"), "a blob"),
-            (Text, Value::Text(b"\xff\xfe"), "text that is not valid UTF-8"),
+            (
+                Text,
+                Value::Text(b"\xff\xfe"),
+                "text that is not valid UTF-8",
+            ),
             (Blob, Value::Real(2.0), "a real"),
         ] {
             let mut chunk = Chunk::new(&[kind], 4, 0, &stop);
@@ -815,8 +817,14 @@ mod tests {
             columns: vec![Column { nulls, data }],
         };
         for (what, batch) in [
-            ("too few integers", one(ColumnData::Integer(vec![1]), None, 2)),
-            ("too many reals", one(ColumnData::Real(vec![1.0; 3]), None, 2)),
+            (
+                "too few integers",
+                one(ColumnData::Integer(vec![1]), None, 2),
+            ),
+            (
+                "too many reals",
+                one(ColumnData::Real(vec![1.0; 3]), None, 2),
+            ),
             (
                 "offsets past the data",
                 one(ColumnData::Text(text(b"ab", &[0, 1, 5])), None, 2),
