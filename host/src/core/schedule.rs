@@ -294,14 +294,25 @@ pub enum Verdict {
 }
 
 /// The widest jitter a kind of window allows: less than its shortest
-/// length (a 23-hour day, a 167-hour week, a 671-hour February), so due
-/// moments keep the windows' order.
+/// length (a 23-hour day, a 167-hour week, a 671-hour February, a quarter
+/// of 90 days less an hour), so due moments keep the windows' order.
 pub fn max_jitter(kind: WindowKind) -> Duration {
     match kind {
+        // A half-hour offset change (Lord Howe Island) can cut a slice of
+        // n minutes down to the greatest common divisor of n and 30.
+        WindowKind::Minutes(n) => {
+            let (mut a, mut b) = (u64::from(n), 30);
+            while b != 0 {
+                (a, b) = (b, a % b);
+            }
+            Duration::from_secs(a * 60 - 1)
+        }
         WindowKind::Hour => Duration::from_secs(3600 - 1),
         WindowKind::Day => Duration::from_secs(23 * 3600 - 1),
         WindowKind::Week => Duration::from_secs(167 * 3600 - 1),
         WindowKind::Month => Duration::from_secs(671 * 3600 - 1),
+        // January to March of a common year, less a daylight-saving hour.
+        WindowKind::Quarter => Duration::from_secs((90 * 24 - 1) * 3600 - 1),
     }
 }
 

@@ -1,7 +1,9 @@
 //! Window arithmetic: which time window an instant belongs to, in a job's
 //! time zone, and the key that names it. Windows are civil: a day is the
 //! span between two local midnights (23 or 25 hours across daylight saving
-//! changes), an hour is one hour of local clock time, a week runs Monday to
+//! changes), an hour is one hour of local clock time, N minutes (a divisor
+//! of an hour) are a slice of a local clock hour, a quarter is three civil
+//! months from the 1st of January, April, July or October, a week runs Monday to
 //! Monday (ISO 8601), a month runs from local midnight of its 1st to local
 //! midnight of the next month's 1st (28 to 31 days, give or take a
 //! daylight-saving shift). Consecutive windows tile time with no gap and no
@@ -17,9 +19,11 @@ use jiff::{SignedDuration, Timestamp, ZonedDateTime};
 use crate::core::error::{Error, Result};
 
 /// The length of a job's windows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WindowKind {
+    /// N minutes of local clock time, N a divisor of 60 below it (1, 2, 3,
+    /// 4, 5, 6, 10, 12, 15, 20 or 30), aligned to the clock's hours.
+    Minutes(u8),
     /// One hour of local clock time.
     Hour,
     /// One civil day, local midnight to local midnight.
@@ -29,19 +33,33 @@ pub enum WindowKind {
     /// One civil month, local midnight of the 1st to local midnight of the
     /// next month's 1st.
     Month,
+    /// One civil quarter: three months from local midnight of the 1st of
+    /// January, April, July or October.
+    Quarter,
 }
+
+/// The minute windows there are: the divisors of an hour below it.
+pub const MINUTES: [u8; 11] = [1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30];
 
 impl FromStr for WindowKind {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<WindowKind> {
+        let minutes = s
+            .strip_suffix('m')
+            .and_then(|n| n.parse::<u8>().ok())
+            .filter(|n| MINUTES.contains(n));
         match s {
-            "hour" => Ok(WindowKind::Hour),
+            "hour" | "60m" => Ok(WindowKind::Hour),
             "day" => Ok(WindowKind::Day),
             "week" => Ok(WindowKind::Week),
             "month" => Ok(WindowKind::Month),
+            "quarter" => Ok(WindowKind::Quarter),
+            _ if minutes.is_some() => Ok(WindowKind::Minutes(minutes.unwrap_or(60))),
             other => Err(Error::input(format!(
-                "unknown window `{other}`: use `hour`, `day`, `week` or `month`"
+                "unknown window `{other}`: use `hour`, `day`, `week`, `month`, `quarter`, or \
+                 minutes that divide an hour (`1m`, `2m`, `3m`, `4m`, `5m`, `6m`, `10m`, `12m`, \
+                 `15m`, `20m`, `30m`)"
             ))),
         }
     }
@@ -49,12 +67,28 @@ impl FromStr for WindowKind {
 
 impl fmt::Display for WindowKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            WindowKind::Hour => "hour",
-            WindowKind::Day => "day",
-            WindowKind::Week => "week",
-            WindowKind::Month => "month",
-        })
+        match self {
+            WindowKind::Minutes(n) => write!(f, "{n}m"),
+            WindowKind::Hour => f.write_str("hour"),
+            WindowKind::Day => f.write_str("day"),
+            WindowKind::Week => f.write_str("week"),
+            WindowKind::Month => f.write_str("month"),
+            WindowKind::Quarter => f.write_str("quarter"),
+        }
+    }
+}
+
+/// Written as configs name it (`hour`, `15m`).
+impl serde::Serialize for WindowKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for WindowKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<WindowKind, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -231,10 +265,27 @@ impl Window {
                 let label = format!("{:04}-W{:02}", iso.year(), iso.week());
                 (start, end, label)
             }
-            WindowKind::Hour => {
-                let (start, end) = hour_bounds(&zone.tz, instant).map_err(out_of_range)?;
+            WindowKind::Hour | WindowKind::Minutes(_) => {
+                let seconds = match kind {
+                    WindowKind::Minutes(n) => i64::from(n) * 60,
+                    _ => 3600,
+                };
+                let (start, end) =
+                    clock_bounds(&zone.tz, instant, seconds).map_err(out_of_range)?;
                 let start_local = start.to_zoned_datetime(zone.tz.clone());
                 (start, end, hour_label(&start_local))
+            }
+            WindowKind::Quarter => {
+                let date = local.datetime().date();
+                let first = jiff::civil::Date::new(date.year(), (date.month() - 1) / 3 * 3 + 1, 1)
+                    .map_err(out_of_range)?;
+                let start = civil_start(first.to_datetime(jiff::civil::Time::midnight()), zone)?;
+                let next = first
+                    .checked_add(jiff::Span::new().months(3))
+                    .map_err(out_of_range)?;
+                let end = civil_start(next.to_datetime(jiff::civil::Time::midnight()), zone)?;
+                let label = format!("{:04}-Q{}", first.year(), (first.month() - 1) / 3 + 1);
+                (start, end, label)
             }
             WindowKind::Month => {
                 let first = local.datetime().date().first_of_month();
@@ -303,8 +354,14 @@ impl Window {
                 .ok()?;
                 civil_start(iso.date().to_datetime(midnight), zone).ok()?
             }
+            WindowKind::Quarter => {
+                let (year, q) = label.split_once("-Q")?;
+                let q: i8 = q.parse().ok().filter(|q| (1..=4).contains(q))?;
+                let date = jiff::civil::Date::new(year.parse().ok()?, (q - 1) * 3 + 1, 1).ok()?;
+                civil_start(date.to_datetime(midnight), zone).ok()?
+            }
             // `2026-11-01T01:00-05:00`: an instant, once seconds are added.
-            WindowKind::Hour => {
+            WindowKind::Hour | WindowKind::Minutes(_) => {
                 let (date_hour, offset) = label.split_at_checked(16)?;
                 format!("{date_hour}:00{offset}")
                     .parse::<Timestamp>()
@@ -325,19 +382,23 @@ impl Window {
     }
 }
 
-/// The local clock hour containing `t`: it starts at the later of the last
-/// local `hh:00` and the last offset change, and ends at the earlier of the
-/// next ones. Whole-hour offset changes land on `hh:00` anyway; a half-hour
-/// change (Lord Howe Island) makes one window half an hour long instead of
+/// The slice of `seconds` (an hour, or minutes that divide one) of local
+/// clock time containing `t`: it starts at the later of the last local
+/// boundary (`hh:00`, `hh:15`, ...) and the last offset change, and ends at
+/// the earlier of the next ones. Whole-hour offset changes land on a
+/// boundary anyway (the repeated hour of a fall-back night is a second set
+/// of slices, with the other offset in their labels); a half-hour change
+/// (Lord Howe Island) makes one hour window half an hour long instead of
 /// leaving a gap or an overlap.
-fn hour_bounds(
+fn clock_bounds(
     tz: &TimeZone,
     t: Timestamp,
+    seconds: i64,
 ) -> std::result::Result<(Timestamp, Timestamp), jiff::Error> {
     let offset = i64::from(tz.to_offset(t).seconds());
-    let aligned = (t.as_second() + offset).div_euclid(3600) * 3600 - offset;
+    let aligned = (t.as_second() + offset).div_euclid(seconds) * seconds - offset;
     let mut start = Timestamp::from_second(aligned)?;
-    let mut end = start.checked_add(SignedDuration::from_hours(1))?;
+    let mut end = start.checked_add(SignedDuration::from_secs(seconds))?;
     let after = t.checked_add(SignedDuration::from_nanos(1))?;
     if let Some(change) = tz.preceding(after).next() {
         start = start.max(change.timestamp());
@@ -348,8 +409,9 @@ fn hour_bounds(
     Ok((start, end))
 }
 
-/// `2026-11-08T13:00+01:00`: the offset keeps the two 01:00 hours of a
-/// daylight-saving fall-back night apart.
+/// `2026-11-08T13:00+01:00` (an hour) or `2026-11-08T13:15+01:00` (a
+/// slice of one): the offset keeps the two 01:00 hours of a daylight-saving
+/// fall-back night apart.
 fn hour_label(start: &ZonedDateTime) -> String {
     let dt = start.datetime();
     let offset = start.offset().seconds();
@@ -518,11 +580,14 @@ mod tests {
             "Australia/Lord_Howe",
         ] {
             let z = Zone::new(zone).unwrap();
+            // (Minute windows are tiled across the DST days by their own
+            // tests; a year of them here would take seconds.)
             for kind in [
                 WindowKind::Hour,
                 WindowKind::Day,
                 WindowKind::Week,
                 WindowKind::Month,
+                WindowKind::Quarter,
             ] {
                 let mut w =
                     Window::containing(&job(), kind, &z, ts("2026-01-01T00:00:00Z")).unwrap();
@@ -649,11 +714,14 @@ mod tests {
         ];
         for zone in zones {
             let z = Zone::new(zone).unwrap();
+            // (Minute windows' labels are checked across a fall-back night by
+            // their own test; a year of them here would take seconds.)
             for kind in [
                 WindowKind::Hour,
                 WindowKind::Day,
                 WindowKind::Week,
                 WindowKind::Month,
+                WindowKind::Quarter,
             ] {
                 let mut w =
                     Window::containing(&job(), kind, &z, ts("2026-01-01T00:00:00Z")).unwrap();
@@ -699,5 +767,143 @@ mod tests {
         assert!(JobName::new("a:b").is_err());
         assert!(JobName::new("").is_err());
         assert!(JobName::new("daily_report-2.v1").is_ok());
+    }
+
+    #[test]
+    fn minute_windows_slice_the_clock_hour_and_the_fall_back_night_has_two_sets() {
+        let zone = Zone::new("America/New_York").unwrap();
+        let w = Window::containing(
+            &job(),
+            WindowKind::Minutes(15),
+            &zone,
+            ts("2026-11-08T19:20:00Z"),
+        )
+        .unwrap();
+        assert_eq!(w.label, "2026-11-08T14:15-05:00");
+        assert_eq!(w.end.duration_since(w.start).as_secs(), 900);
+        // 00:00 to 03:00 local on the fall-back night: 4 hours of clock
+        // time, 16 quarter-hours, the 01:xx ones twice with their offsets.
+        let mut w = Window::containing(
+            &job(),
+            WindowKind::Minutes(15),
+            &zone,
+            ts("2026-11-01T04:00:00Z"),
+        )
+        .unwrap();
+        let mut labels = Vec::new();
+        while w.start < ts("2026-11-01T08:00:00Z") {
+            labels.push(w.label.clone());
+            let next = w.next().unwrap();
+            assert_eq!(next.start, w.end, "no gap, no overlap");
+            w = next;
+        }
+        assert_eq!(labels.len(), 16, "{labels:?}");
+        assert!(labels.contains(&"2026-11-01T01:45-04:00".to_string()));
+        assert!(labels.contains(&"2026-11-01T01:45-05:00".to_string()));
+        let unique: std::collections::BTreeSet<_> = labels.iter().collect();
+        assert_eq!(unique.len(), 16, "the repeated hour's slices are distinct");
+        for l in &labels {
+            let back = Window::labelled(&job(), WindowKind::Minutes(15), &zone, l).unwrap();
+            assert_eq!(&back.label, l);
+        }
+    }
+
+    #[test]
+    fn every_minute_length_tiles_a_day_across_spring_forward() {
+        let zone = Zone::new("Europe/Berlin").unwrap();
+        for n in MINUTES {
+            let kind = WindowKind::Minutes(n);
+            let mut w =
+                Window::containing(&job(), kind, &zone, ts("2026-03-28T23:00:00Z")).unwrap();
+            let mut count = 0;
+            while w.start < ts("2026-03-29T22:00:00Z") {
+                assert_eq!(w.end.duration_since(w.start).as_secs(), i64::from(n) * 60);
+                w = w.next().unwrap();
+                count += 1;
+            }
+            // A 23-hour local day.
+            assert_eq!(count, 23 * 60 / usize::from(n), "{n}m");
+        }
+    }
+
+    #[test]
+    fn a_half_hour_shift_cuts_a_slice_short_without_a_gap() {
+        // Lord Howe Island moves its clocks by 30 minutes.
+        let zone = Zone::new("Australia/Lord_Howe").unwrap();
+        let mut w = Window::containing(
+            &job(),
+            WindowKind::Minutes(20),
+            &zone,
+            ts("2026-04-04T12:00:00Z"),
+        )
+        .unwrap();
+        let mut shortest = i64::MAX;
+        while w.start < ts("2026-04-05T12:00:00Z") {
+            let next = w.next().unwrap();
+            assert_eq!(next.start, w.end);
+            shortest = shortest.min(w.end.duration_since(w.start).as_secs());
+            w = next;
+        }
+        assert_eq!(shortest, 600, "gcd(20, 30) minutes");
+        assert!(
+            crate::core::schedule::max_jitter(WindowKind::Minutes(20)).as_secs() < 600,
+            "the jitter keeps the due moments in order"
+        );
+    }
+
+    #[test]
+    fn quarters_run_from_the_first_of_their_first_month_with_q_labels() {
+        let zone = Zone::new("Europe/Berlin").unwrap();
+        let w = Window::containing(
+            &job(),
+            WindowKind::Quarter,
+            &zone,
+            ts("2026-11-09T12:00:00Z"),
+        )
+        .unwrap();
+        assert_eq!(w.label, "2026-Q4");
+        assert_eq!(
+            w.start,
+            ts("2026-09-30T22:00:00Z"),
+            "local midnight, summer time"
+        );
+        assert_eq!(w.end, ts("2026-12-31T23:00:00Z"));
+        let q1 = Window::last_closed(
+            &job(),
+            WindowKind::Quarter,
+            &zone,
+            ts("2027-04-01T00:00:00Z"),
+        )
+        .unwrap();
+        assert_eq!(q1.label, "2027-Q1");
+        assert_eq!(
+            Window::labelled(&job(), WindowKind::Quarter, &zone, "2026-Q2")
+                .unwrap()
+                .start,
+            ts("2026-03-31T22:00:00Z")
+        );
+        for bad in ["2026-Q0", "2026-Q5", "2026-4", "2026-Q1x"] {
+            assert!(
+                Window::labelled(&job(), WindowKind::Quarter, &zone, bad).is_none(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn window_lengths_parse_and_print_as_configs_write_them() {
+        for n in MINUTES {
+            let kind: WindowKind = format!("{n}m").parse().unwrap();
+            assert_eq!(kind, WindowKind::Minutes(n));
+            assert_eq!(kind.to_string(), format!("{n}m"));
+        }
+        assert_eq!(
+            "quarter".parse::<WindowKind>().unwrap(),
+            WindowKind::Quarter
+        );
+        for bad in ["7m", "0m", "45m", "90m", "m", "15", "15min"] {
+            let err = bad.parse::<WindowKind>().unwrap_err().to_string();
+            assert!(err.contains(bad) && err.contains("15m"), "{bad}: {err}");
+        }
     }
 }

@@ -427,6 +427,8 @@ pub struct Grid {
 /// far a page's end is rounded up.
 fn page_shape(kind: WindowKind) -> (WindowKind, usize) {
     match kind {
+        // A day of hours, a row per hour.
+        WindowKind::Minutes(_) => (WindowKind::Hour, 24),
         // 7 days of 24 hours.
         WindowKind::Hour => (WindowKind::Day, 7),
         // 6 calendar weeks.
@@ -435,6 +437,8 @@ fn page_shape(kind: WindowKind) -> (WindowKind, usize) {
         WindowKind::Week => (WindowKind::Week, 52),
         // 3 years of months.
         WindowKind::Month => (WindowKind::Month, 36),
+        // 10 years of quarters.
+        WindowKind::Quarter => (WindowKind::Quarter, 40),
     }
 }
 
@@ -482,13 +486,20 @@ pub fn grid(
     let mut grid_rows: Vec<GridRow> = Vec::new();
     for (w, c) in windows.iter().zip(all) {
         let label = match schedule.kind {
+            // The hour with its offset: the two 01:00 hours of a fall-back
+            // night are two rows.
+            WindowKind::Minutes(_) => {
+                Window::containing(&schedule.job, WindowKind::Hour, &schedule.zone, w.start)
+                    .map(|h| h.label)
+                    .unwrap_or_default()
+            }
             WindowKind::Hour => w.label.get(..10).unwrap_or(&w.label).to_string(),
             WindowKind::Day => {
                 Window::containing(&schedule.job, WindowKind::Week, &schedule.zone, w.start)
                     .map(|wk| wk.label)
                     .unwrap_or_default()
             }
-            WindowKind::Week | WindowKind::Month => {
+            WindowKind::Week | WindowKind::Month | WindowKind::Quarter => {
                 w.label.get(..4).unwrap_or(&w.label).to_string()
             }
         };

@@ -23,7 +23,7 @@ pub(super) struct RunArgs {
     /// The job's name, part of every window key [default: daily-report].
     #[arg(long, value_name = "NAME")]
     job: Option<String>,
-    /// Window length: hour, day, week or month [default: day].
+    /// Window length: 1m to 30m (a divisor of an hour), hour, day, week, month or quarter [default: day].
     #[arg(long, value_name = "KIND")]
     window: Option<String>,
     /// IANA time zone whose calendar defines the windows [default: UTC].

@@ -59,7 +59,7 @@ pub struct ConfigFile {
     pub job: Option<String>,
     /// The report component (`.wasm`).
     pub component: Option<PathBuf>,
-    /// `hour`, `day`, `week` or `month`.
+    /// `15m` (minutes dividing an hour), `hour`, `day`, `week`, `month` or `quarter`.
     pub window: Option<String>,
     /// IANA zone whose calendar defines the windows.
     #[serde(alias = "tz")]
