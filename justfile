@@ -81,6 +81,12 @@ bench-schedule *args:
 bench-daemon *args:
     RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench daemon -- {{args}}
 
+# One daemon over a folder of 1,000 hourly jobs all due at start: each
+# job's due-to-run wait (p50, p99), runs/s, peak RSS, and a SIGHUP taking
+# in 10 new files. `just bench-folder --quick` for 200 jobs.
+bench-folder *args:
+    RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench folder -- {{args}}
+
 # Owners frozen (SIGSTOP) at random instants of their delivery past a 2 s
 # lease, on SQLite and PostgreSQL (JOBHOST_TEST_POSTGRES), at-least-once and
 # at-most-once: none may send after the takeover. CI runs 3 trials per case;

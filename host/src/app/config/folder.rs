@@ -1,6 +1,7 @@
 //! A folder of job files (`--jobs DIR`): every `*.toml` file directly in
 //! it (not a hidden one) is a job. The daemon reads the folder again when
-//! a file is added, changed or removed, and at once on SIGHUP: while it
+//! a file is added, changed or removed, and every file at once on SIGHUP
+//! (so a file refused for what lay outside it is tried again): while it
 //! sleeps it compares each file's size and modification time about once a
 //! second (polling, so that it works the same on every filesystem,
 //! network ones included), and it looks again before every wake-up. A file
@@ -371,10 +372,23 @@ impl<T: Named> JobFolder<T> {
         if !self.waiting() {
             return false;
         }
-        if let Some(h) = &self.hangup {
-            h.swap(false, Ordering::SeqCst);
-        }
+        self.take_hangup();
         self.refresh()
+    }
+
+    /// After a SIGHUP every file is read again, changed or not: a file
+    /// refused for what lay outside it (a component not there yet, a store
+    /// not reachable) is tried again.
+    fn take_hangup(&mut self) {
+        if self
+            .hangup
+            .as_ref()
+            .is_some_and(|h| h.swap(false, Ordering::SeqCst))
+        {
+            for entry in self.files.values_mut() {
+                entry.stamp.len = u64::MAX;
+            }
+        }
     }
 
     /// Says `text` once for as long as the daemon runs.
@@ -387,9 +401,7 @@ impl<T: Named> JobFolder<T> {
 
 impl JobSet for JobFolder<Job> {
     fn current(&mut self) -> Vec<Job> {
-        if let Some(h) = &self.hangup {
-            h.swap(false, Ordering::SeqCst);
-        }
+        self.take_hangup();
         self.refresh();
         self.jobs()
     }
@@ -524,5 +536,33 @@ mod tests {
         assert!(f.changed());
         f.current();
         assert!(!hup.load(Ordering::SeqCst), "taken in");
+    }
+
+    #[test]
+    fn a_hangup_reads_every_file_again_so_a_cause_fixed_outside_it_counts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        write(&dir, "a.toml", "a", 60);
+        let hup = Arc::new(AtomicBool::new(false));
+        let loading = Loading::default();
+        let ready = dir.join("component-ready");
+        let mut f: JobFolder = JobFolder::open(
+            &dir,
+            Box::new(move |file| {
+                let job = loading.load(file)?;
+                if ready.exists() {
+                    Ok(job)
+                } else {
+                    Err(Error::input("component `r.wasm` is missing"))
+                }
+            }),
+            Some(hup.clone()),
+        )
+        .unwrap();
+        assert!(f.current().is_empty());
+        std::fs::write(dir.join("component-ready"), "").unwrap();
+        assert!(f.current().is_empty(), "the file itself did not change");
+        hup.store(true, Ordering::SeqCst);
+        assert_eq!(f.current().len(), 1, "SIGHUP tried it again");
     }
 }

@@ -1,0 +1,167 @@
+//! One `jobhost daemon --jobs DIR` over a folder of 1,000 hourly jobs, all
+//! due when it starts: how long each job waits from its window's due
+//! moment to its run (the receipt's `now`, the instant the run read, less
+//! the due moment), how many runs a second the daemon sustains, its peak
+//! memory, and how long a SIGHUP takes to take in 10 new files (from the
+//! signal to the tenth `joins the daemon` line on stderr).
+//!
+//! The daemon runs in real time: its clock starts at the due moment
+//! (`--now`). Runs go one after another in this build, so the wait grows
+//! with a job's place in the folder; the percentiles say how much.
+//!
+//! `cargo bench -p jobhost-tests --bench folder` (`-- --quick`: 200 jobs).
+//! Run with `RUST_BACKTRACE=0`, which this bench sets for itself and its
+//! children.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use jobhost_tests::guests;
+use jobhost_tests::stats::{ms, percentile};
+
+const DUE: &str = "2026-11-09T01:00:00Z";
+const HOUR_START: i64 = 1_794_186_000; // 2026-11-09T00:00:00Z
+const QUERY: &str = "SELECT ts, region, product, quantity, amount FROM sales WHERE ts >= :start AND ts < :end ORDER BY ts, id";
+
+fn job_file(dir: &Path, name: &str, component: &Path) {
+    std::fs::write(
+        dir.join(format!("{name}.toml")),
+        format!(
+            "job = \"{name}\"\nwindow = \"hour\"\ncomponent = \"{}\"\n[source]\npath = \"../sales.db\"\n\
+             query = \"{QUERY}\"\n[destinations.digest]\ntype = \"file\"\n\
+             path = \"../out/{name}.jsonl\"\n",
+            component.display()
+        ),
+    )
+    .expect("job file");
+}
+
+/// The process's peak resident memory, from /proc.
+fn peak_rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn main() {
+    // SAFETY: set before any thread starts.
+    unsafe { std::env::set_var("RUST_BACKTRACE", "0") };
+    let quick = std::env::args().any(|a| a == "--quick");
+    let jobs = if quick { 200 } else { 1000 };
+
+    let root = guests::workspace_root();
+    let target = root.join("target").join("bench-guests");
+    let built = guests::build(&target).unwrap_or_else(|e| panic!("building guests failed:\n{e}"));
+    let work = root.join("target").join("bench-folder");
+    let _ = std::fs::remove_dir_all(&work);
+    let dir = work.join("jobs");
+    std::fs::create_dir_all(&dir).expect("bench folder");
+    std::fs::create_dir_all(work.join("out")).expect("out folder");
+    jobhost_tests::sample::write_sales(
+        &work.join("sales.db"),
+        HOUR_START,
+        HOUR_START + 3600,
+        200,
+        11,
+    )
+    .expect("sample data");
+    for i in 0..jobs {
+        job_file(&dir, &format!("job-{i:04}"), &built.report);
+    }
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_jobhost-under-test"));
+    let cache = target.join("compile-cache");
+    let started = Instant::now();
+    let mut child = Command::new(&bin)
+        .args(["daemon", "--jobs"])
+        .arg(&dir)
+        .arg("--store")
+        .arg(work.join("s.db"))
+        .args(["--now", DUE])
+        .env("JOBHOST_CACHE_DIR", &cache)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the daemon starts");
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel::<(bool, String, Instant)>();
+    for (is_out, stream) in [
+        (
+            true,
+            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        ),
+        (false, Box::new(child.stderr.take().unwrap())),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                let _ = tx.send((is_out, line, Instant::now()));
+            }
+        });
+    }
+    let due: jiff::Timestamp = DUE.parse().unwrap();
+    let mut waits = Vec::new();
+    let mut last = started;
+    let deadline = Duration::from_secs(1800);
+    while waits.len() < jobs {
+        let (is_out, line, at) = rx
+            .recv_timeout(deadline)
+            .unwrap_or_else(|_| panic!("only {} of {jobs} runs came", waits.len()));
+        if !is_out {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+        assert_eq!(v["event"], "ran", "{line}");
+        let now: jiff::Timestamp = v["now"].as_str().unwrap().parse().unwrap();
+        waits.push(Duration::try_from(now.duration_since(due)).unwrap_or_default());
+        last = at;
+    }
+    let all_ran = last.duration_since(started);
+    let rss = peak_rss_mib(pid);
+
+    // Ten new files, then SIGHUP: the time until the daemon says each
+    // joined.
+    for i in 0..10 {
+        job_file(&dir, &format!("new-{i:02}"), &built.report);
+    }
+    let hup = Instant::now();
+    // SAFETY: signalling a child process we own.
+    unsafe { libc::kill(pid as i32, libc::SIGHUP) };
+    let mut joined = 0;
+    let mut reload = Duration::ZERO;
+    while joined < 10 {
+        let (is_out, line, at) = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("the new jobs join");
+        if !is_out && line.contains("joins the daemon") {
+            joined += 1;
+            reload = at.duration_since(hup);
+        }
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let _ = child.wait();
+
+    println!("jobhost daemon --jobs DIR: {jobs} hourly jobs, all due at start (one process)");
+    println!(
+        "  due-to-run wait      p50 {:>9.0} ms   p99 {:>9.0} ms   max {:>9.0} ms",
+        ms(percentile(&waits, 50)),
+        ms(percentile(&waits, 99)),
+        ms(percentile(&waits, 100))
+    );
+    println!(
+        "  all {jobs} ran after   {:>9.0} ms from spawn: {:.0} runs/s",
+        ms(all_ran),
+        jobs as f64 / all_ran.as_secs_f64()
+    );
+    println!("  peak RSS             {rss:>9.1} MiB");
+    println!(
+        "  SIGHUP with 10 new files: all 10 joined after {:.0} ms",
+        ms(reload)
+    );
+}
