@@ -66,7 +66,8 @@ pub(super) fn main(args: ServeArgs) -> Result<i32, Error> {
                 served_job(file, store.as_deref(), at.as_deref()).map(|(job, _)| job)
             }),
             Some(crate::run::daemon::reload_on_hangup()?),
-        )?;
+        )?
+        .shows_only();
         let shared = catalog.clone();
         folder.on_change(Box::new(move |jobs, refused| {
             *shared

@@ -156,6 +156,9 @@ pub struct JobFolder<T: Named = Job> {
     /// The folder's error said already, so that it is said once until the
     /// folder can be read again.
     said: HashSet<String>,
+    /// Whether a job taken in is run (the daemon) or only shown (a
+    /// dashboard), for what the notes say.
+    shows_only: bool,
 }
 
 impl<T: Named> JobFolder<T> {
@@ -180,10 +183,19 @@ impl<T: Named> JobFolder<T> {
             hangup,
             looked: None,
             said: HashSet::new(),
+            shows_only: false,
         };
         let listing = listing(dir)?;
         folder.take_in(listing);
         Ok(folder)
+    }
+
+    /// Says in its notes that a job taken in is shown, not run (a
+    /// dashboard's folder).
+    #[must_use]
+    pub fn shows_only(mut self) -> Self {
+        self.shows_only = true;
+        self
     }
 
     /// Tells `on_change` of the jobs and refused files now, and of every
@@ -304,9 +316,14 @@ impl<T: Named> JobFolder<T> {
                 say(
                     "note",
                     &format!(
-                        "job `{name}` (from `{}`) claims nothing more: its file was removed, \
-                         refused or names another job",
-                        printable(&file.display().to_string())
+                        "job `{name}` (from `{}`) {}: its file was removed, refused or names \
+                         another job",
+                        printable(&file.display().to_string()),
+                        if self.shows_only {
+                            "is no longer shown"
+                        } else {
+                            "claims nothing more"
+                        }
                     ),
                 );
             }
@@ -316,8 +333,13 @@ impl<T: Named> JobFolder<T> {
                 say(
                     "note",
                     &format!(
-                        "job `{name}` from `{}` joins the daemon",
-                        printable(&file.display().to_string())
+                        "job `{name}` from `{}` joins the {}",
+                        printable(&file.display().to_string()),
+                        if self.shows_only {
+                            "dashboard"
+                        } else {
+                            "daemon"
+                        }
                     ),
                 );
             }
