@@ -652,6 +652,23 @@ fn history_lists_newest_windows_first_with_their_messages(f: &mut Fixture) {
     assert_eq!(older.owner, "a");
     assert_eq!(h[0].journal_bytes, None);
     assert_eq!(s.history(None).unwrap().len(), 3);
+    // The newest N, of one job or of all, newest window first.
+    let newest = |s: &mut dyn jobhost::store::Ledger, job, n| -> Vec<String> {
+        s.newest(job, n)
+            .unwrap()
+            .iter()
+            .map(|r| r.key.to_string())
+            .collect()
+    };
+    assert_eq!(
+        newest(s.as_mut(), None, 2),
+        ["other-job:2026-11-09", "daily-report:2026-11-08"]
+    );
+    assert_eq!(
+        newest(s.as_mut(), Some("daily-report"), 1),
+        ["daily-report:2026-11-08"]
+    );
+    assert_eq!(newest(s.as_mut(), Some("daily-report"), 10).len(), 2);
     // Each job once, by name, however many runs it has.
     assert_eq!(s.jobs().unwrap(), ["daily-report", "other-job"]);
 }

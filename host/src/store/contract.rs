@@ -183,6 +183,14 @@ pub trait Ledger {
     /// `Error::Store`.
     fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>>;
 
+    /// The newest `limit` rows of [`Ledger::history`] (`history --limit
+    /// N`), read with a `LIMIT` instead of the whole history.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn newest(&mut self, job: Option<&str>, limit: u64) -> Result<Vec<RunRecord>>;
+
     /// `job`'s runs whose window starts at or after `from` (all of them
     /// for `None`), newest window first: what a plan needs, without
     /// reading the whole history at every wake-up.

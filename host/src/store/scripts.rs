@@ -119,9 +119,22 @@ impl<B: Backend> SqlStore<B> {
 
     /// The runs matching `condition` (over `runs r`), newest window first.
     fn runs_where(&mut self, condition: &str, args: &[Val<'_>]) -> Result<Vec<RunRecord>> {
+        self.runs_where_limited(condition, args, None)
+    }
+
+    /// [`SqlStore::runs_where`], at most `limit` of them.
+    fn runs_where_limited(
+        &mut self,
+        condition: &str,
+        args: &[Val<'_>],
+        limit: Option<u64>,
+    ) -> Result<Vec<RunRecord>> {
+        // A number of ours, written into the statement: both dialects
+        // take `LIMIT n`, and neither takes one `LIMIT` for "none".
+        let limit = limit.map(|n| format!(" LIMIT {n}")).unwrap_or_default();
         let sql = format!(
             "SELECT {} FROM {RUN_TABLES} WHERE {condition}
-             ORDER BY r.window_start DESC, r.key{{C}}",
+             ORDER BY r.window_start DESC, r.key{{C}}{limit}",
             self.run_columns()
         );
         self.rows("read history", &sql, args, &mut run_record)
@@ -713,6 +726,10 @@ impl<B: Backend> Ledger for SqlStore<B> {
 
     fn history(&mut self, job: Option<&str>) -> Result<Vec<RunRecord>> {
         self.runs_where("$1 IS NULL OR r.job = $1", &[OptText(job)])
+    }
+
+    fn newest(&mut self, job: Option<&str>, limit: u64) -> Result<Vec<RunRecord>> {
+        self.runs_where_limited("$1 IS NULL OR r.job = $1", &[OptText(job)], Some(limit))
     }
 
     fn history_from(&mut self, job: &str, from: Option<Timestamp>) -> Result<Vec<RunRecord>> {

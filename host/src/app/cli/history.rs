@@ -61,15 +61,12 @@ impl HistoryArgs {
 pub(super) fn main(args: HistoryArgs) -> Result<i32, Error> {
     let location = store_location(args.store, args.config.as_deref())?;
     let mut store = store::open_read_only(&location)?;
-    let mut runs = if args.key.is_some() {
-        Vec::new()
-    } else {
-        store.history(args.job.as_deref())?
+    let runs = match (&args.key, args.limit) {
+        (Some(_), _) => Vec::new(),
+        // Newest window first: the newest N, read as N rows.
+        (None, Some(n)) => store.newest(args.job.as_deref(), n)?,
+        (None, None) => store.history(args.job.as_deref())?,
     };
-    if let Some(n) = args.limit {
-        // Newest window first: the newest N.
-        runs.truncate(usize::try_from(n).unwrap_or(usize::MAX));
-    }
     let from_config = match &args.config {
         Some(file) => JobConfig::load(&RunFlags {
             config: Some(file.clone()),
