@@ -90,7 +90,7 @@ fn stop(child: &mut Child) -> i32 {
 }
 
 #[test]
-fn a_folder_of_job_files_takes_in_added_changed_and_removed_files_and_refuses_bad_ones_alone() {
+fn a_folder_of_job_files_takes_in_added_and_removed_files_and_refuses_bad_ones_alone() {
     let tmp = scratch();
     let dir = tmp.path().join("jobs");
     std::fs::create_dir(&dir).unwrap();

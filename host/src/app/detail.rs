@@ -5,21 +5,16 @@
 
 use std::io::Write;
 
-use crate::core::text::{json_line, printable};
+use crate::core::text::printable;
 use crate::run::board::{MessageFacts, RevisionFacts, RunDetail};
-use crate::run::outputs::AuditEntry;
 use crate::store::AuditLine;
 
-/// Writes run `d` in detail: one JSON object, or lines of text.
+/// Writes run `d` in detail as lines of text (its JSON is `d` itself).
 ///
 /// # Errors
 ///
 /// The terminal's error.
-pub fn show(d: &RunDetail, json: bool, out: &mut dyn Write) -> std::io::Result<()> {
-    if json {
-        let text = serde_json::to_string(d).map_err(std::io::Error::other)?;
-        return writeln!(out, "{}", json_line(&text));
-    }
+pub fn show(d: &RunDetail, out: &mut dyn Write) -> std::io::Result<()> {
     let mut lines: Vec<String> = Vec::new();
     match (&d.current, &d.window) {
         (Some(r), Some(w)) => {
@@ -151,19 +146,13 @@ fn message_lines(messages: &[MessageFacts], indent: &str, lines: &mut Vec<String
     }
 }
 
-/// Writes the audit lines, newest first.
+/// Writes the audit lines, newest first, as text (their JSON is
+/// `run::outputs::AuditEntry`).
 ///
 /// # Errors
 ///
 /// The terminal's error.
-pub fn audit(lines: &[AuditLine], json: bool, out: &mut dyn Write) -> std::io::Result<()> {
-    if json {
-        for a in lines {
-            let text = serde_json::to_string(&AuditEntry::of(a)).map_err(std::io::Error::other)?;
-            writeln!(out, "{}", json_line(&text))?;
-        }
-        return Ok(());
-    }
+pub fn audit(lines: &[AuditLine], out: &mut dyn Write) -> std::io::Result<()> {
     if lines.is_empty() {
         return writeln!(
             out,

@@ -115,6 +115,15 @@ impl Error {
         self
     }
 
+    /// The same error, its message preceded by `context` (`job `x`: ...`),
+    /// its class and cause kept.
+    #[must_use]
+    pub fn within(mut self, context: impl fmt::Display) -> Error {
+        let m = self.message_mut();
+        m.text = format!("{context}: {}", m.text);
+        self
+    }
+
     /// What went wrong, without the class.
     pub fn message(&self) -> &Message {
         match self {
@@ -262,5 +271,15 @@ mod tests {
             outer.chain(),
             "cannot finish the run: store `s.db`: disk full"
         );
+    }
+
+    #[test]
+    fn context_keeps_the_class_and_the_cause() {
+        let io = std::io::Error::other("no such file");
+        let e = Error::input("cannot read `r.wasm`")
+            .because(io)
+            .within("job `sales`");
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.chain(), "job `sales`: cannot read `r.wasm`: no such file");
     }
 }

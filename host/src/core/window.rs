@@ -45,17 +45,19 @@ impl FromStr for WindowKind {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<WindowKind> {
-        let minutes = s
+        if let Some(n) = s
             .strip_suffix('m')
             .and_then(|n| n.parse::<u8>().ok())
-            .filter(|n| MINUTES.contains(n));
+            .filter(|n| MINUTES.contains(n))
+        {
+            return Ok(WindowKind::Minutes(n));
+        }
         match s {
             "hour" | "60m" => Ok(WindowKind::Hour),
             "day" => Ok(WindowKind::Day),
             "week" => Ok(WindowKind::Week),
             "month" => Ok(WindowKind::Month),
             "quarter" => Ok(WindowKind::Quarter),
-            _ if minutes.is_some() => Ok(WindowKind::Minutes(minutes.unwrap_or(60))),
             other => Err(Error::input(format!(
                 "unknown window `{other}`: use `hour`, `day`, `week`, `month`, `quarter`, or \
                  minutes that divide an hour (`1m`, `2m`, `3m`, `4m`, `5m`, `6m`, `10m`, `12m`, \

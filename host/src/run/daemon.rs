@@ -297,9 +297,7 @@ pub fn check_components(jobs: &[Job], sandbox: &Sandbox) -> Result<()> {
             continue;
         }
         let named = |e: crate::Error| match e {
-            crate::Error::Input(m) => {
-                crate::Error::Input(format!("job `{}`: {m}", c.name()).into())
-            }
+            crate::Error::Input(_) => e.within(format!("job `{}`", c.name())),
             other => other,
         };
         let cache = crate::guest::cache::CompileCache::new(c.cache_dir.clone());

@@ -130,8 +130,11 @@ impl<B: Backend> SqlStore<B> {
         limit: Option<u64>,
     ) -> Result<Vec<RunRecord>> {
         // A number of ours, written into the statement: both dialects
-        // take `LIMIT n`, and neither takes one `LIMIT` for "none".
-        let limit = limit.map(|n| format!(" LIMIT {n}")).unwrap_or_default();
+        // take `LIMIT n` (at most a signed 64-bit count), and neither takes
+        // one `LIMIT` for "none".
+        let limit = limit
+            .map(|n| format!(" LIMIT {}", n.min(i64::MAX.unsigned_abs())))
+            .unwrap_or_default();
         let sql = format!(
             "SELECT {} FROM {RUN_TABLES} WHERE {condition}
              ORDER BY r.window_start DESC, r.key{{C}}{limit}",
@@ -961,15 +964,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
                     attempt: r.count(3)?,
                     owner: r.text(4)?,
                     component: r.text(5)?,
-                    report: match r.opt_text(6)? {
-                        Some(summary) => Some(StoredReport {
-                            summary,
-                            cursor: r.opt_text(7)?,
-                            prompt: r.opt_text(8)?,
-                            described: r.flag(9)?,
-                        }),
-                        None => None,
-                    },
+                    report: stored_report(r, [6, 7, 8, 9])?,
                     error: r.opt_text(10)?,
                     reason: r.opt_text(11)?,
                     journal_bytes: r.opt_int(12)?.map(i64::unsigned_abs),
@@ -1451,6 +1446,23 @@ const RUN_COLUMNS: &str = "r.key, r.job, {t r.window_start}, {t r.window_end}, r
 /// The tables [`RUN_COLUMNS`] reads.
 const RUN_TABLES: &str = "{runs} r LEFT JOIN {digests} d ON d.key = r.key";
 
+/// The committed report in columns `[summary, cursor, prompt,
+/// described]` of `r`: none without a summary.
+fn stored_report(
+    r: &dyn Row,
+    [summary, cursor, prompt, described]: [usize; 4],
+) -> Result<Option<StoredReport>> {
+    let Some(summary) = r.opt_text(summary)? else {
+        return Ok(None);
+    };
+    Ok(Some(StoredReport {
+        summary,
+        cursor: r.opt_text(cursor)?,
+        prompt: r.opt_text(prompt)?,
+        described: r.flag(described)?,
+    }))
+}
+
 fn run_record(r: &dyn Row) -> Result<RunRecord> {
     Ok(RunRecord {
         key: WindowKey::from_stored(r.text(0)?),
@@ -1464,15 +1476,7 @@ fn run_record(r: &dyn Row) -> Result<RunRecord> {
         owner: r.text(8)?,
         lease_until: r.time(9)?,
         component: r.text(10)?,
-        report: match r.opt_text(11)? {
-            Some(summary) => Some(StoredReport {
-                summary,
-                cursor: r.opt_text(12)?,
-                prompt: r.opt_text(20)?,
-                described: r.flag(27)?,
-            }),
-            None => None,
-        },
+        report: stored_report(r, [11, 12, 20, 27])?,
         error: r.opt_text(31)?,
         skip_reason: r.opt_text(32)?,
         created_at: r.time(14)?,

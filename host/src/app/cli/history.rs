@@ -12,7 +12,7 @@ use crate::app::detail::human_bytes;
 use crate::core::clock::rfc3339;
 use crate::core::command::Target;
 use crate::core::error::Error;
-use crate::core::text::{json_line, printable};
+use crate::core::text::printable;
 use crate::run::board::DigestFacts;
 use crate::run::outputs::HistoryRow;
 use crate::store::{self, RunRecord};
@@ -93,14 +93,18 @@ pub(super) fn main(args: HistoryArgs) -> Result<i32, Error> {
         let target = crate::core::command::process_target();
         let detail = crate::run::board::run_detail(&key, &mut reads, cache.as_ref(), &target)?
             .ok_or_else(|| store::no_such_run(&key))?;
-        crate::app::detail::show(&detail, args.json, &mut out).map_err(written)?;
+        if args.json {
+            super::write_json(&mut out, &detail)?;
+        } else {
+            crate::app::detail::show(&detail, &mut out).map_err(written)?;
+        }
         if args.all {
             let lines: Vec<_> = store
                 .audit(None)?
                 .into_iter()
                 .filter(|a| a.key.as_deref() == Some(key.as_str()))
                 .collect();
-            crate::app::detail::audit(&lines, args.json, &mut out).map_err(written)?;
+            audit(&lines, args.json, &mut out)?;
         }
         return Ok(0);
     }
@@ -109,18 +113,27 @@ pub(super) fn main(args: HistoryArgs) -> Result<i32, Error> {
             if out.closed() {
                 break;
             }
-            let row = serde_json::to_string(&HistoryRow::of(r, cache.as_ref()))
-                .map_err(|e| Error::host("cannot write a history row").because(e))?;
-            out.line(&json_line(&row))?;
+            super::write_json(&mut out, &HistoryRow::of(r, cache.as_ref()))?;
         }
     } else {
         write_table(&mut out, &runs, cache.as_ref()).map_err(written)?;
     }
     if args.all && !out.closed() {
         let lines = store.audit(args.job.as_deref())?;
-        crate::app::detail::audit(&lines, args.json, &mut out).map_err(written)?;
+        audit(&lines, args.json, &mut out)?;
     }
     Ok(0)
+}
+
+/// The audit lines, one JSON object each or as text.
+fn audit(lines: &[crate::store::AuditLine], json: bool, out: &mut Out) -> Result<(), Error> {
+    if !json {
+        return crate::app::detail::audit(lines, out).map_err(written);
+    }
+    for a in lines {
+        super::write_json(out, &crate::run::outputs::AuditEntry::of(a))?;
+    }
+    Ok(())
 }
 
 /// A run's digest in a table cell: its status and the start of its text.

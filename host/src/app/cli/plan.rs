@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::{JobView, Out, job_view, lend, written};
 use crate::core::clock::rfc3339;
 use crate::core::error::Error;
-use crate::core::text::{json_line, printable};
+use crate::core::text::printable;
 
 /// `jobhost plan`.
 #[derive(Debug, clap::Args)]
@@ -84,9 +84,7 @@ pub(super) fn main(args: PlanArgs) -> Result<i32, Error> {
         let last_hole = plan.holes.first.last().map(|h| h.window.key().to_string());
         for line in &report.lines {
             if args.json {
-                let text = serde_json::to_string(line)
-                    .map_err(|e| Error::host("cannot write a plan line").because(e))?;
-                writeln!(out, "{}", json_line(&text)).map_err(written)?;
+                super::write_json(&mut out, line)?;
                 continue;
             }
             let detail = line

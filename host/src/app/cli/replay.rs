@@ -60,11 +60,6 @@ pub(super) struct ReplayArgs {
     cache_dir: Option<PathBuf>,
 }
 
-/// Writes `line` as one JSON line.
-fn print_json(out: &mut Out, line: &impl serde::Serialize) -> Result<(), Error> {
-    super::write_json(out, line)
-}
-
 /// Replays a run (or with `--last`, a job's newest windows) and prints the
 /// verdicts; 0 identical, 1 different, 3 no comparable result.
 impl ReplayArgs {
@@ -168,7 +163,7 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
     let mut tally = Tally::default();
     tally.add(&verdict);
     if args.json {
-        print_json(
+        super::write_json(
             &mut out,
             &crate::run::outputs::Replayed::of(
                 &key,
@@ -285,7 +280,7 @@ fn replay_last(
             replayed.unwrap_or_else(|e| (Verdict::Failed(e.chain()), Vec::new(), None));
         tally.add(&verdict);
         if args.json {
-            print_json(
+            super::write_json(
                 &mut out,
                 &crate::run::outputs::Replayed::of(
                     key.as_str(),
@@ -329,7 +324,7 @@ fn replay_last(
             job: job.to_string(),
             component: component.digest.clone(),
         };
-        print_json(&mut out, &summary)?;
+        super::write_json(&mut out, &summary)?;
     } else {
         writeln!(out, "{tally}").map_err(written)?;
     }

@@ -8,7 +8,7 @@
 //! that does not load, or whose job another file names too, is refused
 //! alone, in one line on stderr naming the file; every other job goes on.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -153,9 +153,9 @@ pub struct JobFolder<T: Named = Job> {
     refused: Vec<Refused>,
     hangup: Option<Arc<AtomicBool>>,
     looked: Option<Instant>,
-    /// The folder's error said already, so that it is said once until the
+    /// The folder's error was said, and is not said again until the
     /// folder can be read again.
-    said: HashSet<String>,
+    unreadable_said: bool,
     /// Whether a job taken in is run (the daemon) or only shown (a
     /// dashboard), for what the notes say.
     shows_only: bool,
@@ -182,7 +182,7 @@ impl<T: Named> JobFolder<T> {
             refused: Vec::new(),
             hangup,
             looked: None,
-            said: HashSet::new(),
+            unreadable_said: false,
             shows_only: false,
         };
         let listing = listing(dir)?;
@@ -229,16 +229,21 @@ impl<T: Named> JobFolder<T> {
     /// Reads the folder again if a file was added, changed or removed;
     /// returns whether one was.
     pub fn refresh(&mut self) -> bool {
+        self.refresh_files(false)
+    }
+
+    /// [`JobFolder::refresh`]; with `every_file`, each file is read again
+    /// whether it changed or not.
+    fn refresh_files(&mut self, every_file: bool) -> bool {
         self.looked = Some(Instant::now());
         match listing(&self.dir) {
             Ok(now) => {
-                self.said.clear();
-                let same = now.len() == self.files.len()
-                    && now
-                        .iter()
-                        .all(|(f, s)| self.files.get(f).is_some_and(|e| e.stamp == *s));
-                if same {
+                self.unreadable_said = false;
+                if !every_file && !self.differs(&now) {
                     return false;
+                }
+                if every_file {
+                    self.files.clear();
                 }
                 self.take_in(now);
                 true
@@ -246,18 +251,29 @@ impl<T: Named> JobFolder<T> {
             Err(e) => {
                 // The folder went away or became unreadable: the jobs read
                 // from it go on as they were.
-                self.once(
-                    "error",
-                    format!("{e:#}; the jobs read from it before go on as they were"),
-                );
+                if !std::mem::replace(&mut self.unreadable_said, true) {
+                    say(
+                        "error",
+                        &printable(&format!(
+                            "{e:#}; the jobs read from it before go on as they were"
+                        )),
+                    );
+                }
                 false
             }
         }
     }
 
+    /// Whether `now` (a listing) has a file added, changed or removed.
+    fn differs(&self, now: &BTreeMap<PathBuf, Stamp>) -> bool {
+        now.len() != self.files.len()
+            || now
+                .iter()
+                .any(|(f, s)| self.files.get(f).is_none_or(|e| e.stamp != *s))
+    }
+
     fn take_in(&mut self, now: BTreeMap<PathBuf, Stamp>) {
-        let before = std::mem::take(&mut self.files);
-        let mut before = before;
+        let mut before = std::mem::take(&mut self.files);
         for (file, stamp) in now {
             let entry = match before.remove(&file) {
                 Some(e) if e.stamp == stamp => e,
@@ -380,12 +396,7 @@ impl<T: Named> JobFolder<T> {
             return false;
         }
         self.looked = Some(Instant::now());
-        listing(&self.dir).is_ok_and(|now| {
-            now.len() != self.files.len()
-                || now
-                    .iter()
-                    .any(|(f, s)| self.files.get(f).is_none_or(|e| e.stamp != *s))
-        })
+        listing(&self.dir).is_ok_and(|now| self.differs(&now))
     }
 
     /// Takes in a change if one waits: what a server's thread does about
@@ -394,37 +405,24 @@ impl<T: Named> JobFolder<T> {
         if !self.waiting() {
             return false;
         }
-        self.take_hangup();
-        self.refresh()
+        let every_file = self.take_hangup();
+        self.refresh_files(every_file)
     }
 
-    /// After a SIGHUP every file is read again, changed or not: a file
-    /// refused for what lay outside it (a component not there yet, a store
-    /// not reachable) is tried again.
-    fn take_hangup(&mut self) {
-        if self
-            .hangup
+    /// Whether a SIGHUP came (taking it): then every file is read again,
+    /// changed or not, so a file refused for what lay outside it (a
+    /// component not there yet, a store not reachable) is tried again.
+    fn take_hangup(&mut self) -> bool {
+        self.hangup
             .as_ref()
             .is_some_and(|h| h.swap(false, Ordering::SeqCst))
-        {
-            for entry in self.files.values_mut() {
-                entry.stamp.len = u64::MAX;
-            }
-        }
-    }
-
-    /// Says `text` once for as long as the daemon runs.
-    fn once(&mut self, level: &str, text: String) {
-        if self.said.insert(text.clone()) {
-            say(level, &printable(&text));
-        }
     }
 }
 
 impl JobSet for JobFolder<Job> {
     fn current(&mut self) -> Vec<Job> {
-        self.take_hangup();
-        self.refresh();
+        let every_file = self.take_hangup();
+        self.refresh_files(every_file);
         self.jobs()
     }
 
