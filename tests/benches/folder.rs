@@ -3,11 +3,17 @@
 //! moment to its run (the receipt's `now`, the instant the run read, less
 //! the due moment), how many runs a second the daemon sustains, its peak
 //! memory, and how long a SIGHUP takes to take in 10 new files (from the
-//! signal to the tenth `joins the daemon` line on stderr).
+//! signal to the tenth `joins the daemon` line on stderr). Side by side in
+//! one run: `--max-concurrent-runs 1` (one run at a time, as before bounded
+//! concurrency) and the machine's cores (at least 2).
 //!
 //! The daemon runs in real time: its clock starts at the due moment
-//! (`--now`). Runs go one after another in this build, so the wait grows
-//! with a job's place in the folder; the percentiles say how much.
+//! (`--now`). The wait grows with a job's place in the folder; the
+//! percentiles say how much.
+//!
+//! Then `jobhost backfill` of 48 hourly windows with `--parallel 1` and
+//! `--parallel 4`: the time each took, and that both delivered the same
+//! messages.
 //!
 //! `cargo bench -p jobhost-tests --bench folder` (`-- --quick`: 200 jobs).
 //! Run with `RUST_BACKTRACE=0`, which this bench sets for itself and its
@@ -76,14 +82,80 @@ fn main() {
     }
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_jobhost-under-test"));
     let cache = target.join("compile-cache");
+    // Side by side: one run at a time (as before bounded concurrency),
+    // then the default (the machine's cores), each on a fresh store.
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let mut rows = Vec::new();
+    for concurrency in [1, cores.max(2)] {
+        let store = work.join(format!("s-{concurrency}.db"));
+        let _ = std::fs::remove_dir_all(work.join("out"));
+        std::fs::create_dir_all(work.join("out")).expect("out folder");
+        for i in 0..10 {
+            let _ = std::fs::remove_file(dir.join(format!("new-{i:02}.toml")));
+        }
+        rows.push((
+            concurrency,
+            daemon(&bin, &dir, &store, &cache, concurrency, jobs, &built.report),
+        ));
+    }
+    println!("jobhost daemon --jobs DIR: {jobs} hourly jobs, all due at start (one process)");
+    for (concurrency, m) in &rows {
+        println!("  --max-concurrent-runs {concurrency}");
+        println!(
+            "    due-to-run wait      p50 {:>9.0} ms   p99 {:>9.0} ms   max {:>9.0} ms",
+            ms(percentile(&m.waits, 50)),
+            ms(percentile(&m.waits, 99)),
+            ms(percentile(&m.waits, 100))
+        );
+        println!(
+            "    all {jobs} ran after   {:>9.0} ms from spawn: {:.0} runs/s",
+            ms(m.all_ran),
+            jobs as f64 / m.all_ran.as_secs_f64()
+        );
+        println!("    peak RSS             {:>9.1} MiB", m.rss);
+        println!(
+            "    SIGHUP with 10 new files: all 10 joined after {:.0} ms",
+            ms(m.reload)
+        );
+    }
+    if let [(_, one), (n, many)] = rows.as_slice() {
+        println!(
+            "  {n} at once against 1: p99 wait x{:.2}, all ran x{:.2}",
+            ms(percentile(&many.waits, 99)) / ms(percentile(&one.waits, 99)).max(1.0),
+            many.all_ran.as_secs_f64() / one.all_ran.as_secs_f64()
+        );
+    }
+    backfills(&bin, &work, &cache, &built.probe);
+}
+
+/// What one daemon over the folder measured.
+struct Measured {
+    waits: Vec<Duration>,
+    all_ran: Duration,
+    rss: f64,
+    reload: Duration,
+}
+
+/// One daemon over `dir` with `concurrency` runs at once, until every job
+/// ran and ten new files joined after a SIGHUP.
+fn daemon(
+    bin: &Path,
+    dir: &Path,
+    store: &Path,
+    cache: &Path,
+    concurrency: usize,
+    jobs: usize,
+    report: &Path,
+) -> Measured {
     let started = Instant::now();
-    let mut child = Command::new(&bin)
+    let mut child = Command::new(bin)
         .args(["daemon", "--jobs"])
-        .arg(&dir)
+        .arg(dir)
         .arg("--store")
-        .arg(work.join("s.db"))
+        .arg(store)
         .args(["--now", DUE])
-        .env("JOBHOST_CACHE_DIR", &cache)
+        .args(["--max-concurrent-runs", &concurrency.to_string()])
+        .env("JOBHOST_CACHE_DIR", cache)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -127,7 +199,7 @@ fn main() {
     // Ten new files, then SIGHUP: the time until the daemon says each
     // joined.
     for i in 0..10 {
-        job_file(&dir, &format!("new-{i:02}"), &built.report);
+        job_file(dir, &format!("new-{i:02}"), report);
     }
     let hup = Instant::now();
     // SAFETY: signalling a child process we own.
@@ -147,21 +219,82 @@ fn main() {
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     let _ = child.wait();
 
-    println!("jobhost daemon --jobs DIR: {jobs} hourly jobs, all due at start (one process)");
+    Measured {
+        waits,
+        all_ran,
+        rss,
+        reload,
+    }
+}
+
+/// `jobhost backfill` over 48 hourly windows of a job whose component keeps
+/// no cursor (the probe reading its window's rows and sending one message),
+/// with `--parallel 1` and `--parallel 4`, each on a fresh store: the time
+/// each took, and that both delivered the same lines.
+fn backfills(bin: &Path, work: &Path, cache: &Path, probe: &Path) {
+    let mut took = Vec::new();
+    let mut delivered = Vec::new();
+    for parallel in ["1", "4"] {
+        let dir = work.join(format!("backfill-{parallel}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("backfill folder");
+        jobhost_tests::sample::write_sales(
+            &dir.join("sales.db"),
+            HOUR_START - 2 * 86_400,
+            HOUR_START,
+            20_000,
+            11,
+        )
+        .expect("sample data");
+        let cfg = dir.join("job.toml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "job = \"reader\"\nwindow = \"hour\"\ncomponent = \"{}\"\n[params]\nmode = \"send-twice\"\n\
+                 [source]\npath = \"sales.db\"\nquery = \"{QUERY}\"\n\
+                 [destinations.out]\ntype = \"file\"\npath = \"out.jsonl\"\n",
+                probe.display()
+            ),
+        )
+        .expect("job file");
+        let started = Instant::now();
+        let out = Command::new(bin)
+            .arg("backfill")
+            .arg("--config")
+            .arg(&cfg)
+            .args([
+                "--from",
+                "2026-11-07T00:00:00Z",
+                "--to",
+                "2026-11-09T00:00:00Z",
+            ])
+            .args(["--now", DUE, "--parallel", parallel])
+            .env("JOBHOST_CACHE_DIR", cache)
+            .output()
+            .expect("backfill runs");
+        let elapsed = started.elapsed();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut lines: Vec<String> = std::fs::read_to_string(dir.join("out.jsonl"))
+            .expect("delivered")
+            .lines()
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        assert_eq!(lines.len(), 96, "48 windows, 2 messages each");
+        took.push((parallel, elapsed));
+        delivered.push(lines);
+    }
+    assert_eq!(delivered[0], delivered[1], "the same messages either way");
+    println!("jobhost backfill: 48 hourly windows of a job without a cursor, 96 messages");
+    for (parallel, t) in &took {
+        println!("  --parallel {parallel}   {:>9.0} ms", ms(*t));
+    }
     println!(
-        "  due-to-run wait      p50 {:>9.0} ms   p99 {:>9.0} ms   max {:>9.0} ms",
-        ms(percentile(&waits, 50)),
-        ms(percentile(&waits, 99)),
-        ms(percentile(&waits, 100))
-    );
-    println!(
-        "  all {jobs} ran after   {:>9.0} ms from spawn: {:.0} runs/s",
-        ms(all_ran),
-        jobs as f64 / all_ran.as_secs_f64()
-    );
-    println!("  peak RSS             {rss:>9.1} MiB");
-    println!(
-        "  SIGHUP with 10 new files: all 10 joined after {:.0} ms",
-        ms(reload)
+        "  --parallel 4 against 1: x{:.2} the time, the same 96 lines delivered",
+        took[1].1.as_secs_f64() / took[0].1.as_secs_f64()
     );
 }

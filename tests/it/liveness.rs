@@ -176,6 +176,7 @@ fn a_daemon_loop_stuck_past_its_wake_up_fails_livez_until_it_wakes() {
         observer: None,
         heartbeat: Some(&heartbeat),
         receipt: jobhost::run::receipt::ReceiptLevel::Full,
+        max_concurrent_runs: std::num::NonZeroUsize::MIN,
     };
     let wait_asleep = || {
         asleep

@@ -7,6 +7,7 @@ mod bad_input;
 mod browser;
 mod compile;
 mod compile_cache;
+mod concurrency;
 mod counts;
 mod crashes;
 mod daemon;

@@ -76,6 +76,11 @@ struct State {
     hung: Vec<TcpStream>,
     /// Refuse stale fences, keeping the highest fence seen per window.
     fencing: Option<HashMap<String, i64>>,
+    /// How long each answer is held back.
+    delay: Duration,
+    /// Requests received and not yet answered, and the most at once.
+    in_flight: u32,
+    most_in_flight: u32,
 }
 
 /// The sink; stops accepting when dropped.
@@ -157,6 +162,16 @@ impl Sink {
     /// Every request received so far, in arrival order.
     pub fn requests(&self) -> Vec<Request> {
         self.lock().requests.clone()
+    }
+
+    /// Holds every answer back by `delay` from now on (a slow endpoint).
+    pub fn answer_after(&self, delay: Duration) {
+        self.lock().delay = delay;
+    }
+
+    /// The most requests the sink held unanswered at once.
+    pub fn most_in_flight(&self) -> u32 {
+        self.lock().most_in_flight
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -291,6 +306,8 @@ fn serve(conn: TcpStream, tls: Option<Arc<rustls::ServerConfig>>, state: &Mutex<
             stale,
             arrived: std::time::Instant::now(),
         });
+        st.in_flight += 1;
+        st.most_in_flight = st.most_in_flight.max(st.in_flight);
         if stale {
             Reply::Status(409)
         } else {
@@ -300,6 +317,19 @@ fn serve(conn: TcpStream, tls: Option<Arc<rustls::ServerConfig>>, state: &Mutex<
                 .unwrap_or(Reply::Status(200))
         }
     };
+    let delay = state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .delay;
+    thread::sleep(delay);
+    // Counted as answered before the answer goes out: the client may send
+    // its next request as soon as it has read this one's.
+    {
+        let mut st = state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        st.in_flight = st.in_flight.saturating_sub(1);
+    }
     let mut content = String::new();
     let (status, extra) = match reply {
         Reply::Status(s) => (s, String::new()),

@@ -11,6 +11,7 @@ pub mod command;
 pub mod env;
 pub mod error;
 pub mod failpoint;
+pub mod gate;
 pub mod process;
 pub mod redact;
 pub mod schedule;

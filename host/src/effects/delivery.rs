@@ -236,8 +236,13 @@ impl Deliverer<'_, '_> {
         // connection.
         let mut withheld = 0;
         let margin = last_look::margin(self.d.settings.lease);
+        let gate = dest.gate();
         loop {
             self.reach(Boundary::BeforeSend);
+            // The destination's caps, shared by every run of this process
+            // that sends to it: waited for before the claim is confirmed,
+            // so a wait here never eats into the lease the send relies on.
+            let permit = crate::core::gate::Gates::shared().enter(&gate, dest.limit, self.d.clock);
             let confirmed =
                 self.before_send(dest, m.seq, at_most_once, withheld > 0, &mut uncounted)?;
             info.attempts += 1;
@@ -263,6 +268,8 @@ impl Deliverer<'_, '_> {
             let sent = self
                 .sender
                 .send(&m.destination, dest, m, &run, &mut still_ours)?;
+            // Let the next send in before any wait to send again.
+            drop(permit);
             match sent {
                 Sent::Withheld => {
                     info.attempts -= 1;

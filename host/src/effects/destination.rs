@@ -21,9 +21,22 @@ pub struct Destination {
     pub mode: DeliveryMode,
     /// Sends per invocation and the waits between them.
     pub retry: RetryPolicy,
+    /// `max_concurrent` and `max_per_second`: how many sends of this
+    /// process's runs may go to the same URL at once, and how often one
+    /// may start (shared by every job naming that URL).
+    pub limit: crate::core::gate::Limit,
 }
 
 impl Destination {
+    /// The gate every send to this destination passes: named by where the
+    /// messages go, so jobs that name the same URL share it.
+    pub fn gate(&self) -> String {
+        match &self.target {
+            Target::File { path } => format!("file {}", path.display()),
+            Target::Http(h) => format!("http {}", h.url()),
+        }
+    }
+
     /// The longest one send may take.
     pub fn timeout(&self) -> Duration {
         match &self.target {

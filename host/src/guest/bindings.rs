@@ -70,8 +70,15 @@ pub struct Returned {
     pub cursor: Option<String>,
 }
 
-/// A component linked against the host's world, ready to instantiate.
+/// A component linked against the host's world, ready to instantiate;
+/// cloning it shares the compiled code.
 pub struct Pre(ReporterPre<HostState>);
+
+impl Clone for Pre {
+    fn clone(&self) -> Pre {
+        Pre(self.0.clone())
+    }
+}
 
 impl Pre {
     /// Links `component`.

@@ -87,17 +87,48 @@ impl Compiler {
     }
 }
 
-/// The engine and linker shared by every run in this process. Everything
-/// of one run (its store, limits, clocks, journal) is made anew by
-/// [`Sandbox::run`]; the engine's epoch is the one thing runs share, since
-/// a run's time limit moves it, so runs on one sandbox take turns (see
-/// [`Sandbox::run`]).
+/// The engine and linker shared by every run in this process, on as many
+/// threads at once as the caller likes. Everything of one run (its store,
+/// limits, clocks, journal) is made anew by [`Sandbox::run`]. The engine's
+/// epoch is shared: a run's time limit moves it, every running guest then
+/// stops at its next check, and each store's epoch callback lets its guest
+/// go on unless its own time limit is the one that passed.
 pub struct Sandbox {
     engine: Engine,
     linker: Linker<HostState>,
-    /// Held for the whole of a run: one run's time limit moving the epoch
-    /// would otherwise stop another's guest at the same moment.
-    turn: std::sync::Mutex<()>,
+    /// The components loaded so far, linked, by their file's digest: every
+    /// job whose `.wasm` has the same digest shares one copy of the code,
+    /// and a run after the first neither maps the compiled file again nor
+    /// links it.
+    loaded: std::sync::Mutex<Loaded>,
+}
+
+/// The linked components a sandbox keeps, oldest first, at most
+/// [`KEEP_LOADED`] of them (a daemon whose components are replaced again
+/// and again keeps only the newest).
+#[derive(Default)]
+struct Loaded {
+    by_digest: std::collections::HashMap<String, (Pre, bool)>,
+    order: std::collections::VecDeque<String>,
+}
+
+/// How many distinct components a sandbox keeps linked.
+const KEEP_LOADED: usize = 64;
+
+impl Loaded {
+    fn keep(&mut self, hex: &str, pre: &Pre, describes: bool) {
+        if self.by_digest.contains_key(hex) {
+            return;
+        }
+        if self.order.len() >= KEEP_LOADED
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.by_digest.remove(&oldest);
+        }
+        self.order.push_back(hex.to_string());
+        self.by_digest
+            .insert(hex.to_string(), (pre.clone(), describes));
+    }
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -397,7 +428,7 @@ impl Sandbox {
         Ok(Sandbox {
             engine,
             linker,
-            turn: std::sync::Mutex::new(()),
+            loaded: std::sync::Mutex::default(),
         })
     }
 
@@ -415,6 +446,15 @@ impl Sandbox {
     /// `Error::Input` naming the file when it is not WebAssembly, a core
     /// module rather than a component, or built for another world.
     pub fn load(&self, file: &mut ComponentFile, cache: &CompileCache) -> Result<LoadedComponent> {
+        if let Some((pre, describes)) = self.lock_loaded().by_digest.get(&file.hex) {
+            return Ok(LoadedComponent {
+                describes: *describes,
+                pre: pre.clone(),
+                digest: file.digest(),
+                cache: CacheOutcome::Hit,
+                compile: None,
+            });
+        }
         let (component, cache_outcome, compile) = match cache.find(&self.engine, &file.hex) {
             Some(c) => (c, CacheOutcome::Hit, None),
             None => {
@@ -436,13 +476,21 @@ impl Sandbox {
                  {why}; build it against this host's wit/ folder"
             ))
         })?;
+        let describes = exports_describe(&self.engine, &component);
+        self.lock_loaded().keep(&file.hex, &pre, describes);
         Ok(LoadedComponent {
-            describes: exports_describe(&self.engine, &component),
+            describes,
             pre,
             digest: file.digest(),
             cache: cache_outcome,
             compile,
         })
+    }
+
+    fn lock_loaded(&self) -> std::sync::MutexGuard<'_, Loaded> {
+        self.loaded
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Compiles a component file the cache does not hold, and stores it.
@@ -522,9 +570,9 @@ impl Sandbox {
         })
     }
 
-    /// Runs the component once, in a fresh store. Runs on one sandbox
-    /// take turns: a second thread's run waits for the first to end (the
-    /// daemon and `backfill` run one window after another anyway).
+    /// Runs the component once, in a fresh store. Runs on one sandbox may
+    /// go on at the same time on several threads (the daemon's workers,
+    /// `backfill --parallel`); none of them stops at another's time limit.
     ///
     /// # Errors
     ///
@@ -534,10 +582,6 @@ impl Sandbox {
         component: &LoadedComponent,
         input: RunInput,
     ) -> std::result::Result<GuestSuccess, GuestFailure> {
-        let _turn = self
-            .turn
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let (mut store, set_up) = self.set_up(input);
         let called = self.call(&mut store, component, &set_up)?;
         let mut state = store.into_data();
@@ -607,7 +651,6 @@ impl Sandbox {
         // host's own imports read their arguments in place.
         store.set_hostcall_fuel(limits.memory_bytes);
         store.set_epoch_deadline(1);
-        store.epoch_deadline_trap();
         let set_up = SetUp {
             ctx,
             stdout,
@@ -629,10 +672,20 @@ impl Sandbox {
     ) -> std::result::Result<Called, GuestFailure> {
         let started = std::time::Instant::now();
         let timed_out = Arc::new(AtomicBool::new(false));
+        // The epoch moves when any run's time limit passes: this guest
+        // stops only when it was its own.
+        let own = timed_out.clone();
+        store.epoch_deadline_callback(move |_| {
+            Ok(if own.load(Ordering::SeqCst) {
+                wasmtime::UpdateDeadline::Interrupt
+            } else {
+                wasmtime::UpdateDeadline::Continue(1)
+            })
+        });
         let fired = timed_out.clone();
         let interrupt = set_up.interrupt.clone();
         let watchdog = Watchdog::start(self.engine.clone(), set_up.limits.timeout, move || {
-            fired.store(true, Ordering::Relaxed);
+            fired.store(true, Ordering::SeqCst);
             interrupt.interrupt();
         })
         .ok_or_else(|| {
@@ -656,7 +709,7 @@ impl Sandbox {
         Ok(Called {
             result,
             described,
-            timed_out: timed_out.load(Ordering::Relaxed),
+            timed_out: timed_out.load(Ordering::SeqCst),
             guest_ms: (started.elapsed().as_secs_f64() * 1e6).round() / 1000.0,
         })
     }
@@ -843,8 +896,9 @@ struct Watchdog {
 }
 
 impl Watchdog {
-    /// Starts the countdown; at the deadline the epoch moves (stopping
-    /// guest code) and `on_timeout` runs (stopping host work done for it).
+    /// Starts the countdown; at the deadline `on_timeout` runs (marking
+    /// the run as timed out, stopping host work done for it) and then the
+    /// epoch moves (stopping guest code).
     fn start(
         engine: Engine,
         timeout: Duration,
@@ -855,8 +909,10 @@ impl Watchdog {
             .name("jobhost-watchdog".to_string())
             .spawn(move || {
                 if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(timeout) {
-                    engine.increment_epoch();
+                    // The run's flag first: the guest's epoch callback
+                    // reads it when the epoch moves.
                     on_timeout();
+                    engine.increment_epoch();
                 }
             })
             .ok()?;

@@ -2,7 +2,8 @@
 //! right moments, through the same path as `jobhost run`. At each wake-up
 //! it plans each job (see `plan`): missed windows the job's catch-up policy
 //! skips are recorded in the store as SKIPPED, with the reason, and
-//! reported; windows to run are run, one after another; unfinished runs (a
+//! reported; windows to run are run, one after another in window order,
+//! while up to `max_concurrent_runs` jobs run at once; unfinished runs (a
 //! retry whose backoff has passed, a dead owner's expired claim, a
 //! committed report still to deliver) are run again. Then the store's
 //! `decided_until` moves past every window that now has a row, so a
@@ -59,6 +60,13 @@ pub struct Options<'a> {
     pub heartbeat: Option<&'a Heartbeat>,
     /// How much of each run its receipt (and a digest's line) tells.
     pub receipt: ReceiptLevel,
+    /// At most this many jobs' runs go on at once (`--max-concurrent-runs`).
+    pub max_concurrent_runs: std::num::NonZeroUsize,
+}
+
+/// The default `--max-concurrent-runs`: the machine's cores.
+pub fn default_concurrency() -> std::num::NonZeroUsize {
+    std::thread::available_parallelism().unwrap_or(std::num::NonZeroUsize::MIN)
 }
 
 /// What is told of each run the daemon makes.
@@ -412,32 +420,16 @@ fn run_loop(
 ) -> Result<()> {
     let mut since = opts.since;
     let owner = job::owner_id();
-    let mut memory = Memory::default();
+    let memory = Mutex::new(Memory::default());
     loop {
         if stopping(opts) {
             return Ok(());
         }
         let jobs = set.current();
         let now = opts.clock.now();
-        let mut wake: Option<Timestamp> = None;
-        for job in &jobs {
-            expect(opts, job.lease, &format!("looking at job `{}`", job.name()));
-            prune_if_due(job, opts, now, out, &mut memory);
-            let next = match wake_job(job, opts, &owner, now, since, out, digests, &mut memory) {
-                Ok(next) => next,
-                Err(e) => {
-                    // One job's store failing stops none of the others.
-                    crate::core::text::say(
-                        "error",
-                        &format!("job `{}`: {e:#}; trying again in a minute", job.name()),
-                    );
-                    crate::core::clock::after(now, RETRY_SOON)
-                }
-            };
-            wake = Some(wake.map_or(next, |w| w.min(next)));
-            if stopping(opts) {
-                return Ok(());
-            }
+        let wake = wake_all(&jobs, opts, &owner, now, since, out, digests, &memory);
+        if stopping(opts) {
+            return Ok(());
         }
         since = None;
         // With no job (an empty folder) the daemon waits for one.
@@ -450,6 +442,69 @@ fn run_loop(
         }
         sleep_until(opts, wake, set);
     }
+}
+
+/// One wake-up of every job: up to `max_concurrent_runs` jobs at once,
+/// each on a worker that takes the next job when it is done with one. A
+/// job's own windows run on one worker, one after another in window order
+/// (its cursor, its retries and its `decided_until` go in that order), so
+/// the cap counts jobs running, and a job with a backlog holds one worker
+/// while the others go on. Returns the earliest moment any job needs the
+/// daemon again (`None` for no job).
+#[allow(clippy::too_many_arguments)]
+fn wake_all(
+    jobs: &[Job],
+    opts: &Options<'_>,
+    owner: &str,
+    now: Timestamp,
+    since: Option<Timestamp>,
+    out: &Output,
+    digests: &Digests,
+    memory: &Mutex<Memory>,
+) -> Option<Timestamp> {
+    let taken = AtomicUsize::new(0);
+    let wake: Mutex<Option<Timestamp>> = Mutex::new(None);
+    let one = |job: &Job| {
+        expect(opts, job.lease, &format!("looking at job `{}`", job.name()));
+        prune_if_due(job, opts, now, out, memory);
+        let next = match wake_job(job, opts, owner, now, since, out, digests, memory) {
+            Ok(next) => next,
+            Err(e) => {
+                // One job's store failing stops none of the others.
+                crate::core::text::say(
+                    "error",
+                    &format!("job `{}`: {e:#}; trying again in a minute", job.name()),
+                );
+                crate::core::clock::after(now, RETRY_SOON)
+            }
+        };
+        let mut wake = wake.lock().unwrap_or_else(PoisonError::into_inner);
+        *wake = Some(wake.map_or(next, |w| w.min(next)));
+    };
+    let work = || {
+        while !stopping(opts) {
+            let Some(job) = jobs.get(taken.fetch_add(1, Ordering::SeqCst)) else {
+                break;
+            };
+            one(job);
+        }
+    };
+    let workers = opts.max_concurrent_runs.get().min(jobs.len());
+    if workers <= 1 {
+        work();
+    } else {
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|| {
+                    work();
+                    if let Some(h) = opts.heartbeat {
+                        h.leave();
+                    }
+                });
+            }
+        });
+    }
+    wake.into_inner().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// How soon a job is looked at again after its store failed or a run could
@@ -473,17 +528,26 @@ fn stopping(opts: &Options<'_>) -> bool {
 
 /// Applies the job's `[retention]` once a day (the first wake-up, then
 /// every [`PRUNE_EVERY`]); a failure is said and tried again the next day.
-fn prune_if_due(job: &Job, opts: &Options<'_>, now: Timestamp, out: &Output, memory: &mut Memory) {
+fn prune_if_due(
+    job: &Job,
+    opts: &Options<'_>,
+    now: Timestamp,
+    out: &Output,
+    memory: &Mutex<Memory>,
+) {
     let Some(retention) = job.retention else {
         return;
     };
     let name = job.name().as_str();
-    if memory.pruned_at.get(name).is_some_and(|t| {
-        now.duration_since(*t) < SignedDuration::try_from(PRUNE_EVERY).unwrap_or_default()
-    }) {
-        return;
+    {
+        let mut memory = memory.lock().unwrap_or_else(PoisonError::into_inner);
+        if memory.pruned_at.get(name).is_some_and(|t| {
+            now.duration_since(*t) < SignedDuration::try_from(PRUNE_EVERY).unwrap_or_default()
+        }) {
+            return;
+        }
+        memory.pruned_at.insert(name.to_string(), now);
     }
-    memory.pruned_at.insert(name.to_string(), now);
     let result = crate::run::operate::prune_before(now, retention.older_than).and_then(|before| {
         let mut store = store::open(&job.store)?;
         let by = crate::run::operate::actor_id();
@@ -530,7 +594,7 @@ fn wake_job(
     since: Option<Timestamp>,
     out: &Output,
     digests: &Digests,
-    memory: &mut Memory,
+    memory: &Mutex<Memory>,
 ) -> Result<Timestamp> {
     let wake = Wake {
         job,
@@ -548,7 +612,10 @@ fn wake_job(
         .map_or(Timestamp::MAX, |e| e.due);
     let name = job.name().as_str();
     if let Some(p) = store.paused(name)? {
-        if memory.paused_said.insert(name.to_string()) {
+        let first = (memory.lock().unwrap_or_else(PoisonError::into_inner))
+            .paused_said
+            .insert(name.to_string());
+        if first {
             let detail = format!(
                 "job `{name}` is paused (since {} by {}: {}); nothing of it runs until `{}`",
                 rfc3339(p.since),
@@ -563,7 +630,9 @@ fn wake_job(
         }
         return Ok(next.min(crate::core::clock::after(now, RETRY_SOON)));
     }
-    memory.paused_said.remove(name);
+    (memory.lock().unwrap_or_else(PoisonError::into_inner))
+        .paused_said
+        .remove(name);
     wake.record_skips(store, &plan)?;
     todo.extend(plan.entries.iter().filter_map(|e| match e.what {
         What::Run => Some(Work::Run(e.window.clone())),

@@ -5,7 +5,9 @@
 //! scheduler stuck in a store call, a deadlock or an oversleep is seen
 //! without touching the store.
 
+use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
+use std::thread::ThreadId;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -24,10 +26,21 @@ struct Expected {
 }
 
 /// The daemon loop's last word on when it will next be heard from, shared
-/// with the server's threads.
+/// with the server's threads. Each of the loop's threads (the loop itself,
+/// and its workers while a wake-up's runs go on at the same time) speaks
+/// for itself: the loop is late as soon as any of them is.
 #[derive(Debug, Default)]
 pub struct Heartbeat {
-    expected: Mutex<Option<Expected>>,
+    expected: Mutex<Said>,
+}
+
+/// What the loop's threads said, each its last word.
+#[derive(Debug, Default)]
+struct Said {
+    by_thread: HashMap<ThreadId, Expected>,
+    /// The last word of a thread that has since left (a wake-up's worker),
+    /// for when none is speaking.
+    last: Option<Expected>,
 }
 
 /// What `/livez` answers.
@@ -74,26 +87,44 @@ impl Pulse {
 }
 
 impl Heartbeat {
-    /// The loop is `doing` something and will be heard from again by
-    /// `until` (plus [`MARGIN`]).
+    /// This thread of the loop is `doing` something and will be heard from
+    /// again by `until` (plus [`MARGIN`]).
     pub fn expect(&self, until: Timestamp, doing: impl Into<String>) {
         let by = after(until, MARGIN);
-        *self.lock() = Some(Expected {
+        let said = Expected {
             by,
             doing: doing.into(),
-        });
+        };
+        let mut all = self.lock();
+        all.last = Some(said.clone());
+        all.by_thread.insert(std::thread::current().id(), said);
     }
 
-    /// The loop's state as seen at `now`.
+    /// This thread of the loop has finished (a wake-up's worker): it is
+    /// no longer waited for.
+    pub fn leave(&self) {
+        self.lock().by_thread.remove(&std::thread::current().id());
+    }
+
+    /// The loop's state as seen at `now`: late when any thread is (the
+    /// one the longest overdue is named), else alive until the soonest
+    /// time any gave itself.
     pub fn check(&self, now: Timestamp) -> Pulse {
-        match self.lock().clone() {
+        let all = self.lock();
+        let soonest = all
+            .by_thread
+            .values()
+            .min_by_key(|e| e.by)
+            .or(all.last.as_ref())
+            .cloned();
+        match soonest {
             None => Pulse::Starting,
             Some(Expected { by, doing }) if now <= by => Pulse::Alive { doing, by },
             Some(Expected { by, doing }) => Pulse::Late { doing, by },
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Expected>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Said> {
         self.expected.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -123,5 +154,32 @@ mod tests {
         );
         beat.expect(at("2026-11-11T00:00:00Z"), "sleeping");
         assert!(beat.check(at("2026-11-10T00:01:01Z")).is_alive());
+    }
+
+    #[test]
+    fn one_stuck_worker_makes_the_loop_late_and_a_worker_that_left_is_not_waited_for() {
+        for b_leaves in [false, true] {
+            let beat = Heartbeat::default();
+            beat.expect(at("2026-11-10T00:00:00Z"), "waking up");
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    beat.expect(at("2026-11-10T00:05:00Z"), "running `a`");
+                    beat.leave();
+                });
+                s.spawn(|| {
+                    beat.expect(at("2026-11-10T00:01:00Z"), "running `b`");
+                    if b_leaves {
+                        beat.leave();
+                    }
+                });
+            });
+            beat.expect(at("2026-11-10T00:10:00Z"), "sleeping");
+            let pulse = beat.check(at("2026-11-10T00:02:01Z"));
+            match (b_leaves, pulse) {
+                (false, Pulse::Late { doing, .. }) => assert_eq!(doing, "running `b`"),
+                (true, Pulse::Alive { doing, .. }) => assert_eq!(doing, "sleeping"),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 }

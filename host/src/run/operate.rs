@@ -170,6 +170,9 @@ pub struct Backfilled {
     pub not_closed: usize,
     /// Whether a stop request ended it before the plan's end.
     pub stopped: bool,
+    /// Whether `--parallel` was given but the job keeps a cursor, so its
+    /// windows ran one after another in order.
+    pub in_order: bool,
     /// The worst exit code of its runs (0, 1 or 2).
     pub exit_code: i32,
 }
@@ -192,21 +195,31 @@ impl Backfilled {
     }
 }
 
-/// Runs `plan` in order, each window through [`run_asked`], calling
-/// `each` after every window it runs with the window's index and outcome.
-/// A stop request (`stop`) is honoured between runs: the one in progress
-/// finishes, and a second backfill over the same range picks up where
-/// this one stopped (what is DONE is left, by the claims).
+/// Runs `plan`, each window through [`run_asked`], calling `each` after
+/// every window it runs with the window's index and outcome (in the order
+/// the runs end). A stop request (`stop`) is honoured between runs: those
+/// in progress finish, and a second backfill over the same range picks up
+/// where this one stopped (what is DONE is left, by the claims).
+///
+/// With `parallel` above 1, up to that many windows run at once, taken in
+/// window order, unless the job keeps a cursor: the first window runs
+/// alone, and when the store then holds a cursor for the job, every other
+/// window runs one after another in window order, as each is given the
+/// cursor of the one before it (`Backfilled::in_order` says so). A job
+/// whose component returns no cursor has windows that do not depend on one
+/// another, and runs them in any order.
 pub fn backfill(
     job: &Job,
     plan: &[Planned],
     reason: &str,
     runtime: &Runtime,
     stop: Option<&AtomicBool>,
-    each: &mut dyn FnMut(usize, &Planned, &Outcome),
+    parallel: std::num::NonZeroUsize,
+    each: &mut (dyn FnMut(usize, &Planned, &Outcome) + Send),
 ) -> Backfilled {
     let by = actor_id();
     let mut done = Backfilled::default();
+    let mut todo = Vec::new();
     for (i, p) in plan.iter().enumerate() {
         let asked = match p.act {
             Act::Run => Asked::Person,
@@ -228,15 +241,72 @@ pub fn backfill(
                 continue;
             }
         };
-        if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
-            done.stopped = true;
+        todo.push((i, p, asked));
+    }
+    let stopping = || stop.is_some_and(|s| s.load(Ordering::SeqCst));
+    let done = std::sync::Mutex::new(done);
+    let each = std::sync::Mutex::new(each);
+    let run_one = |(i, p, asked): &(usize, &Planned, Asked)| {
+        let outcome = run_asked(job, &p.window, asked, runtime);
+        lock(&done).count(&outcome);
+        (lock(&each))(*i, p, &outcome);
+    };
+    let mut rest = todo.iter();
+    let workers = parallel.get().min(todo.len());
+    if workers > 1 {
+        // The first window alone: whether the job keeps a cursor decides
+        // how the others run.
+        if let Some(first) = rest.next() {
+            if stopping() {
+                lock(&done).stopped = true;
+                return into_inner(done);
+            }
+            run_one(first);
+        }
+        let keeps_cursor = crate::store::open(&job.store)
+            .and_then(|mut s| s.cursor(job.name()))
+            .map_or(true, |c| c.is_some());
+        lock(&done).in_order = keeps_cursor;
+        if !keeps_cursor {
+            let rest = std::sync::Mutex::new(rest);
+            std::thread::scope(|s| {
+                for _ in 0..workers {
+                    s.spawn(|| {
+                        loop {
+                            if stopping() {
+                                if lock(&rest).len() > 0 {
+                                    lock(&done).stopped = true;
+                                }
+                                return;
+                            }
+                            let Some(item) = lock(&rest).next() else {
+                                return;
+                            };
+                            run_one(item);
+                        }
+                    });
+                }
+            });
+            return into_inner(done);
+        }
+    }
+    for item in rest {
+        if stopping() {
+            lock(&done).stopped = true;
             break;
         }
-        let outcome = run_asked(job, &p.window, &asked, runtime);
-        done.count(&outcome);
-        each(i, p, &outcome);
+        run_one(item);
     }
-    done
+    into_inner(done)
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn into_inner<T>(m: std::sync::Mutex<T>) -> T {
+    m.into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// `jobhost rerun KEY`: runs the DONE window `key` of `job` again on

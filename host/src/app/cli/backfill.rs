@@ -1,6 +1,6 @@
 //! `jobhost backfill`: every window of a range in order, as the daemon
-//! would, with one receipt per window it runs on stdout and its progress
-//! and a summary by outcome on stderr.
+//! would (or up to `--parallel` at once), with one receipt per window it
+//! runs on stdout and its progress and a summary by outcome on stderr.
 
 use std::io::IsTerminal;
 
@@ -39,12 +39,18 @@ pub(super) struct BackfillArgs {
     /// Why (kept in the audit lines; needed with `--only all`).
     #[arg(long, value_name = "TEXT")]
     reason: Option<String>,
+    /// Run up to N windows at once (1 to 1024). A job that keeps a cursor
+    /// still runs its windows one after another, in order: its first window
+    /// runs alone and tells.
+    #[arg(long, value_name = "N", default_value = "1")]
+    parallel: String,
 }
 
 /// `jobhost backfill`: 0 when every run it made succeeded, 1 when one
 /// failed, 2 for bad input, 130 when a signal stopped it first.
 pub(super) fn main(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
     let only = Only::parse(&args.only)?;
+    let parallel = super::daemon::concurrency("--parallel", Some(&args.parallel))?;
     let level = args.job.level()?;
     let config = args.job.load()?;
     let job = config.job(&env)?;
@@ -113,7 +119,7 @@ pub(super) fn main(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
     }
     say("backfill", &summary);
     let stop = crate::run::daemon::stop_on_signals()?;
-    // Its windows run one after another on one engine and linker.
+    // Its windows run on one engine and linker.
     let runtime = Runtime {
         now: Some(now),
         stop: Some(stop),
@@ -131,6 +137,7 @@ pub(super) fn main(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
         &reason,
         &runtime,
         Some(stop),
+        parallel,
         &mut |_, p, outcome| {
             n += 1;
             if let Err(e) = out.line(&outcome.receipt.line(level)) {
@@ -142,6 +149,17 @@ pub(super) fn main(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
     progress.finish();
     if let Some(e) = unwritten {
         return Err(e);
+    }
+    if ended.in_order {
+        say(
+            "note",
+            &format!(
+                "job `{}` keeps a cursor (each run is given the one its last window returned), so \
+                 its windows ran one after another in window order, not {} at once",
+                job.name(),
+                parallel
+            ),
+        );
     }
     let end = ended_summary(&ended);
     if ended.stopped {

@@ -57,8 +57,38 @@ pub(super) struct DaemonArgs {
     /// $JOBHOST_RECEIPT, else full].
     #[arg(long, value_name = "full|brief")]
     receipt: Option<String>,
+    /// At most this many jobs run at once (each job's own windows still run
+    /// one after another, in order) [default: $JOBHOST_MAX_CONCURRENT_RUNS,
+    /// else the machine's cores].
+    #[arg(long, value_name = "N", env = "JOBHOST_MAX_CONCURRENT_RUNS")]
+    max_concurrent_runs: Option<String>,
     #[command(flatten)]
     auth: ListenArgs,
+}
+
+/// `--max-concurrent-runs`, checked.
+///
+/// # Errors
+///
+/// `Error::Input` naming the flag for anything but a number from 1 to 1024.
+pub(super) fn concurrency(
+    flag: &str,
+    written: Option<&str>,
+) -> Result<std::num::NonZeroUsize, Error> {
+    let Some(text) = written else {
+        return Ok(crate::run::daemon::default_concurrency());
+    };
+    text.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (1..=1024).contains(n))
+        .and_then(std::num::NonZeroUsize::new)
+        .ok_or_else(|| {
+            Error::input(format!(
+                "invalid {flag} `{}`: give a number from 1 to 1024",
+                printable(&crate::core::text::echoed(text, 40))
+            ))
+        })
 }
 
 /// Runs the daemon until `--until`, or a signal: 0, or with `--until` 1
@@ -76,6 +106,8 @@ pub(super) fn main(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
     let require_durable_store =
         crate::app::args::require_durable_store(args.require_durable_store)?;
     let level = crate::app::args::receipt_level(args.receipt.as_deref())?;
+    let max_concurrent_runs =
+        concurrency("--max-concurrent-runs", args.max_concurrent_runs.as_deref())?;
     let loading = crate::app::config::folder::Loading {
         store: args.store.clone(),
         component: args.component.clone(),
@@ -197,6 +229,7 @@ pub(super) fn main(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
         observer: Some(&gave_up),
         heartbeat: Some(&heartbeat),
         receipt: level,
+        max_concurrent_runs,
     };
     let out: crate::run::daemon::Output = Arc::new(std::sync::Mutex::new(std::io::stdout()));
     match &mut folder {

@@ -70,8 +70,15 @@ pub enum DestinationFile {
         max_backoff_seconds: Option<f64>,
         /// Whom an `https://` URL trusts.
         tls: Option<TlsFile>,
+        /// At most this many sends of one host to this URL at once.
+        max_concurrent: Option<i64>,
+        /// At most this many sends of one host to this URL a second.
+        max_per_second: Option<f64>,
     },
 }
+
+/// The highest `max_per_second` a destination may set.
+const MAX_PER_SECOND: f64 = 10_000.0;
 
 /// `[destinations.NAME.tls]`: the certificate authorities an `https://`
 /// destination trusts.
@@ -126,6 +133,7 @@ pub fn destination(
             },
             mode: delivery.unwrap_or_default(),
             retry: RetryPolicy::once(),
+            limit: crate::core::gate::Limit::default(),
         },
         DestinationFile::Http {
             url,
@@ -136,7 +144,24 @@ pub fn destination(
             backoff_seconds,
             max_backoff_seconds,
             tls,
+            max_concurrent,
+            max_per_second,
         } => {
+            let key = format!("destinations.{name}.max_concurrent");
+            let max_concurrent = super::source::max_concurrent(&key, *max_concurrent)?;
+            let spacing = match max_per_second {
+                None => None,
+                Some(r) if r.is_finite() && *r > 0.0 && *r <= MAX_PER_SECOND => {
+                    crate::core::gate::Limit::per_second(*r)
+                }
+                Some(r) => {
+                    return Err(Error::input(format!(
+                        "invalid `destinations.{name}.max_per_second = {r}`: give a rate above 0 \
+                         and at most {MAX_PER_SECOND} (sends a second from one host, 0.5 for one \
+                         every two seconds), or leave it out for no rate"
+                    )));
+                }
+            };
             let timeout = seconds("timeout_seconds", *timeout_seconds, 30.0, 3600.0)?;
             if timeout.is_zero() {
                 return Err(Error::input(format!(
@@ -196,6 +221,10 @@ pub fn destination(
                     tries,
                     backoff,
                     max_backoff: max_backoff.max(backoff),
+                },
+                limit: crate::core::gate::Limit {
+                    max_concurrent,
+                    spacing,
                 },
             }
         }

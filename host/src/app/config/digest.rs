@@ -218,6 +218,7 @@ mod tests {
                     },
                     mode,
                     retry: RetryPolicy::once(),
+                    limit: crate::core::gate::Limit::default(),
                 },
             );
         }

@@ -38,6 +38,28 @@ pub struct SourceFile {
     pub query: String,
     /// How a time written without a zone is read: `utc` or `job-zone`.
     pub naive_timestamps: Option<String>,
+    /// At most this many runs of one host read this source at once.
+    pub max_concurrent: Option<i64>,
+}
+
+/// The largest `max_concurrent` (of a source or a destination) a config
+/// may set: far more than a host runs at once.
+pub const MAX_CONCURRENT: i64 = 10_000;
+
+/// A `max_concurrent` as written under `key`, checked.
+///
+/// # Errors
+///
+/// `Error::Input` naming the key for a value out of range.
+pub fn max_concurrent(key: &str, written: Option<i64>) -> Result<Option<u32>> {
+    match written {
+        None => Ok(None),
+        Some(n) if (1..=MAX_CONCURRENT).contains(&n) => Ok(u32::try_from(n).ok()),
+        Some(n) => Err(Error::input(format!(
+            "invalid `{key} = {n}`: give a number from 1 to {MAX_CONCURRENT} (how many runs of \
+             one host may use it at once), or leave it out for no cap"
+        ))),
+    }
 }
 
 /// The data source `file` describes; paths go through `from_file`, the
@@ -56,7 +78,8 @@ pub fn source(
     zone: &Zone,
 ) -> Result<Source> {
     let naive = naive_times(file.naive_timestamps.as_deref(), zone)?;
-    match file.kind.as_deref().unwrap_or("sqlite") {
+    let at_most = max_concurrent("source.max_concurrent", file.max_concurrent)?;
+    let source: Source = match file.kind.as_deref().unwrap_or("sqlite") {
         "sqlite" => {
             if file.url.is_some() {
                 return Err(Error::input(
@@ -70,12 +93,12 @@ pub fn source(
                      `type = \"postgres\"` and a `url`",
                 )
             })?;
-            Ok(SourceSpec {
+            SourceSpec {
                 path: from_file(path),
                 query: file.query.clone(),
                 naive,
             }
-            .into())
+            .into()
         }
         "postgres" => {
             if file.path.is_some() {
@@ -98,19 +121,22 @@ pub fn source(
             })?;
             check_url(&url, Role::Source)?;
             postgres::check_query(&file.query).map_err(Error::input)?;
-            Ok(PostgresSpec {
+            PostgresSpec {
                 url,
                 query: file.query.clone(),
                 timeout,
                 naive,
             }
-            .into())
+            .into()
         }
-        other => Err(Error::input(format!(
-            "invalid `source.type = \"{}\"`: use \"sqlite\" (the default) or \"postgres\"",
-            printable(&echoed(other, 40))
-        ))),
-    }
+        other => {
+            return Err(Error::input(format!(
+                "invalid `source.type = \"{}\"`: use \"sqlite\" (the default) or \"postgres\"",
+                printable(&echoed(other, 40))
+            )));
+        }
+    };
+    Ok(source.at_most(at_most))
 }
 
 /// `naive_timestamps`, as the source reads it.
@@ -214,6 +240,14 @@ mod tests {
             (
                 format!("path = \"d.db\"\nnaive_timestamps = \"local\"\n{Q}"),
                 "invalid `source.naive_timestamps = \"local\"`: use \"utc\"",
+            ),
+            (
+                format!("path = \"d.db\"\nmax_concurrent = 0\n{Q}"),
+                "invalid `source.max_concurrent = 0`: give a number from 1 to 10000",
+            ),
+            (
+                format!("path = \"d.db\"\nmax_concurrent = 10001\n{Q}"),
+                "invalid `source.max_concurrent = 10001`",
             ),
         ] {
             let err = resolve(&text, &no_env).unwrap_err();

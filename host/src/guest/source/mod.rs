@@ -35,21 +35,51 @@ pub use naive::NaiveTimes;
 /// A run's data source, of any kind: made from a kind's settings
 /// ([`SourceSpec`] for SQLite, [`postgres::PostgresSpec`]) with `into()`.
 #[derive(Debug, Clone)]
-pub struct Source(Arc<dyn SourceKind>);
+pub struct Source {
+    kind: Arc<dyn SourceKind>,
+    /// `[source] max_concurrent`: at most this many runs of this process
+    /// read the same source at once.
+    max_concurrent: Option<u32>,
+}
 
 impl Source {
     fn new(kind: impl SourceKind) -> Source {
-        Source(Arc::new(kind))
+        Source {
+            kind: Arc::new(kind),
+            max_concurrent: None,
+        }
     }
 
     fn kind(&self) -> &dyn SourceKind {
-        &*self.0
+        &*self.kind
     }
 
     /// Where the rows come from, as messages show it: a file, or a URL
     /// with its password as `***`.
     pub fn location(&self) -> String {
-        self.0.location()
+        self.kind.location()
+    }
+
+    /// This source, read by at most `max` runs of this process at once
+    /// (every job naming the same location shares the count).
+    #[must_use]
+    pub fn at_most(mut self, max: Option<u32>) -> Source {
+        self.max_concurrent = max;
+        self
+    }
+
+    /// The gate runs of this process pass to read the source: from the
+    /// query's start to the run's end. Named by the location as shown (no
+    /// password), so jobs that name the same database share it.
+    fn enter(&self) -> crate::core::gate::Permit {
+        crate::core::gate::Gates::shared().enter(
+            &format!("source {}", self.location()),
+            crate::core::gate::Limit {
+                max_concurrent: self.max_concurrent,
+                spacing: None,
+            },
+            &crate::core::clock::SystemClock,
+        )
     }
 }
 
@@ -103,6 +133,8 @@ pub struct SourceAccess {
     interrupt: SourceInterrupt,
     out_of_time: Arc<AtomicBool>,
     replay: Option<Replay>,
+    /// Held from the query's first start to the end of the run.
+    permit: Option<crate::core::gate::Permit>,
 }
 
 /// A replay's recorded cursors, served in order, and the first answer it
@@ -198,6 +230,7 @@ impl SourceAccess {
             interrupt: SourceInterrupt::default(),
             out_of_time: Arc::new(AtomicBool::new(false)),
             replay: None,
+            permit: None,
         }
     }
 
@@ -226,7 +259,10 @@ impl SourceAccess {
         Ok(())
     }
 
-    fn start_cursor(&self, spec: Source) -> std::result::Result<RowCursor, StartFailure> {
+    fn start_cursor(&mut self, spec: Source) -> std::result::Result<RowCursor, StartFailure> {
+        if self.permit.is_none() {
+            self.permit = Some(spec.enter());
+        }
         RowCursor::start(
             spec,
             Bounds {

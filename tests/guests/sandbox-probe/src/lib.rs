@@ -1,6 +1,6 @@
 //! A test-only guest: a report component that pokes at the walls of the
 //! jobhost sandbox instead of reporting on anything. Its behaviour is chosen
-//! by the job name (`ctx.window.job`); each mode tries one kind of escape or
+//! by the job's `mode` parameter, else its name (`ctx.window.job`); each mode tries one kind of escape or
 //! misbehaviour (file system, environment, network, endless loops, unbounded
 //! memory, panics, floods of output, clocks and randomness, outbox misuse) and
 //! describes what happened in the report's summary, so host tests can check
@@ -18,9 +18,18 @@ use jobhost::report::source::{self, SourceError};
 
 struct Probe;
 
+/// The mode: the `mode` parameter (so that several jobs can share one),
+/// else the job's name.
+fn mode(ctx: &RunContext) -> &str {
+    ctx.params
+        .iter()
+        .find(|(k, _)| k == "mode")
+        .map_or(ctx.window.job.as_str(), |(_, v)| v.as_str())
+}
+
 impl Guest for Probe {
     fn run(ctx: RunContext) -> Result<Report, RunError> {
-        let summary = match ctx.window.job.as_str() {
+        let summary = match mode(&ctx) {
             "probe-fs" => probe_fs(),
             "probe-env" => probe_env(),
             "probe-net" => probe_net(),
@@ -56,7 +65,7 @@ impl Guest for Probe {
     /// Misbehaves after `run` in the `describe-*` modes; describes nothing
     /// in the others.
     fn describe(ctx: RunContext, _report: Report) -> Option<String> {
-        match ctx.window.job.as_str() {
+        match mode(&ctx) {
             "describe-panic" => panic!("describe panicked on purpose"),
             // Over the default report limit of 1 MiB.
             "describe-huge" => Some(black_box("x".repeat(2 << 20))),
