@@ -81,11 +81,20 @@ bench-schedule *args:
 bench-daemon *args:
     RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench daemon -- {{args}}
 
-# One daemon over a folder of 1,000 hourly jobs all due at start: each
-# job's due-to-run wait (p50, p99), runs/s, peak RSS, and a SIGHUP taking
-# in 10 new files. `just bench-folder --quick` for 200 jobs.
+# One daemon over a folder of 1,000 hourly jobs all due at start, one run
+# at a time and then the cores at once: each job's due-to-run wait (p50,
+# p99), runs/s, peak RSS, and a SIGHUP taking in 10 new files; then a
+# backfill of 48 windows with --parallel 1 and 4. `just bench-folder
+# --quick` for 200 jobs.
 bench-folder *args:
     RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench folder -- {{args}}
+
+# 8 daemons on one PostgreSQL (JOBHOST_TEST_POSTGRES) draining 1,000 jobs
+# x 24 hourly windows: time to drain, runs/s, claims/s, runs per host, and
+# no window run or message delivered twice or lost. `just bench-fleet
+# --quick` for 100 jobs on 4 hosts.
+bench-fleet *args:
+    RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench fleet -- {{args}}
 
 # Owners frozen (SIGSTOP) at random instants of their delivery past a 2 s
 # lease, on SQLite and PostgreSQL (JOBHOST_TEST_POSTGRES), at-least-once and

@@ -18,6 +18,7 @@ mod digest;
 mod docs;
 mod durable_store;
 mod effects;
+mod fleet;
 mod folder;
 mod harness;
 mod history;
