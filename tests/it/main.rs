@@ -28,6 +28,7 @@ mod journal;
 mod liveness;
 mod naive_times;
 mod operate;
+mod partition;
 mod pause_trials;
 mod pg_source;
 mod pings;

@@ -8,6 +8,7 @@
 pub mod failpoints;
 pub mod guests;
 pub mod native;
+pub mod netns;
 pub mod pg;
 pub mod process;
 pub mod sample;
