@@ -240,7 +240,7 @@ fn cut_at(test: &str, failpoint: &str, cut: Cut) {
         4,
         "{failpoint}: every message delivered: {keys:?}"
     );
-    let h = history(&db.url());
+    let h = history(db.url());
     assert_eq!(h.len(), 2);
     assert!(h.iter().all(|r| r["state"] == "DONE"), "{h:?}");
     assert!(
