@@ -184,7 +184,9 @@ fn a_daemon_loop_stuck_past_its_wake_up_fails_livez_until_it_wakes() {
             .expect("the daemon's loop goes to sleep")
     };
     std::thread::scope(|scope| {
-        let daemon = scope.spawn(|| jobhost::run::daemon::run(&mut vec![job.clone()], &opts, &out));
+        let daemon = scope.spawn(|| {
+            jobhost::run::daemon::run(&mut vec![std::sync::Arc::new(job.clone())], &opts, &out)
+        });
         let unblock = Unblock {
             gate: &gate,
             stop: &stop,

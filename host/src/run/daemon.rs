@@ -102,10 +102,11 @@ fn emit_line(out: &Output, line: &EventLine) {
 /// at from the next wake-up (a fresh one runs its newest due window, as a
 /// first `jobhost run` would), a changed one runs its next window with its
 /// new settings, a removed one has finished its run and claims nothing
-/// more.
+/// more. A job is the same (`Arc::ptr_eq`) until its settings change: a
+/// wake-up looks only at the jobs that are due or changed.
 pub trait JobSet {
     /// The jobs as they are now, having taken in any change.
-    fn current(&mut self) -> Vec<Job>;
+    fn current(&mut self) -> Vec<Arc<Job>>;
 
     /// Whether a change waits to be taken in: the daemon's sleep ends early
     /// to take it in. Called about every `sleep_slice`; it must be cheap.
@@ -115,8 +116,8 @@ pub trait JobSet {
 }
 
 /// A fixed list of jobs (`--config` files).
-impl JobSet for Vec<Job> {
-    fn current(&mut self) -> Vec<Job> {
+impl JobSet for Vec<Arc<Job>> {
+    fn current(&mut self) -> Vec<Arc<Job>> {
         self.clone()
     }
 }
@@ -407,6 +408,9 @@ impl Digests {
 struct Memory {
     paused_said: HashSet<String>,
     pruned_at: std::collections::HashMap<String, Timestamp>,
+    /// Each job as last looked at, and when it needs the daemon next: a
+    /// wake-up before then leaves it alone unless its settings changed.
+    next: std::collections::HashMap<String, (Arc<Job>, Timestamp)>,
 }
 
 /// How often `[retention]` is applied.
@@ -427,7 +431,12 @@ fn run_loop(
         }
         let jobs = set.current();
         let now = opts.clock.now();
-        let wake = wake_all(&jobs, opts, &owner, now, since, out, digests, &memory);
+        let (due, later) = due_now(&jobs, now, since.is_some(), &memory);
+        let wake = wake_all(&due, opts, &owner, now, since, out, digests, &memory);
+        let wake = match (wake, later) {
+            (Some(w), Some(l)) => Some(w.min(l)),
+            (w, l) => w.or(l),
+        };
         if stopping(opts) {
             return Ok(());
         }
@@ -444,6 +453,37 @@ fn run_loop(
     }
 }
 
+/// The jobs a wake-up at `now` looks at (those due by now, changed since
+/// they were last looked at, or new; every job on a first wake-up with
+/// `--since`), and the earliest moment one of the others needs the daemon.
+/// A wake-up's reads then grow with the jobs due, not with the folder.
+fn due_now(
+    jobs: &[Arc<Job>],
+    now: Timestamp,
+    all: bool,
+    memory: &Mutex<Memory>,
+) -> (Vec<Arc<Job>>, Option<Timestamp>) {
+    let mut memory = memory.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut due = Vec::new();
+    let mut later: Option<Timestamp> = None;
+    let mut current = HashSet::new();
+    for job in jobs {
+        let name = job.name().as_str();
+        current.insert(name);
+        match memory.next.get(name) {
+            Some((seen, next)) if !all && Arc::ptr_eq(seen, job) && *next > now => {
+                later = Some(later.map_or(*next, |l| l.min(*next)));
+            }
+            _ => due.push(Arc::clone(job)),
+        }
+    }
+    // A job removed from the set is forgotten.
+    memory
+        .next
+        .retain(|name, _| current.contains(name.as_str()));
+    (due, later)
+}
+
 /// One wake-up of every job: up to `max_concurrent_runs` jobs at once,
 /// each on a worker that takes the next job when it is done with one. A
 /// job's own windows run on one worker, one after another in window order
@@ -453,7 +493,7 @@ fn run_loop(
 /// daemon again (`None` for no job).
 #[allow(clippy::too_many_arguments)]
 fn wake_all(
-    jobs: &[Job],
+    jobs: &[Arc<Job>],
     opts: &Options<'_>,
     owner: &str,
     now: Timestamp,
@@ -464,7 +504,7 @@ fn wake_all(
 ) -> Option<Timestamp> {
     let taken = AtomicUsize::new(0);
     let wake: Mutex<Option<Timestamp>> = Mutex::new(None);
-    let one = |job: &Job| {
+    let one = |job: &Arc<Job>| {
         expect(opts, job.lease, &format!("looking at job `{}`", job.name()));
         prune_if_due(job, opts, now, out, memory);
         let next = match wake_job(job, opts, owner, now, since, out, digests, memory) {
@@ -478,6 +518,9 @@ fn wake_all(
                 crate::core::clock::after(now, RETRY_SOON)
             }
         };
+        (memory.lock().unwrap_or_else(PoisonError::into_inner))
+            .next
+            .insert(job.name().as_str().to_string(), (Arc::clone(job), next));
         let mut wake = wake.lock().unwrap_or_else(PoisonError::into_inner);
         *wake = Some(wake.map_or(next, |w| w.min(next)));
     };

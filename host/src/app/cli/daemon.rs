@@ -144,7 +144,7 @@ pub(super) fn main(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
                 Box::new(move |file| {
                     let job = loading.load(file)?;
                     crate::run::daemon::check_job(&job, &sandbox, &mut checked)?;
-                    Ok(job)
+                    Ok(Arc::new(job))
                 }),
                 Some(crate::run::daemon::reload_on_hangup()?),
             )?)
@@ -234,7 +234,11 @@ pub(super) fn main(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
     let out: crate::run::daemon::Output = Arc::new(std::sync::Mutex::new(std::io::stdout()));
     match &mut folder {
         Some(f) => crate::run::daemon::run(f, &opts, &out)?,
-        None => crate::run::daemon::run(&mut jobs.clone(), &opts, &out)?,
+        None => crate::run::daemon::run(
+            &mut jobs.iter().cloned().map(Arc::new).collect::<Vec<_>>(),
+            &opts,
+            &out,
+        )?,
     }
     let keys = gave_up.keys();
     if until.is_some() && !keys.is_empty() {

@@ -141,6 +141,14 @@ impl Named for Job {
     }
 }
 
+/// A shared job: the daemon's folder keeps one per file, the same until
+/// the file changes.
+impl<T: Named> Named for Arc<T> {
+    fn job_name(&self) -> String {
+        (**self).job_name()
+    }
+}
+
 /// The jobs of a folder, as the daemon runs them (or a dashboard shows
 /// them).
 pub struct JobFolder<T: Named = Job> {
@@ -419,8 +427,8 @@ impl<T: Named> JobFolder<T> {
     }
 }
 
-impl JobSet for JobFolder<Job> {
-    fn current(&mut self) -> Vec<Job> {
+impl JobSet for JobFolder<Arc<Job>> {
+    fn current(&mut self) -> Vec<Arc<Job>> {
         let every_file = self.take_hangup();
         self.refresh_files(every_file);
         self.jobs()
@@ -544,9 +552,9 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let hup = Arc::new(AtomicBool::new(false));
         let loading = Loading::default();
-        let mut f: JobFolder = JobFolder::open(
+        let mut f: JobFolder<Arc<Job>> = JobFolder::open(
             tmp.path(),
-            Box::new(move |f| loading.load(f)),
+            Box::new(move |f| loading.load(f).map(Arc::new)),
             Some(hup.clone()),
         )
         .unwrap();
@@ -566,12 +574,12 @@ mod tests {
         let hup = Arc::new(AtomicBool::new(false));
         let loading = Loading::default();
         let ready = dir.join("component-ready");
-        let mut f: JobFolder = JobFolder::open(
+        let mut f: JobFolder<Arc<Job>> = JobFolder::open(
             &dir,
             Box::new(move |file| {
                 let job = loading.load(file)?;
                 if ready.exists() {
-                    Ok(job)
+                    Ok(Arc::new(job))
                 } else {
                     Err(Error::input("component `r.wasm` is missing"))
                 }
@@ -583,6 +591,13 @@ mod tests {
         std::fs::write(dir.join("component-ready"), "").unwrap();
         assert!(f.current().is_empty(), "the file itself did not change");
         hup.store(true, Ordering::SeqCst);
-        assert_eq!(f.current().len(), 1, "SIGHUP tried it again");
+        let taken = f.current();
+        assert_eq!(taken.len(), 1, "SIGHUP tried it again");
+        // Unchanged, the job is the same one, so the daemon's wake-ups can
+        // tell it has not changed; changed, it is another.
+        assert!(Arc::ptr_eq(&taken[0], &f.current()[0]));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write(&dir, "a.toml", "a", 120);
+        assert!(!Arc::ptr_eq(&taken[0], &f.current()[0]), "changed");
     }
 }
