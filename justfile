@@ -96,6 +96,12 @@ bench-folder *args:
 bench-fleet *args:
     RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench fleet -- {{args}}
 
+# What a daemon's wake-up costs against the jobs due at it and the size of
+# the folder (100 or 1,000 jobs, 1 to 100 of them due each minute).
+# `just bench-wakeups --quick` for one round.
+bench-wakeups *args:
+    RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench wakeups -- {{args}}
+
 # Owners frozen (SIGSTOP) at random instants of their delivery past a 2 s
 # lease, on SQLite and PostgreSQL (JOBHOST_TEST_POSTGRES), at-least-once and
 # at-most-once: none may send after the takeover. CI runs 3 trials per case;

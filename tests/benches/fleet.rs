@@ -124,6 +124,15 @@ fn main() {
             }
         }
         ran_by_host.push(mine);
+        // What a host said on stderr besides the usual notes, for a reader
+        // of the numbers.
+        for line in String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter(|l| !l.contains("note:"))
+            .take(3)
+        {
+            eprintln!("  a host said: {line}");
+        }
     }
     let windows = jobs * WINDOWS;
     let twice = ran.values().filter(|n| **n > 1).count();

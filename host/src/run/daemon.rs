@@ -781,6 +781,9 @@ impl Wake<'_> {
             deferred: HashSet::new(),
             any: false,
         };
+        // Windows another host decided since the look (read at once when
+        // one of them answers so, rather than found window by window).
+        let mut decided_elsewhere: HashSet<WindowKey> = HashSet::new();
         for item in todo {
             let window = match item {
                 Work::Run(window) => window,
@@ -791,6 +794,10 @@ impl Wake<'_> {
             };
             if stopping(self.opts) {
                 return None;
+            }
+            if decided_elsewhere.contains(&window.key()) {
+                ran.claimed.insert(window.key());
+                continue;
             }
             let doing = format!("running `{}`", window.key());
             expect(self.opts, self.job.lease, &doing);
@@ -810,6 +817,12 @@ impl Wake<'_> {
             }
             ran.any = true;
             let (reason, fence) = (outcome.receipt.reason, outcome.receipt.fence);
+            if reason == Some(SkipReason::Done) {
+                // Another host works through this job's windows too (a
+                // fleet on one store): what else it decided since the look
+                // is read in one query, not peeked at one window at a time.
+                decided_elsewhere.extend(self.decided_from(&window));
+            }
             if matches!(reason, Some(SkipReason::Busy | SkipReason::RetryLater)) {
                 ran.deferred.insert(window.key());
                 if fence.is_none() {
@@ -830,6 +843,21 @@ impl Wake<'_> {
             }
         }
         Some(ran)
+    }
+
+    /// The windows of the job from `window` on that now have a decision in
+    /// the store (DONE or SKIPPED); none when the store cannot say (each
+    /// window is then asked on its own, as before).
+    fn decided_from(&self, window: &Window) -> Vec<WindowKey> {
+        let rows = store::open(&self.job.store)
+            .and_then(|mut s| s.history_from(self.job.name().as_str(), Some(window.start)));
+        rows.map(|rows| {
+            rows.into_iter()
+                .filter(|r| matches!(r.state, store::RunState::Done | store::RunState::Skipped))
+                .map(|r| r.key)
+                .collect()
+        })
+        .unwrap_or_default()
     }
 
     /// Moves the store's `decided_until` past every window that now has a
