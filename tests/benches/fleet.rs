@@ -94,9 +94,14 @@ fn main() {
                 .expect("a daemon starts")
         })
         .collect();
+    // Each host's output is read on a thread of its own: a pipe nobody
+    // reads fills up and stops the host writing to it.
     let outputs: Vec<_> = children
         .into_iter()
-        .map(|c| c.wait_with_output().expect("the daemon ends"))
+        .map(|c| std::thread::spawn(move || c.wait_with_output().expect("the daemon ends")))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().expect("the reader"))
         .collect();
     let drained = started.elapsed();
 

@@ -76,10 +76,9 @@ fn daemons_on_one_store_share_a_backlog_with_no_window_run_or_delivered_twice_or
             .unwrap()
         })
         .collect();
-    let runs: Vec<Run> = hosts
-        .into_iter()
-        .map(|h| to_run(h.wait_with_output().unwrap()))
-        .collect();
+    // Each host's output is read on a thread of its own: a pipe nobody
+    // reads fills up and stops the host writing to it.
+    let runs = wait_all(hosts);
     let mut ran_by_host = Vec::new();
     let mut ran_keys: HashMap<String, usize> = HashMap::new();
     for run in &runs {
@@ -121,6 +120,18 @@ fn daemons_on_one_store_share_a_backlog_with_no_window_run_or_delivered_twice_or
         ran_by_host.iter().filter(|n| **n > 0).count() >= 2,
         "runs per host: {ran_by_host:?}"
     );
+}
+
+/// Waits for every host, each one's output read on a thread of its own: a
+/// pipe nobody reads fills up and stops the host writing to it.
+fn wait_all(hosts: Vec<Child>) -> Vec<Run> {
+    hosts
+        .into_iter()
+        .map(|h| std::thread::spawn(move || to_run(h.wait_with_output().unwrap())))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect()
 }
 
 /// A folder of `jobs` hourly jobs posting two messages per window to
@@ -232,6 +243,7 @@ fn a_daemon_killed_mid_backlog_has_the_windows_it_held_taken_over_after_their_le
     // the window over (the endpoint deduplicates on the key).
     let victim = host(&folder, &store, Some("after-send@3:kill"));
     let others: Vec<Child> = (0..2).map(|_| host(&folder, &store, None)).collect();
+    let others = std::thread::spawn(move || wait_all(others));
     let victim = victim.wait_with_output().unwrap();
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(&victim.status),
@@ -239,8 +251,7 @@ fn a_daemon_killed_mid_backlog_has_the_windows_it_held_taken_over_after_their_le
         "the first host reached its third send and died: {}",
         String::from_utf8_lossy(&victim.stderr)
     );
-    for other in others {
-        let run = to_run(other.wait_with_output().unwrap());
+    for run in others.join().unwrap() {
         assert_eq!(run.code, 0, "{}", run.stderr);
     }
     let taken_over = all_done_and_delivered(&store, &sink, 6 * 4);
@@ -270,6 +281,7 @@ fn a_daemon_frozen_past_its_lease_sends_nothing_once_it_goes_on() {
     let victim = host(&folder, &store, Some("in-send@3:stop"));
     wait_until_stopped(&victim, "in-send@3");
     let others: Vec<Child> = (0..2).map(|_| host(&folder, &store, None)).collect();
+    let others = std::thread::spawn(move || wait_all(others));
     // Frozen until another host has taken a window over from it.
     let mut c = db.client();
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -286,8 +298,7 @@ fn a_daemon_frozen_past_its_lease_sends_nothing_once_it_goes_on() {
     }
     let victim = resume(victim);
     assert_eq!(victim.code, 0, "{}", victim.stderr);
-    for other in others {
-        let run = to_run(other.wait_with_output().unwrap());
+    for run in others.join().unwrap() {
         assert_eq!(run.code, 0, "{}", run.stderr);
     }
     let stale: Vec<_> = sink.requests().into_iter().filter(|r| r.stale).collect();

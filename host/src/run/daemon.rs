@@ -484,8 +484,22 @@ fn due_now(
     (due, later)
 }
 
+/// Where in a list of `len` jobs the host named `owner` starts a wake-up:
+/// a place of its own, the same at every wake-up.
+fn first_place(owner: &str, len: usize) -> usize {
+    use sha2::Digest as _;
+    if len == 0 {
+        return 0;
+    }
+    let digest = sha2::Sha256::digest(owner.as_bytes());
+    let mut eight = [0u8; 8];
+    eight.copy_from_slice(&digest[..8]);
+    usize::try_from(u64::from_le_bytes(eight) % len as u64).unwrap_or(0)
+}
+
 /// One wake-up of every job: up to `max_concurrent_runs` jobs at once,
-/// each on a worker that takes the next job when it is done with one. A
+/// each on a worker that takes the next job when it is done with one
+/// (from this host's own place in the list, round to it). A
 /// job's own windows run on one worker, one after another in window order
 /// (its cursor, its retries and its `decided_until` go in that order), so
 /// the cap counts jobs running, and a job with a backlog holds one worker
@@ -502,6 +516,10 @@ fn wake_all(
     digests: &Digests,
     memory: &Mutex<Memory>,
 ) -> Option<Timestamp> {
+    // Each host starts at a place of its own in the list (from its owner
+    // id), so the hosts of a fleet working through one backlog spread over
+    // different jobs instead of all contending for the first job's windows.
+    let start = first_place(owner, jobs.len());
     let taken = AtomicUsize::new(0);
     let wake: Mutex<Option<Timestamp>> = Mutex::new(None);
     let one = |job: &Arc<Job>| {
@@ -526,7 +544,11 @@ fn wake_all(
     };
     let work = || {
         while !stopping(opts) {
-            let Some(job) = jobs.get(taken.fetch_add(1, Ordering::SeqCst)) else {
+            let n = taken.fetch_add(1, Ordering::SeqCst);
+            if n >= jobs.len() {
+                break;
+            }
+            let Some(job) = jobs.get((start + n) % jobs.len()) else {
                 break;
             };
             one(job);
@@ -834,6 +856,15 @@ impl Wake<'_> {
             }
             if fence.is_some() {
                 ran.claimed.insert(window.key());
+                if reason == Some(SkipReason::Busy) {
+                    // Another process runs this job's windows now (a host
+                    // of the fleet working through its backlog, a backfill):
+                    // it goes on to the next ones, so this host leaves the
+                    // job to it rather than contend window by window. It
+                    // looks again when that claim's lease would run out,
+                    // or at the job's next window.
+                    break;
+                }
             } else if outcome.exit_code != 0 {
                 // It failed before any claim (the store unreachable, the
                 // component missing): so would the job's later windows.
