@@ -167,42 +167,42 @@ fn a_daemon_runs_up_to_its_cap_of_jobs_at_once_and_a_source_cap_holds_for_every_
     );
 }
 
-#[test]
-fn sends_to_one_url_are_paced_across_every_job_that_names_it() {
-    let sink = Sink::start();
-    // A slow endpoint, so that sends would pile up without the cap.
-    sink.answer_after(Duration::from_millis(300));
+/// Four jobs sending two messages each to the destination `table` (a
+/// `[destinations.NAME]` table), run at once by one daemon, in real time
+/// when `real_time` (a rate is kept on the daemon's clock, which virtual
+/// time would move instead of waiting).
+fn four_senders(table: &str, real_time: bool) -> Run {
     let tmp = scratch();
-    let mut configs = Vec::new();
-    for i in 0..4 {
-        configs.push(probe_job(
-            tmp.path(),
-            &format!("sender-{i}"),
-            "send-twice",
-            &format!(
-                "[destinations.paced]\ntype = \"http\"\nurl = \"{}\"\nmax_per_second = 5\n",
-                sink.url("/paced")
-            ),
-        ));
-    }
+    let configs: Vec<PathBuf> = (0..4)
+        .map(|i| probe_job(tmp.path(), &format!("sender-{i}"), "send-twice", table))
+        .collect();
     let store = tmp.path().join("s.db");
     let refs: Vec<&Path> = configs.iter().map(PathBuf::as_path).collect();
-    // In real time: a rate is kept on the daemon's clock, which virtual
-    // time would move instead of waiting.
-    let run = to_run(
-        daemon_command(&refs, s(&store), NOW, NOW)
-            .env_remove("JOBHOST_TEST_VIRTUAL_TIME")
-            .args(["--max-concurrent-runs", "4"])
-            .output()
-            .unwrap(),
-    );
+    let mut cmd = daemon_command(&refs, s(&store), NOW, NOW);
+    cmd.args(["--max-concurrent-runs", "4"]);
+    if real_time {
+        cmd.env_remove("JOBHOST_TEST_VIRTUAL_TIME");
+    }
+    let run = to_run(cmd.output().unwrap());
     assert_eq!(run.code, 0, "{}", run.stderr);
     for r in receipts(&run.stdout) {
         assert_eq!(r["event"], "ran", "{r}");
     }
-    let requests = sink.requests();
-    let on = |path: &str| -> Vec<_> { requests.iter().filter(|r| r.path == path).collect() };
-    let paced = on("/paced");
+    run
+}
+
+#[test]
+fn sends_to_one_url_are_paced_across_every_job_that_names_it() {
+    let sink = Sink::start();
+    sink.answer_after(Duration::from_millis(300));
+    four_senders(
+        &format!(
+            "[destinations.paced]\ntype = \"http\"\nurl = \"{}\"\nmax_per_second = 5\n",
+            sink.url("/paced")
+        ),
+        true,
+    );
+    let paced = sink.requests();
     assert_eq!(paced.len(), 8, "4 jobs send 2 messages each");
     // Every message arrived once: its idempotency key is its own.
     let keys: std::collections::HashSet<_> =
@@ -221,29 +221,15 @@ fn sends_to_one_url_are_paced_across_every_job_that_names_it() {
 #[test]
 fn a_destination_cap_holds_the_endpoint_to_that_many_requests_at_once() {
     let sink = Sink::start();
+    // A slow endpoint, so that sends would pile up without the cap.
     sink.answer_after(Duration::from_millis(300));
-    let tmp = scratch();
-    let mut configs = Vec::new();
-    for i in 0..4 {
-        configs.push(probe_job(
-            tmp.path(),
-            &format!("sender-{i}"),
-            "send-twice",
-            &format!(
-                "[destinations.hook]\ntype = \"http\"\nurl = \"{}\"\nmax_concurrent = 2\n",
-                sink.url("/hook")
-            ),
-        ));
-    }
-    let store = tmp.path().join("s.db");
-    let refs: Vec<&Path> = configs.iter().map(PathBuf::as_path).collect();
-    let run = to_run(
-        daemon_command(&refs, s(&store), NOW, NOW)
-            .args(["--max-concurrent-runs", "4"])
-            .output()
-            .unwrap(),
+    four_senders(
+        &format!(
+            "[destinations.hook]\ntype = \"http\"\nurl = \"{}\"\nmax_concurrent = 2\n",
+            sink.url("/hook")
+        ),
+        false,
     );
-    assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(sink.requests().len(), 8);
     let most = sink.most_in_flight();
     assert!(most <= 2, "capped at 2, the endpoint held {most} at once");

@@ -432,7 +432,16 @@ fn run_loop(
         let jobs = set.current();
         let now = opts.clock.now();
         let (due, later) = due_now(&jobs, now, since.is_some(), &memory);
-        let wake = wake_all(&due, opts, &owner, now, since, out, digests, &memory);
+        let round = Round {
+            opts,
+            owner: &owner,
+            now,
+            since,
+            out,
+            digests,
+            memory: &memory,
+        };
+        let wake = wake_all(&round, &due);
         let wake = match (wake, later) {
             (Some(w), Some(l)) => Some(w.min(l)),
             (w, l) => w.or(l),
@@ -451,6 +460,20 @@ fn run_loop(
         }
         sleep_until(opts, wake, set);
     }
+}
+
+/// One wake-up of the daemon, as every job of it sees it.
+#[derive(Clone, Copy)]
+struct Round<'a> {
+    opts: &'a Options<'a>,
+    owner: &'a str,
+    /// The daemon's clock reading at the wake-up.
+    now: Timestamp,
+    /// The first wake-up's `--since`.
+    since: Option<Timestamp>,
+    out: &'a Output,
+    digests: &'a Digests,
+    memory: &'a Mutex<Memory>,
 }
 
 /// The jobs a wake-up at `now` looks at (those due by now, changed since
@@ -505,17 +528,15 @@ fn first_place(owner: &str, len: usize) -> usize {
 /// the cap counts jobs running, and a job with a backlog holds one worker
 /// while the others go on. Returns the earliest moment any job needs the
 /// daemon again (`None` for no job).
-#[allow(clippy::too_many_arguments)]
-fn wake_all(
-    jobs: &[Arc<Job>],
-    opts: &Options<'_>,
-    owner: &str,
-    now: Timestamp,
-    since: Option<Timestamp>,
-    out: &Output,
-    digests: &Digests,
-    memory: &Mutex<Memory>,
-) -> Option<Timestamp> {
+fn wake_all(round: &Round<'_>, jobs: &[Arc<Job>]) -> Option<Timestamp> {
+    let Round {
+        opts,
+        owner,
+        now,
+        out,
+        memory,
+        ..
+    } = *round;
     // Each host starts at a place of its own in the list (from its owner
     // id), so the hosts of a fleet working through one backlog spread over
     // different jobs instead of all contending for the first job's windows.
@@ -525,7 +546,7 @@ fn wake_all(
     let one = |job: &Arc<Job>| {
         expect(opts, job.lease, &format!("looking at job `{}`", job.name()));
         prune_if_due(job, opts, now, out, memory);
-        let next = match wake_job(job, opts, owner, now, since, out, digests, memory) {
+        let next = match wake_job(round, job) {
             Ok(next) => next,
             Err(e) => {
                 // One job's store failing stops none of the others.
@@ -650,17 +671,16 @@ fn prune_if_due(
 /// looked at again a minute later: nothing of it is claimed, skipped or
 /// decided, so that on resume its catch-up policy decides the windows
 /// that fell due meanwhile.
-#[allow(clippy::too_many_arguments)]
-fn wake_job(
-    job: &Job,
-    opts: &Options<'_>,
-    owner: &str,
-    now: Timestamp,
-    since: Option<Timestamp>,
-    out: &Output,
-    digests: &Digests,
-    memory: &Mutex<Memory>,
-) -> Result<Timestamp> {
+fn wake_job(round: &Round<'_>, job: &Job) -> Result<Timestamp> {
+    let Round {
+        opts,
+        owner,
+        now,
+        since,
+        out,
+        digests,
+        memory,
+    } = *round;
     let wake = Wake {
         job,
         opts,

@@ -71,7 +71,7 @@ pub type PostgresStore = SqlStore<Postgres>;
 
 /// A connection to a database that holds (or will hold) jobhost's tables.
 pub struct Postgres {
-    client: Client,
+    client: Pooled,
     url: PostgresUrl,
     /// The schema version: the latest, or the one before when opened read
     /// only (see [`PostgresStore::open_read_only`]).
@@ -146,11 +146,101 @@ impl SqlStore<Postgres> {
 
 impl Postgres {
     fn connect(url: &PostgresUrl) -> Result<Postgres> {
+        let client = match Pooled::idle(url) {
+            Some(client) => client,
+            None => Pooled {
+                client: Some(connect::connect(url)?),
+                key: url.secret().to_string(),
+            },
+        };
         Ok(Postgres {
-            client: connect::connect(url)?,
+            client,
             url: url.clone(),
             version: latest(),
         })
+    }
+}
+
+/// A store's connection, handed back to this process's idle connections
+/// for the same URL when the store is dropped: a daemon opens the store
+/// for every look and every step of a run, and a new PostgreSQL session
+/// costs the server a process of its own each time. Nothing of a session
+/// outlives a transaction here (every setting is `SET LOCAL`, every lock
+/// transaction-scoped), so a session that is handed back is as good as a
+/// new one; one whose transaction could not end, or that is closed, is
+/// dropped instead.
+struct Pooled {
+    client: Option<Client>,
+    /// The URL it was opened with, secret included (never shown).
+    key: String,
+}
+
+/// Idle connections by URL, each with when it went idle.
+type Idle = std::collections::HashMap<String, Vec<(Client, std::time::Instant)>>;
+
+/// At most this many idle connections are kept per URL.
+const KEEP_IDLE: usize = 8;
+
+/// An idle connection older than this is closed rather than used: the
+/// server or the network may have dropped it meanwhile.
+const IDLE_FOR: Duration = Duration::from_secs(30);
+
+/// How long a kept connection may take to answer before it is used again.
+const STILL_THERE: Duration = Duration::from_secs(2);
+
+fn idle() -> std::sync::MutexGuard<'static, Idle> {
+    static IDLE: std::sync::LazyLock<std::sync::Mutex<Idle>> =
+        std::sync::LazyLock::new(std::sync::Mutex::default);
+    IDLE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Pooled {
+    /// A kept connection to `url` that still answers, if there is one.
+    fn idle(url: &PostgresUrl) -> Option<Pooled> {
+        loop {
+            let (mut client, since) = idle().get_mut(url.secret())?.pop()?;
+            if since.elapsed() < IDLE_FOR && client.is_valid(STILL_THERE).is_ok() {
+                return Some(Pooled {
+                    client: Some(client),
+                    key: url.secret().to_string(),
+                });
+            }
+        }
+    }
+}
+
+impl std::ops::Deref for Pooled {
+    type Target = Client;
+
+    fn deref(&self) -> &Client {
+        self.client
+            .as_ref()
+            .expect("a store's connection is there until it is dropped")
+    }
+}
+
+impl std::ops::DerefMut for Pooled {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.client
+            .as_mut()
+            .expect("a store's connection is there until it is dropped")
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        if client.is_closed() {
+            return;
+        }
+        let mut idle = idle();
+        let kept = idle.entry(std::mem::take(&mut self.key)).or_default();
+        if kept.len() < KEEP_IDLE {
+            kept.push((client, std::time::Instant::now()));
+        }
     }
 }
 
