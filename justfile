@@ -84,7 +84,7 @@ bench-daemon *args:
 # One daemon over a folder of 1,000 hourly jobs all due at start, one run
 # at a time and then the cores at once: each job's due-to-run wait (p50,
 # p99), runs/s, peak RSS, and a SIGHUP taking in 10 new files; then a
-# backfill of 48 windows with --parallel 1 and 4. `just bench-folder
+# backfill of 480 windows with --parallel 1 and 4. `just bench-folder
 # --quick` for 200 jobs.
 bench-folder *args:
     RUST_BACKTRACE=0 cargo bench -p jobhost-tests --bench folder -- {{args}}
