@@ -29,7 +29,7 @@ use jobhost_tests::guests;
 use jobhost_tests::stats::{ms, percentile};
 
 const DUE: &str = "2026-11-09T01:00:00Z";
-const HOUR_START: i64 = 1_794_186_000; // 2026-11-09T00:00:00Z
+const HOUR_START: i64 = 1_794_182_400; // 2026-11-09T00:00:00Z
 const QUERY: &str = "SELECT ts, region, product, quantity, amount FROM sales WHERE ts >= :start AND ts < :end ORDER BY ts, id";
 
 fn job_file(dir: &Path, name: &str, component: &Path) {
@@ -295,7 +295,16 @@ fn backfills(bin: &Path, work: &Path, cache: &Path, probe: &Path) {
                     .map(str::to_string)
                     .collect();
                 lines.sort();
-                assert_eq!(lines.len(), 2 * windows, "2 messages a window");
+                assert_eq!(
+                    lines.len(),
+                    2 * windows,
+                    "2 messages a window: --parallel {parallel} said {}",
+                    String::from_utf8_lossy(&out.stderr)
+                        .lines()
+                        .filter(|l| !l.contains(" run: ran (exit 0)"))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                );
                 delivered.push(lines);
             }
         }
