@@ -283,6 +283,26 @@ fn a_guest_time_limit_stops_only_its_own_run_when_runs_share_the_engine() {
     }
 }
 
+/// `jobhost backfill` of `cfg` on `store` from `from` to the end of
+/// 2026-11-08, `--parallel` as given.
+fn backfill(cfg: &Path, store: &Path, from: &str, parallel: &str) -> Run {
+    jobhost(&[
+        "backfill",
+        "--config",
+        s(cfg),
+        "--store",
+        s(store),
+        "--now",
+        NOW,
+        "--from",
+        from,
+        "--to",
+        "2026-11-09T00:00:00Z",
+        "--parallel",
+        parallel,
+    ])
+}
+
 /// The lines a file destination received, sorted.
 fn delivered(path: &Path) -> Vec<String> {
     let mut lines: Vec<String> = std::fs::read_to_string(path)
@@ -306,21 +326,7 @@ fn backfill_parallel_delivers_what_one_window_at_a_time_delivers() {
             "[destinations.out]\ntype = \"file\"\npath = \"out.jsonl\"\n",
         );
         let store = tmp.path().join("s.db");
-        let run = jobhost(&[
-            "backfill",
-            "--config",
-            s(&cfg),
-            "--store",
-            s(&store),
-            "--now",
-            NOW,
-            "--from",
-            "2026-11-08T12:00:00Z",
-            "--to",
-            "2026-11-09T00:00:00Z",
-            "--parallel",
-            parallel,
-        ]);
+        let run = backfill(&cfg, &store, "2026-11-08T12:00:00Z", parallel);
         assert_eq!(run.code, 0, "--parallel {parallel}: {}", run.stderr);
         assert!(
             run.stderr.contains("12 ran, 0 skipped, 0 failed"),
@@ -347,21 +353,7 @@ fn backfill_parallel_runs_a_job_that_keeps_a_cursor_in_window_order() {
     let tmp = scratch();
     let cfg = report_config_with(tmp.path(), 2_000, "window = \"hour\"\ntimezone = \"UTC\"");
     let store = tmp.path().join("s.db");
-    let run = jobhost(&[
-        "backfill",
-        "--config",
-        s(&cfg),
-        "--store",
-        s(&store),
-        "--now",
-        NOW,
-        "--from",
-        "2026-11-08T18:00:00Z",
-        "--to",
-        "2026-11-09T00:00:00Z",
-        "--parallel",
-        "4",
-    ]);
+    let run = backfill(&cfg, &store, "2026-11-08T18:00:00Z", "4");
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stderr.contains("keeps a cursor") && run.stderr.contains("in window order"),

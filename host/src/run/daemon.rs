@@ -442,10 +442,7 @@ fn run_loop(
             memory: &memory,
         };
         let wake = wake_all(&round, &due);
-        let wake = match (wake, later) {
-            (Some(w), Some(l)) => Some(w.min(l)),
-            (w, l) => w.or(l),
-        };
+        let wake = wake.into_iter().chain(later).min();
         if stopping(opts) {
             return Ok(());
         }
