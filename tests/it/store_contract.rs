@@ -17,9 +17,9 @@ use jiff::{SignedDuration, Timestamp};
 use jobhost::Error;
 use jobhost::core::window::{JobName, Window, WindowKind, Zone};
 use jobhost::store::{
-    Actor, Attempted, AuditAction, Claim, ClaimRequest, Failure, Fence, Lease, LeasesOnly,
-    MessageState, OwnerProbe, PostgresStore, PostgresUrl, Purpose, RunState, Skip, SqliteStore,
-    StagedMessage, Store, StoredReport, TakenFrom, Takeover,
+    Actor, Attempted, AuditAction, Claim, ClaimRequest, Failure, Fence, FreshClaims, Lease,
+    LeasesOnly, MessageState, OwnerProbe, PostgresStore, PostgresUrl, Purpose, RunState, Skip,
+    SqliteStore, StagedMessage, Store, StoredReport, TakenFrom, Takeover,
 };
 use jobhost_tests::pg::Scratch;
 
@@ -1243,6 +1243,117 @@ fn a_paused_job_claims_nothing_on_any_connection_until_resumed(f: &mut Fixture) 
     assert_eq!(actions, [AuditAction::Resume, AuditAction::Pause]);
 }
 
+fn a_batch_claims_only_windows_nobody_claimed_and_lets_go_of_what_it_will_not_start(
+    f: &mut Fixture,
+) {
+    let mut s = f.open();
+    let mut other = f.open();
+    let w: Vec<Window> = (1..=6).map(|d| window(&format!("2026-11-0{d}"))).collect();
+    let who = Actor {
+        by: "ann@host",
+        reason: "bad data",
+    };
+    // 2: held by `b`; 3: failed and forgotten (its next fence is 2);
+    // 5: skipped by a scheduler.
+    let held_by_b = f.run(s.as_mut(), &w[1], "b", 3);
+    let l = f.run(s.as_mut(), &w[2], "a", 3);
+    s.fail(&l, "boom", Failure::Permanent, None, f.now).unwrap();
+    s.forget(&w[2].key(), false, who, f.now).unwrap();
+    let skips = [Skip {
+        window: &w[4],
+        reason: "catch-up",
+    }];
+    s.record_skips(&skips, "sched", f.now).unwrap();
+    s.set_decided_until(&w[0].job, w[5].end, f.now).unwrap();
+
+    let batch = |s: &mut dyn Store, windows: &[Window], owner: &str| {
+        s.claim_fresh(&FreshClaims {
+            job: &windows[0].job,
+            windows,
+            owner,
+            component: "sha256:00",
+            now: f.now,
+            lease: f.lease(),
+            probe: &LeasesOnly,
+        })
+    };
+    let leases = batch(other.as_mut(), &w, "a").unwrap();
+    let got: Vec<(&str, i64, u32, u32)> = leases
+        .iter()
+        .map(|l| (l.key.as_str(), l.fence.0, l.attempt, l.revision))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("daily-report:2026-11-01", 1, 1, 1),
+            ("daily-report:2026-11-03", 2, 1, 1),
+            ("daily-report:2026-11-04", 1, 1, 1),
+            ("daily-report:2026-11-06", 1, 1, 1),
+        ],
+        "the windows with no row, in order; the forgotten one from its next fence"
+    );
+    let b_row = s.peek(&w[1].key()).unwrap().unwrap();
+    assert_eq!((b_row.owner.as_str(), b_row.fence), ("b", held_by_b.fence));
+    assert_eq!(
+        s.peek(&w[4].key()).unwrap().unwrap().state,
+        RunState::Skipped
+    );
+    // Each granted window is claimed as a claim is: another process finds
+    // it busy, and its holder writes under its lease.
+    for l in &leases {
+        let row = s.peek(&l.key).unwrap().unwrap();
+        assert_eq!((row.state, row.owner.as_str()), (RunState::Claimed, "a"));
+    }
+    assert!(matches!(
+        f.claim(s.as_mut(), &w[0], "c", 3),
+        Claim::Busy { .. }
+    ));
+    s.prepare(&leases[0], &report(None), &[], b"j", f.now)
+        .unwrap();
+    assert!(
+        batch(s.as_mut(), &w, "c").unwrap().is_empty(),
+        "a second batch finds every window claimed"
+    );
+
+    // Letting go: the window has no row again, and the plan's mark goes
+    // back to it; a new claim takes the next fence, so the old lease
+    // writes nothing. A run that got further (PREPARED) is not let go of.
+    s.release(&leases[..], f.now).unwrap();
+    assert!(s.peek(&w[3].key()).unwrap().is_none());
+    assert!(s.peek(&w[5].key()).unwrap().is_none());
+    assert_eq!(
+        s.peek(&w[0].key()).unwrap().unwrap().state,
+        RunState::Prepared
+    );
+    assert_eq!(
+        s.decided_until(&w[0].job).unwrap(),
+        Some(w[2].start),
+        "no plan stays past a window let go of"
+    );
+    let again = f.run(s.as_mut(), &w[3], "c", 3);
+    assert_eq!((again.fence.0, again.attempt), (2, 1));
+    assert!(is_lost(s.prepare(
+        &leases[2],
+        &report(None),
+        &[],
+        b"j",
+        f.now
+    )));
+
+    // A paused job is granted nothing; a window of another job is refused.
+    s.pause("daily-report", who, f.now).unwrap();
+    assert!(batch(s.as_mut(), &w[5..], "a").unwrap().is_empty());
+    assert!(
+        s.peek(&w[5].key()).unwrap().is_none(),
+        "nothing was written"
+    );
+    s.resume("daily-report", who, f.now).unwrap();
+    let mixed = [w[5].clone(), job_window("another-job", "2026-11-06")];
+    let err = batch(s.as_mut(), &mixed, "a").unwrap_err().to_string();
+    assert!(err.contains("another-job"), "{err}");
+    assert!(s.peek(&w[5].key()).unwrap().is_none());
+}
+
 fn prune_drops_old_journals_and_delivered_bodies_and_nothing_unfinished(f: &mut Fixture) {
     let mut s = f.open();
     let who = Actor {
@@ -1338,6 +1449,7 @@ contract!(
     a_retry_on_purpose_starts_a_new_attempt_series_and_keeps_the_old_error,
     forget_removes_only_what_did_not_finish_and_says_why_not_otherwise,
     a_paused_job_claims_nothing_on_any_connection_until_resumed,
+    a_batch_claims_only_windows_nobody_claimed_and_lets_go_of_what_it_will_not_start,
     prune_drops_old_journals_and_delivered_bodies_and_nothing_unfinished,
     the_counts_of_a_whole_history_follow_every_change_of_its_rows,
 );

@@ -19,7 +19,7 @@
 //! limit (or, waiting to retry a delivery, lets its claim go), nothing new
 //! is claimed, and the daemon returns.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
@@ -34,9 +34,9 @@ use crate::guest::sandbox::Sandbox;
 use crate::run::liveness::Heartbeat;
 use crate::run::outputs::EventLine;
 use crate::run::plan::{self, What};
-use crate::run::receipt::{ReceiptLevel, SkipReason};
+use crate::run::receipt::{Event, ReceiptLevel, SkipReason};
 use crate::run::{self as job, DeferredDigest, Job, Runtime};
-use crate::store::{self, RunRecord, Skip, Store};
+use crate::store::{self, FreshClaims, Lease, LocalProcesses, RunRecord, Skip, Store};
 
 /// How the daemon runs.
 pub struct Options<'a> {
@@ -817,7 +817,9 @@ impl Wake<'_> {
 
     /// Runs the windows of `todo` in order, one receipt line each, and
     /// lowers `next` to when a deferred one should be looked at; `None`
-    /// when a stop was asked for.
+    /// when a stop was asked for. Once a run has shown that the job's
+    /// component and source work and how long a run takes, the windows
+    /// after it are claimed in batches ([`Wake::claim_ahead`]).
     fn run_all(&self, todo: Vec<Work>, next: &mut Timestamp) -> Option<Ran> {
         let soon = crate::core::clock::after(self.now, RETRY_SOON);
         let mut ran = Ran {
@@ -828,7 +830,13 @@ impl Wake<'_> {
         // Windows another host decided since the look (read at once when
         // one of them answers so, rather than found window by window).
         let mut decided_elsewhere: HashSet<WindowKey> = HashSet::new();
-        for item in todo {
+        let mut batch = Batch::default();
+        // Set when this host leaves the job's later windows (another process
+        // works through them, or they would fail as the last one did): only
+        // the windows it holds claims on still run.
+        let mut leaving = false;
+        let mut queue: VecDeque<Work> = todo.into();
+        while let Some(item) = queue.pop_front() {
             let window = match item {
                 Work::Run(window) => window,
                 Work::Later(t) => {
@@ -837,17 +845,30 @@ impl Wake<'_> {
                 }
             };
             if stopping(self.opts) {
+                self.release(batch.held.into_values().collect());
                 return None;
             }
-            if decided_elsewhere.contains(&window.key()) {
-                ran.claimed.insert(window.key());
-                continue;
+            let mut lease = batch.held.remove(&window.key());
+            if lease.is_none() {
+                if leaving {
+                    continue;
+                }
+                if decided_elsewhere.contains(&window.key()) {
+                    ran.claimed.insert(window.key());
+                    continue;
+                }
+                lease = self.claim_ahead(&window, &queue, &decided_elsewhere, &mut batch);
             }
             let doing = format!("running `{}`", window.key());
             expect(self.opts, self.job.lease, &doing);
             let at_now = self.opts.runtime.at(Some(self.opts.clock.now()));
             let started = std::time::Instant::now();
-            let mut outcome = job::run_window(self.job, Some(&window), &at_now);
+            let held = lease.is_some();
+            let mut outcome = match lease {
+                Some(lease) => job::run_claimed(self.job, &window, lease, &at_now),
+                None => job::run_window(self.job, Some(&window), &at_now),
+            };
+            batch.ran(&outcome, started.elapsed());
             if let Some(o) = self.opts.observer {
                 o.ran(
                     self.job.name().as_str(),
@@ -885,17 +906,106 @@ impl Wake<'_> {
                     // job to it rather than contend window by window. It
                     // looks again when that claim's lease would run out,
                     // or at the job's next window.
-                    break;
+                    leaving = true;
+                } else if held && batch.held.is_empty() {
+                    // The last window this host claimed ahead: the windows
+                    // after it are no other host's to go on with (one that
+                    // found these claimed has left the job), so this one
+                    // goes on with them.
+                    leaving = false;
                 }
             } else if outcome.exit_code != 0 {
                 // It failed before any claim (the store unreachable, the
                 // component missing): so would the job's later windows.
                 // They stay undecided, and the job is looked at again soon.
                 *next = (*next).min(soon);
+                leaving = true;
+            }
+            if leaving && batch.held.is_empty() {
                 break;
             }
         }
         Some(ran)
+    }
+
+    /// Claims the windows this worker runs next (`window`, then those of
+    /// `queue` not decided elsewhere) in one batch, once a run of this
+    /// wake-up has shown that the job's component and source work: as
+    /// many as start within half a lease at the pace of the slowest run
+    /// so far, at most [`FreshClaims::MOST`], so this host holds no claim
+    /// it will not start well before its lease ends. The windows that had
+    /// no row are granted (the others are claimed on their own when their
+    /// turn comes); `window`'s lease, if it was granted.
+    fn claim_ahead(
+        &self,
+        window: &Window,
+        queue: &VecDeque<Work>,
+        decided: &HashSet<WindowKey>,
+        batch: &mut Batch,
+    ) -> Option<Lease> {
+        let component = batch.component.as_deref()?;
+        let pace = batch.slowest.max(Duration::from_millis(1));
+        let fits = self.job.lease.as_secs_f64() / 2.0 / pace.as_secs_f64();
+        // Truncation wanted: whole windows that fit.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let most = (fits as usize).min(FreshClaims::MOST);
+        let later = queue.iter().filter_map(|w| match w {
+            Work::Run(w) if !decided.contains(&w.key()) => Some(w.clone()),
+            _ => None,
+        });
+        let windows: Vec<Window> = std::iter::once(window.clone())
+            .chain(later)
+            .take(most)
+            .collect();
+        if windows.len() < 2 {
+            return None;
+        }
+        // A batch that fails claims nothing: each window is then claimed on
+        // its own, and says what is wrong.
+        let leases = store::open(&self.job.store)
+            .and_then(|mut store| {
+                store.claim_fresh(&FreshClaims {
+                    job: self.job.name(),
+                    windows: &windows,
+                    owner: self.owner,
+                    component,
+                    now: self.opts.clock.lease_now(),
+                    lease: self.job.lease,
+                    probe: &LocalProcesses,
+                })
+            })
+            .ok()?;
+        let mut first = None;
+        for lease in leases {
+            if lease.key == window.key() {
+                first = Some(lease);
+            } else {
+                batch.held.insert(lease.key.clone(), lease);
+            }
+        }
+        first
+    }
+
+    /// Lets go of the claims of a batch that will not start now (the
+    /// daemon is stopping), so that another host, or this one started
+    /// again, claims them at once instead of after their lease.
+    fn release(&self, held: Vec<Lease>) {
+        if held.is_empty() {
+            return;
+        }
+        let released = store::open(&self.job.store)
+            .and_then(|mut store| store.release(&held, self.opts.clock.lease_now()));
+        if let Err(e) = released {
+            crate::core::text::say(
+                "warning",
+                &format!(
+                    "job `{}`: could not let go of {} claimed window(s) not started ({e:#}); \
+                     they are taken over when their lease runs out",
+                    self.job.name(),
+                    held.len()
+                ),
+            );
+        }
     }
 
     /// The windows of the job from `window` on that now have a decision in
@@ -944,6 +1054,31 @@ impl Wake<'_> {
             }
         }
         Ok(next)
+    }
+}
+
+/// The claims a worker made ahead for a job's windows, and what decides
+/// how many it makes.
+#[derive(Default)]
+struct Batch {
+    /// Windows claimed in a batch and not started yet.
+    held: HashMap<WindowKey, Lease>,
+    /// The component of the last run that ran the guest and succeeded
+    /// (`None`: no batch until one does).
+    component: Option<String>,
+    /// The longest run of this wake-up so far.
+    slowest: Duration,
+}
+
+impl Batch {
+    fn ran(&mut self, outcome: &job::Outcome, took: Duration) {
+        self.slowest = self.slowest.max(took);
+        let receipt = &outcome.receipt;
+        self.component = if receipt.event == Event::Ran && outcome.exit_code == 0 {
+            receipt.component.clone()
+        } else {
+            None
+        };
     }
 }
 

@@ -51,7 +51,17 @@ pub fn run_window(job: &Job, window: Option<&Window>, runtime: &Runtime) -> Outc
     } else {
         Asked::Person
     };
-    run_picked(job, window, &asked, runtime)
+    run_picked(job, window, &asked, None, runtime)
+}
+
+/// Runs `window`, which this process already claimed with `lease` (a
+/// daemon's batch of a job's backlog, see
+/// [`crate::store::ClaimStore::claim_fresh`]), as the scheduler's run:
+/// the same phases without the peek and the claim. A failure to prepare
+/// (the component, the query) is recorded against the claim, as any
+/// failure after a claim is.
+pub fn run_claimed(job: &Job, window: &Window, lease: Lease, runtime: &Runtime) -> Outcome {
+    run_picked(job, Some(window), &Asked::Scheduled, Some(lease), runtime)
 }
 
 /// Why a window is run: who named it and what they asked for, which
@@ -105,7 +115,7 @@ impl Asked {
 /// Runs `window` once for the reason `asked`, in `runtime` (`backfill`
 /// and `rerun`): the same phases, claim, fence and outbox rules as `run`.
 pub fn run_asked(job: &Job, window: &Window, asked: &Asked, runtime: &Runtime) -> Outcome {
-    run_picked(job, Some(window), asked, runtime)
+    run_picked(job, Some(window), asked, None, runtime)
 }
 
 /// Runs the window a person names with `jobhost run --for TEXT` (a label or
@@ -117,7 +127,7 @@ pub fn run_asked(job: &Job, window: &Window, asked: &Asked, runtime: &Runtime) -
 pub fn run_for(job: &Job, text: &str, runtime: &Runtime) -> Outcome {
     let now = runtime.clock().now();
     match job.schedule.named("--for", text, now) {
-        Ok(window) => run_picked(job, Some(&window), &Asked::Person, runtime),
+        Ok(window) => run_picked(job, Some(&window), &Asked::Person, None, runtime),
         Err(e) => {
             let mut outcome = Outcome::refused(&e);
             outcome.receipt.now = Some(rfc3339(now));
@@ -126,12 +136,19 @@ pub fn run_for(job: &Job, text: &str, runtime: &Runtime) -> Outcome {
     }
 }
 
-/// Runs `window` (by default the newest due one) for the reason `asked`.
-fn run_picked(job: &Job, window: Option<&Window>, asked: &Asked, runtime: &Runtime) -> Outcome {
+/// Runs `window` (by default the newest due one) for the reason `asked`,
+/// under `preclaimed` if this process claimed it already.
+fn run_picked(
+    job: &Job,
+    window: Option<&Window>,
+    asked: &Asked,
+    preclaimed: Option<Lease>,
+    runtime: &Runtime,
+) -> Outcome {
     let clock = runtime.clock();
     let mut receipt = Receipt::new(Event::Failed);
     let result = Run::start(job, window, asked, clock.as_ref(), runtime, &mut receipt)
-        .and_then(|run| run.phases(&mut receipt));
+        .and_then(|run| run.phases(preclaimed, &mut receipt));
     let (exit_code, wanted) = match result {
         Ok(wanted) => (receipt.exit_code(), wanted),
         Err(e) => {
@@ -221,15 +238,26 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// The phases in order; the DONE run whose digest is wanted, if any,
-    /// with the store the run used, for the digest to read and record in.
-    fn phases(self, receipt: &mut Receipt) -> Result<Option<(Wanted, Box<dyn Store>)>> {
+    /// The phases in order (a window claimed already, `preclaimed`, skips
+    /// the peek and the claim); the DONE run whose digest is wanted, if
+    /// any, with the store the run used, for the digest to read and record
+    /// in.
+    fn phases(
+        self,
+        preclaimed: Option<Lease>,
+        receipt: &mut Receipt,
+    ) -> Result<Option<(Wanted, Box<dyn Store>)>> {
         let mut opened = open_store(self.job, self.runtime.failpoints.clone(), receipt)?;
         let store = opened.as_mut();
         // The store answers first: a window already done is answered
         // without opening the component, however large it is.
-        let Peeked::Open(row) = self.peek(store, receipt)? else {
-            return Ok(None);
+        let row = match &preclaimed {
+            // Claimed by this process a moment ago, with no row before.
+            Some(_) => None,
+            None => match self.peek(store, receipt)? {
+                Peeked::Open(row) => row,
+                Peeked::Answered => return Ok(None),
+            },
         };
         // A missing or unreadable component is bad input, unless the
         // window's report is already committed (see `prepare`).
@@ -237,9 +265,25 @@ impl<'a> Run<'a> {
         if let Ok(f) = &file {
             receipt.component = Some(f.digest());
         }
-        let prepared = self.prepare(file, row, receipt)?;
-        let Some(granted) = self.claim(store, &prepared, receipt)? else {
-            return Ok(None);
+        let prepared = match (self.prepare(file, row, receipt), &preclaimed) {
+            (Ok(prepared), _) => prepared,
+            (Err(e), Some(lease)) => {
+                // Bad input found after the claim: recorded against it.
+                let how = self.job.attempts.after_failure(lease.attempt);
+                store.fail(lease, &e.chain(), how, None, self.clock.lease_now())?;
+                return Err(e);
+            }
+            (Err(e), None) => return Err(e),
+        };
+        let granted = match preclaimed {
+            Some(lease) => {
+                self.granted(&lease, receipt);
+                Granted::Run(lease)
+            }
+            None => match self.claim(store, &prepared, receipt)? {
+                Some(granted) => granted,
+                None => return Ok(None),
+            },
         };
         let (lease, executed, resumed) = match granted {
             Granted::Resume(lease) => {
@@ -370,12 +414,17 @@ impl<'a> Run<'a> {
             receipt,
         );
         if let Some(Granted::Run(lease) | Granted::Resume(lease)) = &granted {
-            receipt.note_takeover(lease.taken_from.as_ref());
-            receipt.note_claim(lease.attempt, lease.fence.0);
-            receipt.note_revision(lease.revision, self.asked.purpose().reason());
-            finish::ping(self.job, Signal::Start, receipt, self.clock);
+            self.granted(lease, receipt);
         }
         Ok(granted)
+    }
+
+    /// A claim granted: the receipt says so, and the start ping goes out.
+    fn granted(&self, lease: &Lease, receipt: &mut Receipt) {
+        receipt.note_takeover(lease.taken_from.as_ref());
+        receipt.note_claim(lease.attempt, lease.fence.0);
+        receipt.note_revision(lease.revision, self.asked.purpose().reason());
+        finish::ping(self.job, Signal::Start, receipt, self.clock);
     }
 
     /// Picks up a report another invocation committed: its messages are

@@ -11,8 +11,8 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::{
     Actor, Archived, Attempted, AuditLine, Claim, ClaimRequest, DigestNote, Failure, Forgotten,
-    Lease, MessageRecord, Pause, PendingMessage, Pruned, RangeQuery, Revision, RunRecord, RunState,
-    Skip, StagedMessage, StoredReport,
+    FreshClaims, Lease, MessageRecord, Pause, PendingMessage, Pruned, RangeQuery, Revision,
+    RunRecord, RunState, Skip, StagedMessage, StoredReport,
 };
 use crate::core::error::Result;
 use crate::core::window::{JobName, WindowKey};
@@ -32,6 +32,29 @@ pub trait ClaimStore {
     ///
     /// `Error::Store` when the store cannot be written.
     fn claim(&mut self, req: &ClaimRequest<'_>) -> Result<Claim>;
+
+    /// Claims, in one transaction of a few statements, those of a job's
+    /// windows that have no row yet (the first [`FreshClaims::MOST`]),
+    /// each as a first attempt (a forgotten window goes on from its fence
+    /// and revision); the leases granted, in the order of the windows. A
+    /// window with a row, whatever its state, is left alone for
+    /// [`ClaimStore::claim`] to decide; a paused job, or a store another
+    /// process holds past the claim's wait, grants nothing.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store` when the store cannot be written.
+    fn claim_fresh(&mut self, req: &FreshClaims<'_>) -> Result<Vec<Lease>>;
+
+    /// Lets go of claims this process made and will not start (asked to
+    /// stop with windows of a batch still to run): each window has no row
+    /// again, as if never claimed, and its next claim takes the next fence.
+    /// A lease another process took over meanwhile is left alone.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store` when the store cannot be written.
+    fn release(&mut self, leases: &[Lease], now: Timestamp) -> Result<()>;
 
     /// Commits the report, its staged messages and the run's journal:
     /// CLAIMED -> PREPARED, in one transaction.

@@ -48,7 +48,7 @@ pub use scripts::SqlStore;
 pub use sqlite::SqliteStore;
 pub use types::{
     Actor, Archived, Attempted, Attempts, AuditAction, AuditLine, Claim, ClaimRequest, DigestNote,
-    DigestRecord, Failure, Fence, Forgotten, Held, Lease, LeasesOnly, LocalProcesses,
+    DigestRecord, Failure, Fence, Forgotten, FreshClaims, Held, Lease, LeasesOnly, LocalProcesses,
     MessageRecord, MessageState, OwnerProbe, Pause, PendingMessage, Pruned, Purpose, RangeQuery,
     Revision, RunRecord, RunState, Skip, StagedMessage, StoredReport, TakenFrom, Takeover,
     message_prefix,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::core::window::{Window, WindowKey};
+use crate::core::window::{JobName, Window, WindowKey};
 
 /// The fence number of a claim: incremented by every takeover, so a stale
 /// owner's writes match nothing.
@@ -374,6 +374,34 @@ pub struct ClaimRequest<'a> {
     /// Whether the holder of a live lease is gone ([`LocalProcesses`] for
     /// a run; [`LeasesOnly`] to wait for every lease).
     pub probe: &'a dyn OwnerProbe,
+}
+
+/// Claims of one job's windows that nobody has claimed yet, made in one
+/// transaction: a daemon working through a job's backlog claims the
+/// windows it will start next in one statement instead of one each (see
+/// [`super::ClaimStore::claim_fresh`]).
+pub struct FreshClaims<'a> {
+    /// The job all the windows are of.
+    pub job: &'a JobName,
+    /// The windows, in the order they will run; at most
+    /// [`FreshClaims::MOST`] are claimed.
+    pub windows: &'a [Window],
+    /// The claiming process.
+    pub owner: &'a str,
+    /// `sha256:<hex>` of the component that will run.
+    pub component: &'a str,
+    /// The host's lease clock reading (SQLite measures the lease on it).
+    pub now: Timestamp,
+    /// How long each lease lasts if not renewed.
+    pub lease: Duration,
+    /// What records this process with its claims.
+    pub probe: &'a dyn OwnerProbe,
+}
+
+impl FreshClaims<'_> {
+    /// The most windows one batch claims: its statement's parameters stay
+    /// within what both backends bind.
+    pub const MOST: usize = 16;
 }
 
 /// The answer to a claim attempt.
