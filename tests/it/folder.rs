@@ -340,3 +340,60 @@ fn plan_and_status_take_a_job_folder_as_its_files() {
     assert_eq!(none.code, 2, "{}", none.stderr);
     assert!(none.stderr.contains("holds no job file"), "{}", none.stderr);
 }
+
+#[test]
+fn plan_and_status_refuse_a_bad_file_of_the_folder_alone() {
+    let tmp = scratch();
+    let dir = tmp.path().join("jobs");
+    std::fs::create_dir(&dir).unwrap();
+    sales_db(&dir, 100);
+    job_file(&dir, "alpha.toml", "alpha", "");
+    job_file(&dir, "beta.toml", "beta", "");
+    std::fs::write(
+        dir.join("broken.toml"),
+        "job = \"broken\"\nwindow = \"fortnight\"\n",
+    )
+    .unwrap();
+    let store = tmp.path().join("s.db");
+    let cmd = |verb: &str, extra: &[&str]| {
+        let mut args = vec![
+            verb,
+            "--jobs",
+            s(&dir),
+            "--store",
+            s(&store),
+            "--now",
+            "2026-11-09T00:30:00Z",
+        ];
+        args.extend_from_slice(extra);
+        to_run(command(&root(), &args).output().unwrap())
+    };
+    for (verb, extra) in [
+        ("plan", &["--json"][..]),
+        ("status", &["--allow-missing"][..]),
+    ] {
+        let run = cmd(verb, extra);
+        assert_eq!(run.code, 2, "{verb}: {}", run.stderr);
+        assert!(
+            run.stdout.contains("alpha") && run.stdout.contains("beta"),
+            "{verb}: the other jobs are shown: {}",
+            run.stdout
+        );
+        let said: Vec<&str> = run.stderr.lines().filter(|l| l.contains("error")).collect();
+        assert_eq!(said.len(), 1, "{verb}: {}", run.stderr);
+        assert!(
+            said[0].contains("broken.toml") && said[0].contains("window"),
+            "{verb}: the line names the file and the key: {}",
+            said[0]
+        );
+    }
+    let nagios = cmd("status", &["--allow-missing", "--nagios"]);
+    assert_eq!(nagios.code, 3, "{}", nagios.stderr);
+    assert!(
+        nagios
+            .stdout
+            .starts_with("JOBHOST UNKNOWN - a job file is refused"),
+        "{}",
+        nagios.stdout
+    );
+}

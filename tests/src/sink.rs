@@ -159,6 +159,11 @@ impl Sink {
         self.lock().fencing.get_or_insert_with(HashMap::new);
     }
 
+    /// Forgets the requests received so far (a bench's next round).
+    pub fn clear(&self) {
+        self.lock().requests.clear();
+    }
+
     /// Every request received so far, in arrival order.
     pub fn requests(&self) -> Vec<Request> {
         self.lock().requests.clone()

@@ -178,3 +178,22 @@ pub(super) fn configs(
     }
     Ok(files)
 }
+
+/// A file of a `--jobs` folder that does not load (`plan`, `status`): one
+/// line on stderr naming it, while the other jobs are shown; the first
+/// refusal is kept for the exit code.
+pub(super) fn refuse_alone(
+    file: &std::path::Path,
+    e: crate::core::error::Error,
+    first: &mut Option<crate::core::error::Error>,
+) {
+    crate::core::text::say(
+        "error",
+        &format!(
+            "job file `{}` is refused: {}; the other jobs are shown",
+            crate::core::text::printable(&file.display().to_string()),
+            e.chain()
+        ),
+    );
+    first.get_or_insert(e);
+}

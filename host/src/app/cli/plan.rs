@@ -43,14 +43,27 @@ pub(super) fn main(args: PlanArgs) -> Result<i32, Error> {
         .map(|t| crate::core::clock::parse_instant("--since", t))
         .transpose()?;
     let mut out = Out::stdout();
+    let mut refused = None;
     for file in &super::flags::configs(&args.config, args.jobs.as_deref())? {
-        let JobView {
-            config,
-            schedule: s,
-            now,
-            mut store,
-        } = job_view(file, &args.store, &args.now)?;
-        let catch_up = config.catch_up()?;
+        let view = job_view(file, &args.store, &args.now)
+            .and_then(|view| Ok((view.config.catch_up()?, view)));
+        let (
+            catch_up,
+            JobView {
+                schedule: s,
+                now,
+                mut store,
+                ..
+            },
+        ) = match view {
+            Ok(view) => view,
+            // A folder's bad file is refused alone.
+            Err(e) if args.jobs.is_some() => {
+                super::flags::refuse_alone(file, e, &mut refused);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let plan = crate::run::plan::plan(&s, catch_up, now, since, lend(&mut store))?;
         let target = crate::app::config::command_target(args.store.as_deref(), Some(file));
         // Runs another invocation started and did not finish, and
@@ -122,5 +135,5 @@ pub(super) fn main(args: PlanArgs) -> Result<i32, Error> {
             }
         }
     }
-    Ok(0)
+    Ok(refused.map_or(0, |e| e.exit_code()))
 }

@@ -66,13 +66,22 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
     // prints first.
     let mut lines: Vec<String> = Vec::new();
     let mut by_health: Vec<(Health, String)> = Vec::new();
+    let mut refused = None;
     for file in &super::flags::configs(&args.config, args.jobs.as_deref())? {
         let JobView {
             config,
             schedule,
             now,
             mut store,
-        } = job_view(file, &args.store, &args.now)?;
+        } = match job_view(file, &args.store, &args.now) {
+            Ok(view) => view,
+            // A folder's bad file is refused alone.
+            Err(e) if args.jobs.is_some() => {
+                super::flags::refuse_alone(file, e, &mut refused);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         if store.is_none() && !args.allow_missing {
             return Err(Error::Store(
                 format!(
@@ -274,16 +283,21 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
         };
         lines.push(printable(&line).into_owned());
     }
-    if args.nagios {
+    if let (true, Some(e)) = (args.nagios, &refused) {
+        let line = printable(&format!("a job file is refused: {}", e.chain())).into_owned();
+        writeln!(out, "JOBHOST UNKNOWN - {line}").map_err(written)?;
+    } else if args.nagios {
         writeln!(out, "{}", nagios_summary(worst, &by_health)).map_err(written)?;
     }
     for line in &lines {
         writeln!(out, "{line}").map_err(written)?;
     }
-    Ok(if args.nagios {
-        nagios_code(worst)
-    } else {
-        worst.exit_code()
+    Ok(match (&refused, args.nagios) {
+        // A job that cannot be judged is worse news than any health.
+        (Some(_), true) => 3,
+        (Some(e), false) => e.exit_code(),
+        (None, true) => nagios_code(worst),
+        (None, false) => worst.exit_code(),
     })
 }
 
