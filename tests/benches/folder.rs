@@ -58,7 +58,15 @@ fn peak_rss_mib(pid: u32) -> f64 {
 fn main() {
     // SAFETY: set before any thread starts.
     unsafe { std::env::set_var("RUST_BACKTRACE", "0") };
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    // `--against PATH`: another build of the host (the code before a
+    // change), measured in turn with this one.
+    let against = args
+        .iter()
+        .position(|a| a == "--against")
+        .and_then(|i| args.get(i + 1))
+        .map(PathBuf::from);
     let jobs = if quick { 200 } else { 1000 };
 
     let root = guests::workspace_root();
@@ -81,6 +89,10 @@ fn main() {
         job_file(&dir, &format!("job-{i:04}"), &built.report);
     }
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_jobhost-under-test"));
+    let mut builds = vec![("this build", bin.clone())];
+    if let Some(other) = against {
+        builds.push(("--against", other));
+    }
     let cache = target.join("compile-cache");
     // Side by side, each on a fresh store: one run at a time (as before
     // bounded concurrency), the machine's cores (the default) and twice
@@ -88,20 +100,26 @@ fn main() {
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let mut rows = Vec::new();
     for concurrency in [1, cores.max(2), 2 * cores.max(2)] {
-        let store = work.join(format!("s-{concurrency}.db"));
-        let _ = std::fs::remove_dir_all(work.join("out"));
-        std::fs::create_dir_all(work.join("out")).expect("out folder");
-        for i in 0..10 {
-            let _ = std::fs::remove_file(dir.join(format!("new-{i:02}.toml")));
+        for (name, bin) in &builds {
+            let store = work.join(format!("s-{concurrency}.db"));
+            for stale in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(work.join(format!("s-{concurrency}.db{stale}")));
+            }
+            let _ = std::fs::remove_dir_all(work.join("out"));
+            std::fs::create_dir_all(work.join("out")).expect("out folder");
+            for i in 0..10 {
+                let _ = std::fs::remove_file(dir.join(format!("new-{i:02}.toml")));
+            }
+            rows.push((
+                *name,
+                concurrency,
+                daemon(bin, &dir, &store, &cache, concurrency, jobs, &built.report),
+            ));
         }
-        rows.push((
-            concurrency,
-            daemon(&bin, &dir, &store, &cache, concurrency, jobs, &built.report),
-        ));
     }
     println!("jobhost daemon --jobs DIR: {jobs} hourly jobs, all due at start (one process)");
-    for (concurrency, m) in &rows {
-        println!("  --max-concurrent-runs {concurrency}");
+    for (name, concurrency, m) in &rows {
+        println!("  {name}, --max-concurrent-runs {concurrency}");
         println!(
             "    due-to-run wait      p50 {:>9.0} ms   p99 {:>9.0} ms   max {:>9.0} ms",
             ms(percentile(&m.waits, 50)),
@@ -119,8 +137,9 @@ fn main() {
             ms(m.reload)
         );
     }
-    if let Some((_, one)) = rows.first() {
-        for (n, many) in &rows[1..] {
+    let this: Vec<_> = rows.iter().filter(|r| r.0 == "this build").collect();
+    if let Some((_, _, one)) = this.first() {
+        for (_, n, many) in &this[1..] {
             println!(
                 "  {n} at once against 1: p99 wait x{:.2}, all ran x{:.2}",
                 ms(percentile(&many.waits, 99)) / ms(percentile(&one.waits, 99)).max(1.0),
@@ -128,7 +147,18 @@ fn main() {
             );
         }
     }
-    backfills(&bin, &work, &cache, &built.probe);
+    for pair in rows.chunks(2).filter(|p| p.len() == 2 && builds.len() == 2) {
+        let ((_, n, new), (_, _, old)) = (&pair[0], &pair[1]);
+        println!(
+            "  {n} at once, this build against --against: p99 wait x{:.2}, all ran x{:.2}",
+            ms(percentile(&new.waits, 99)) / ms(percentile(&old.waits, 99)).max(1.0),
+            new.all_ran.as_secs_f64() / old.all_ran.as_secs_f64()
+        );
+    }
+    for (name, bin) in &builds {
+        println!("{name}:");
+        backfills(bin, &work, &cache, &built.probe);
+    }
 }
 
 /// What one daemon over the folder measured.

@@ -108,6 +108,13 @@ pub fn open_with(
     })
 }
 
+/// Closes the SQLite connections this process kept for its next open of a
+/// store (see `sqlite::Kept`): each file's WAL is checkpointed into it, so
+/// a store is one file again when a command is done.
+pub fn close_idle() {
+    sqlite::close_idle();
+}
+
 /// Opens an existing store for reading: nothing is created or migrated.
 ///
 /// # Errors

@@ -202,6 +202,7 @@ pub fn main_with(runtime: &Runtime) -> i32 {
         Command::Plan(args) => plan::main(args),
         Command::Replay(args) => replay::main(args),
     };
+    crate::store::close_idle();
     match ended {
         Ok(code) => code,
         Err(e) => {

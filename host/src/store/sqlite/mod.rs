@@ -53,7 +53,7 @@ pub type SqliteStore = SqlStore<Sqlite>;
 
 /// One SQLite file, open.
 pub struct Sqlite {
-    conn: Connection,
+    conn: Kept,
     path: PathBuf,
     /// The schema version: the latest, or down to [`READABLE`] when
     /// opened read only.
@@ -69,6 +69,9 @@ impl SqlStore<Sqlite> {
     /// `Error::Input` when the path cannot be created or is not a jobhost
     /// SQLite store; `Error::Store` for other database failures.
     pub fn open(path: &Path) -> Result<SqliteStore> {
+        if let Some(store) = Kept::idle(path) {
+            return Ok(SqlStore::new(store, false));
+        }
         let shown = path.display();
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| {
@@ -120,8 +123,10 @@ impl SqlStore<Sqlite> {
         }
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| open_error(path, e))?;
+        // The file as it is now: a connection is kept for this file only.
+        let file = identity(path);
         let mut store = Sqlite {
-            conn,
+            conn: Kept::new(conn),
             path: path.to_path_buf(),
             version: MIGRATIONS.len() as i64,
         };
@@ -151,6 +156,10 @@ impl SqlStore<Sqlite> {
             .execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
             .map_err(|e| open_error(path, e))?;
         let created = !current && store.migrate()?;
+        store.conn.keep = file.map(|file| Key {
+            path: path.to_path_buf(),
+            file,
+        });
         Ok(SqlStore::new(store, created))
     }
 }
@@ -310,7 +319,7 @@ impl SqlStore<Sqlite> {
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| open_error(path, e))?;
         let mut store = Sqlite {
-            conn,
+            conn: Kept::new(conn),
             path: path.to_path_buf(),
             version: MIGRATIONS.len() as i64,
         };
@@ -330,6 +339,144 @@ impl SqlStore<Sqlite> {
     /// The store's file.
     pub fn path(&self) -> &Path {
         &self.backend.path
+    }
+}
+
+/// A store's read-write connection, handed back to this process's idle
+/// connections for its file when the store is dropped, and used again by
+/// the next open of the same file. A daemon opens the store for every look
+/// and every step of a run; closing the last connection to a file in WAL
+/// mode checkpoints the WAL into it and deletes it, so each close cost a
+/// full checkpoint (two fsyncs) and each open a new WAL file (a fsync of
+/// its folder), besides the pragmas and the schema checks. A kept
+/// connection holds no transaction and no lock between uses; it is used
+/// again only while its file is the same one (not replaced or removed)
+/// and at the latest schema, and the idle ones are closed when the
+/// command ends ([`close_idle`]).
+struct Kept {
+    conn: Option<Connection>,
+    /// Where it is handed back to (`None`: closed when dropped, as a
+    /// read-only connection is).
+    keep: Option<Key>,
+}
+
+/// What a kept connection is for.
+struct Key {
+    path: PathBuf,
+    /// The file's device and inode when the connection was opened.
+    file: (u64, u64),
+}
+
+/// Idle connections, each with its key and when it went idle.
+type IdleConnections = Vec<(Connection, Key, Instant)>;
+
+/// At most this many idle connections are kept in all (each holds three
+/// files open: the store, its WAL and its shared memory).
+const KEEP_IDLE: usize = 16;
+
+/// An idle connection older than this is closed rather than used.
+const IDLE_FOR: Duration = Duration::from_secs(60);
+
+fn idle() -> std::sync::MutexGuard<'static, IdleConnections> {
+    static IDLE: std::sync::LazyLock<std::sync::Mutex<IdleConnections>> =
+        std::sync::LazyLock::new(std::sync::Mutex::default);
+    IDLE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Closes every idle connection: the last one to a file checkpoints its
+/// WAL into it, so the store is one file again once the command is done.
+pub fn close_idle() {
+    let closing = std::mem::take(&mut *idle());
+    drop(closing);
+}
+
+/// The device and inode of the file at `path`.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+impl Kept {
+    fn new(conn: Connection) -> Kept {
+        Kept {
+            conn: Some(conn),
+            keep: None,
+        }
+    }
+
+    /// A kept connection to the file at `path` that can be used again: the
+    /// file is still the one it was opened on, at the latest schema.
+    fn idle(path: &Path) -> Option<Sqlite> {
+        let file = identity(path)?;
+        loop {
+            let (conn, key, since) = {
+                let mut idle = idle();
+                let at = idle.iter().rposition(|(_, k, _)| k.path == path)?;
+                idle.swap_remove(at)
+            };
+            let latest = MIGRATIONS.len() as i64;
+            let version = conn
+                .query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
+                .ok();
+            if key.file == file && since.elapsed() < IDLE_FOR && version == Some(latest) {
+                return Some(Sqlite {
+                    conn: Kept {
+                        conn: Some(conn),
+                        keep: Some(key),
+                    },
+                    path: path.to_path_buf(),
+                    version: latest,
+                });
+            }
+        }
+    }
+}
+
+impl std::ops::Deref for Kept {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
+            .as_ref()
+            .expect("a store's connection is there until it is dropped")
+    }
+}
+
+impl std::ops::DerefMut for Kept {
+    fn deref_mut(&mut self) -> &mut Connection {
+        self.conn
+            .as_mut()
+            .expect("a store's connection is there until it is dropped")
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        let (Some(conn), Some(key)) = (self.conn.take(), self.keep.take()) else {
+            return;
+        };
+        // One left inside a transaction is closed, which rolls it back.
+        if !conn.is_autocommit() {
+            return;
+        }
+        // Closed after the list is let go of: closing the last connection
+        // to a file checkpoints it.
+        let closing: IdleConnections = {
+            let mut idle = idle();
+            let (kept, mut closing): (IdleConnections, IdleConnections) =
+                std::mem::take(&mut *idle)
+                    .into_iter()
+                    .partition(|(_, _, since)| since.elapsed() < IDLE_FOR);
+            *idle = kept;
+            if idle.len() >= KEEP_IDLE {
+                // The one idle longest makes room.
+                closing.push(idle.remove(0));
+            }
+            idle.push((conn, key, Instant::now()));
+            closing
+        };
+        drop(closing);
     }
 }
 
@@ -741,7 +888,7 @@ fn open_error(path: &Path, e: rusqlite::Error) -> Error {
 mod tests {
     use super::*;
     use crate::core::window::JobName;
-    use crate::store::{Fence, Ledger, RangeQuery, RunState, Skip};
+    use crate::store::{ClaimStore, Fence, Ledger, RangeQuery, RunState, Skip};
 
     /// The virtual machine steps of `sql`'s cached statement since the
     /// last call, as SQLite counts them: a measure of the rows a read
@@ -983,5 +1130,45 @@ mod tests {
         let err = SqliteStore::open(&path).err().unwrap();
         assert!(matches!(err, Error::Input(_)), "{err}");
         assert!(err.to_string().contains("not a SQLite database"), "{err}");
+    }
+
+    #[test]
+    fn a_kept_connection_is_used_again_only_on_the_same_file_and_closed_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let job = JobName::new("daily").unwrap();
+        let at = |s: &str| s.parse::<Timestamp>().unwrap();
+        let now = at("2026-11-09T00:00:00Z");
+        let mut s = SqliteStore::open(&path).unwrap();
+        assert!(s.created());
+        s.set_decided_until(&job, at("2026-11-08T00:00:00Z"), now)
+            .unwrap();
+        drop(s);
+        // Kept (unless other tests' connections made it the oldest of too
+        // many), and used again by the next open.
+        let mut again = SqliteStore::open(&path).unwrap();
+        assert!(!again.created());
+        assert_eq!(
+            again.decided_until(&job).unwrap(),
+            Some(at("2026-11-08T00:00:00Z"))
+        );
+        drop(again);
+        // The file moved away and another put in its place: the kept
+        // connection, open on the old file, is not used for the new one.
+        std::fs::rename(&path, dir.path().join("old.db")).unwrap();
+        for side in ["-wal", "-shm"] {
+            let _ = std::fs::rename(
+                dir.path().join(format!("s.db{side}")),
+                dir.path().join(format!("old.db{side}")),
+            );
+        }
+        let mut fresh = SqliteStore::open(&path).unwrap();
+        assert!(fresh.created(), "a new store, not the kept connection");
+        assert_eq!(fresh.decided_until(&job).unwrap(), None);
+        drop(fresh);
+        // At the command's end every kept connection is closed, and the
+        // last one to close checkpoints the WAL into the file.
+        close_idle();
+        assert!(!dir.path().join("s.db-wal").exists());
     }
 }
