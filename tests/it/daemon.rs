@@ -817,6 +817,76 @@ fn a_host_whose_batch_skipped_windows_another_holds_goes_on_after_its_own() {
     assert_eq!(done, 21);
 }
 
+#[test]
+fn a_component_replaced_during_a_batch_is_recorded_with_each_window_it_ran() {
+    let dir = scratch();
+    // The job's own copy of the component, replaced while a batch runs.
+    let component = dir.path().join("report.wasm");
+    std::fs::copy(&guests().report, &component).unwrap();
+    let hourly = job(
+        dir.path(),
+        "hourly",
+        "hour",
+        "UTC",
+        "catch_up = \"all\"\nmax_catch_up = 6",
+    );
+    let text = std::fs::read_to_string(&hourly).unwrap();
+    let reference = guests().report.display().to_string();
+    std::fs::write(
+        &hourly,
+        text.replace(&reference, &component.display().to_string()),
+    )
+    .unwrap();
+    let store = dir.path().join("s.db");
+    let mut cmd = daemon_command(
+        &[&hourly],
+        s(&store),
+        "2026-11-09T00:30:00Z",
+        "2026-11-09T00:30:00Z",
+    );
+    cmd.args(["--since", "2026-11-08T00:00:00Z"]);
+    // The second window (the first of the batch) is running when the
+    // file is replaced by another report.
+    let child = stopped_at(cmd, "in-guest@2:stop");
+    std::fs::copy(&guests().top_products, &component).unwrap();
+    let run = resume(child);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let ran: Vec<Value> = lines(&run.stdout)
+        .into_iter()
+        .filter(|l| l["event"] == "ran")
+        .collect();
+    assert_eq!(ran.len(), 6, "{}", run.stdout);
+    let digests: Vec<&str> = ran
+        .iter()
+        .map(|l| l["component"].as_str().unwrap())
+        .collect();
+    assert_eq!(digests[0], digests[1], "{digests:?}");
+    assert!(
+        digests[2..].iter().all(|d| *d != digests[0]),
+        "the windows after the change ran the new component: {digests:?}"
+    );
+    // What the store recorded with each window is what ran it.
+    let recorded: BTreeMap<String, String> = history(&store)
+        .into_iter()
+        .filter(|r| r["state"] == "DONE")
+        .map(|r| {
+            (
+                r["key"].as_str().unwrap().to_string(),
+                r["component"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    for line in &ran {
+        let key = line["key"].as_str().unwrap();
+        assert_eq!(
+            recorded.get(key).map(String::as_str),
+            line["component"].as_str(),
+            "{key}: {recorded:?}"
+        );
+        assert_eq!(line["attempt"], 1, "{line}");
+    }
+}
+
 /// `cmd` spawned with the failpoint `failpoint` (`<boundary>[@n]:stop`),
 /// once it has stopped itself there.
 fn stopped_at(mut cmd: std::process::Command, failpoint: &str) -> std::process::Child {

@@ -392,7 +392,7 @@ fn plan_and_status_refuse_a_bad_file_of_the_folder_alone() {
     assert!(
         nagios
             .stdout
-            .starts_with("JOBHOST UNKNOWN - a job file is refused"),
+            .starts_with("JOBHOST UNKNOWN - a job file is left out"),
         "{}",
         nagios.stdout
     );

@@ -1354,6 +1354,48 @@ fn a_batch_claims_only_windows_nobody_claimed_and_lets_go_of_what_it_will_not_st
     assert!(s.peek(&w[5].key()).unwrap().is_none());
 }
 
+fn a_window_claimed_ahead_and_never_started_has_used_no_attempt(f: &mut Fixture) {
+    let mut s = f.open();
+    let mut other = f.open();
+    let (never, run, failed) = (
+        window("2026-11-01"),
+        window("2026-11-02"),
+        window("2026-11-03"),
+    );
+    let ahead = |s: &mut dyn Store, w: &Window| {
+        let mut leases = s
+            .claim_fresh(&FreshClaims {
+                job: &w.job,
+                windows: std::slice::from_ref(w),
+                owner: "a",
+                component: "sha256:00",
+                now: f.now,
+                lease: f.lease(),
+                probe: &LeasesOnly,
+            })
+            .unwrap();
+        assert_eq!(leases.len(), 1);
+        leases.remove(0)
+    };
+    let attempt = |s: &mut dyn Store, w: &Window| s.peek(&w.key()).unwrap().unwrap().attempt;
+    ahead(s.as_mut(), &never);
+    assert_eq!(attempt(s.as_mut(), &never), 0, "claimed, not started");
+    let l = ahead(s.as_mut(), &run);
+    s.prepare(&l, &report(None), &[], b"j", f.now).unwrap();
+    assert_eq!(attempt(s.as_mut(), &run), 1, "started once it commits");
+    let l = ahead(s.as_mut(), &failed);
+    s.fail(&l, "boom", Failure::Permanent, None, f.now).unwrap();
+    assert_eq!(attempt(s.as_mut(), &failed), 1, "a failure counts");
+    // Its holder died before starting it: with one attempt allowed, the
+    // window still gets its one attempt.
+    f.expire();
+    let Claim::Run { lease, takeover } = f.claim(other.as_mut(), &never, "b", 1) else {
+        panic!("a window claimed ahead and never started is run, not abandoned")
+    };
+    assert!(takeover);
+    assert_eq!((lease.attempt, lease.fence.0), (1, 2));
+}
+
 fn prune_drops_old_journals_and_delivered_bodies_and_nothing_unfinished(f: &mut Fixture) {
     let mut s = f.open();
     let who = Actor {
@@ -1450,6 +1492,7 @@ contract!(
     forget_removes_only_what_did_not_finish_and_says_why_not_otherwise,
     a_paused_job_claims_nothing_on_any_connection_until_resumed,
     a_batch_claims_only_windows_nobody_claimed_and_lets_go_of_what_it_will_not_start,
+    a_window_claimed_ahead_and_never_started_has_used_no_attempt,
     prune_drops_old_journals_and_delivered_bodies_and_nothing_unfinished,
     the_counts_of_a_whole_history_follow_every_change_of_its_rows,
 );

@@ -845,7 +845,7 @@ impl Wake<'_> {
                 }
             };
             if stopping(self.opts) {
-                self.release(batch.held.into_values().collect());
+                self.release(&mut batch);
                 return None;
             }
             let mut lease = batch.held.remove(&window.key());
@@ -881,6 +881,12 @@ impl Wake<'_> {
                 self.digests.queue(self.job, d);
             }
             ran.any = true;
+            if held && outcome.exit_code != 0 {
+                // What failed this window may fail the rest of the batch
+                // (a query, a component being replaced): each is claimed
+                // on its own when its turn comes, with its own checks.
+                self.release(&mut batch);
+            }
             let (reason, fence) = (outcome.receipt.reason, outcome.receipt.fence);
             if reason == Some(SkipReason::Done) {
                 // Another host works through this job's windows too (a
@@ -942,7 +948,7 @@ impl Wake<'_> {
         queue: &VecDeque<Work>,
         decided: &HashSet<WindowKey>,
         batch: &mut Batch,
-    ) -> Option<Lease> {
+    ) -> Option<job::Preclaimed> {
         let component = batch.component.as_deref()?;
         let pace = batch.slowest.max(Duration::from_millis(1));
         let fits = self.job.lease.as_secs_f64() / 2.0 / pace.as_secs_f64();
@@ -962,6 +968,7 @@ impl Wake<'_> {
         }
         // A batch that fails claims nothing: each window is then claimed on
         // its own, and says what is wrong.
+        let at = std::time::Instant::now();
         let leases = store::open(&self.job.store)
             .and_then(|mut store| {
                 store.claim_fresh(&FreshClaims {
@@ -977,19 +984,25 @@ impl Wake<'_> {
             .ok()?;
         let mut first = None;
         for lease in leases {
-            if lease.key == window.key() {
-                first = Some(lease);
+            let claim = job::Preclaimed {
+                lease,
+                component: component.to_string(),
+                at,
+            };
+            if claim.lease.key == window.key() {
+                first = Some(claim);
             } else {
-                batch.held.insert(lease.key.clone(), lease);
+                batch.held.insert(claim.lease.key.clone(), claim);
             }
         }
         first
     }
 
     /// Lets go of the claims of a batch that will not start now (the
-    /// daemon is stopping), so that another host, or this one started
-    /// again, claims them at once instead of after their lease.
-    fn release(&self, held: Vec<Lease>) {
+    /// daemon is stopping, or a run of the batch failed), so that another
+    /// host, or this one, claims them at once instead of after their lease.
+    fn release(&self, batch: &mut Batch) {
+        let held: Vec<Lease> = batch.held.drain().map(|(_, c)| c.lease).collect();
         if held.is_empty() {
             return;
         }
@@ -1062,7 +1075,7 @@ impl Wake<'_> {
 #[derive(Default)]
 struct Batch {
     /// Windows claimed in a batch and not started yet.
-    held: HashMap<WindowKey, Lease>,
+    held: HashMap<WindowKey, job::Preclaimed>,
     /// The component of the last run that ran the guest and succeeded
     /// (`None`: no batch until one does).
     component: Option<String>,

@@ -33,7 +33,7 @@ use crate::guest::sandbox::Sandbox;
 pub use finish::make_deferred_digest;
 pub use job::Job;
 pub use open::{refuse_ephemeral_store, say_local_destinations, store_created};
-pub use phases::{Asked, run, run_asked, run_claimed, run_for, run_window};
+pub use phases::{Asked, Preclaimed, run, run_asked, run_claimed, run_for, run_window};
 use receipt::Receipt;
 
 /// A finished invocation: the receipt to print and the exit code.

@@ -54,14 +54,28 @@ pub fn run_window(job: &Job, window: Option<&Window>, runtime: &Runtime) -> Outc
     run_picked(job, window, &asked, None, runtime)
 }
 
-/// Runs `window`, which this process already claimed with `lease` (a
-/// daemon's batch of a job's backlog, see
-/// [`crate::store::ClaimStore::claim_fresh`]), as the scheduler's run:
-/// the same phases without the peek and the claim. A failure to prepare
-/// (the component, the query) is recorded against the claim, as any
-/// failure after a claim is.
-pub fn run_claimed(job: &Job, window: &Window, lease: Lease, runtime: &Runtime) -> Outcome {
-    run_picked(job, Some(window), &Asked::Scheduled, Some(lease), runtime)
+/// A window this process claimed ahead of its run (a daemon's batch of a
+/// job's backlog, see [`crate::store::ClaimStore::claim_fresh`]).
+#[derive(Debug, Clone)]
+pub struct Preclaimed {
+    /// The claim.
+    pub lease: Lease,
+    /// The component recorded with it.
+    pub component: String,
+    /// When the batch was claimed, on this process's monotonic clock.
+    pub at: std::time::Instant,
+}
+
+/// Runs `window`, which this process claimed ahead with `claim`, as the
+/// scheduler's run: the same phases without the peek and the claim. The
+/// claim is used only if, once the component is loaded and the query
+/// started, the job is not paused, the component is the one recorded
+/// with the claim and less than half the lease has passed since it was
+/// made; otherwise it is let go of (the window has no row again) and the
+/// window is claimed as any other. A failure to prepare lets it go too,
+/// as a run that fails before its claim leaves none.
+pub fn run_claimed(job: &Job, window: &Window, claim: Preclaimed, runtime: &Runtime) -> Outcome {
+    run_picked(job, Some(window), &Asked::Scheduled, Some(claim), runtime)
 }
 
 /// Why a window is run: who named it and what they asked for, which
@@ -142,7 +156,7 @@ fn run_picked(
     job: &Job,
     window: Option<&Window>,
     asked: &Asked,
-    preclaimed: Option<Lease>,
+    preclaimed: Option<Preclaimed>,
     runtime: &Runtime,
 ) -> Outcome {
     let clock = runtime.clock();
@@ -244,7 +258,7 @@ impl<'a> Run<'a> {
     /// in.
     fn phases(
         self,
-        preclaimed: Option<Lease>,
+        preclaimed: Option<Preclaimed>,
         receipt: &mut Receipt,
     ) -> Result<Option<(Wanted, Box<dyn Store>)>> {
         let mut opened = open_store(self.job, self.runtime.failpoints.clone(), receipt)?;
@@ -267,15 +281,23 @@ impl<'a> Run<'a> {
         }
         let prepared = match (self.prepare(file, row, receipt), &preclaimed) {
             (Ok(prepared), _) => prepared,
-            (Err(e), Some(lease)) => {
-                // Bad input found after the claim: recorded against it.
-                let how = self.job.attempts.after_failure(lease.attempt);
-                store.fail(lease, &e.chain(), how, None, self.clock.lease_now())?;
+            (Err(e), Some(claim)) => {
+                // Bad input: as a run that fails before its claim leaves
+                // none, the claim made ahead is let go of.
+                self.let_go(store, claim);
                 return Err(e);
             }
             (Err(e), None) => return Err(e),
         };
-        let granted = match preclaimed {
+        let usable = match preclaimed {
+            Some(claim) if self.still_good(store, &claim, receipt)? => Some(claim.lease),
+            Some(claim) => {
+                self.let_go(store, &claim);
+                None
+            }
+            None => None,
+        };
+        let granted = match usable {
             Some(lease) => {
                 self.granted(&lease, receipt);
                 Granted::Run(lease)
@@ -417,6 +439,36 @@ impl<'a> Run<'a> {
             self.granted(lease, receipt);
         }
         Ok(granted)
+    }
+
+    /// Whether a claim made ahead is still good to run under: the job is
+    /// not paused, the component loaded is the one recorded with it, and
+    /// less than half its lease has passed.
+    fn still_good(
+        &self,
+        store: &mut dyn Store,
+        claim: &Preclaimed,
+        receipt: &Receipt,
+    ) -> Result<bool> {
+        let fresh = claim.at.elapsed() < self.job.lease / 2;
+        let same = receipt.component.as_deref() == Some(claim.component.as_str());
+        Ok(fresh && same && store.paused(self.job.name().as_str())?.is_none())
+    }
+
+    /// Lets go of a claim made ahead that this run will not use; a failure
+    /// to is said, and the claim is then taken over after its lease.
+    fn let_go(&self, store: &mut dyn Store, claim: &Preclaimed) {
+        let released = store.release(std::slice::from_ref(&claim.lease), self.clock.lease_now());
+        if let Err(e) = released {
+            crate::core::text::say(
+                "warning",
+                &format!(
+                    "could not let go of the claim on `{}` made ahead of its run ({e:#}); \
+                     it is taken over when its lease runs out",
+                    claim.lease.key
+                ),
+            );
+        }
     }
 
     /// A claim granted: the receipt says so, and the start ping goes out.

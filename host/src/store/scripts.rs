@@ -303,6 +303,160 @@ impl<B: Backend> SqlStore<B> {
         Ok(Some(decided(decision, req, &existing)))
     }
 
+    /// A batch's statement binds five shared values and four per window,
+    /// all below SQLite's `{now}` (`?99`).
+    const FRESH_PARAMETERS_FIT: () = assert!(5 + 4 * FreshClaims::MOST < 99);
+
+    /// [`ClaimStore::claim_fresh`] of `windows`, with a hold past the
+    /// claim's wait (on any of its statements) told apart. A row claimed
+    /// ahead has attempt 0 until its run commits or fails: a window whose
+    /// holder died before starting it has used none of its attempts.
+    fn try_claim_fresh(
+        &mut self,
+        req: &FreshClaims<'_>,
+        windows: &[Window],
+    ) -> Result<Vec<Lease>, Fail> {
+        let () = Self::FRESH_PARAMETERS_FIT;
+        let job = req.job.as_str();
+        let process = req.probe.record(req.owner);
+        let what = "claim a batch";
+        let mut tx = self.backend.begin(Kind::Claim, what, req.now)?;
+
+        let paused = tx.one(
+            "read the job's pause",
+            "SELECT 1 FROM {pauses} WHERE job = $1",
+            &[Text(job)],
+            &mut |_| Ok(()),
+        )?;
+        if paused.is_some() {
+            return Ok(Vec::new());
+        }
+        // One row per window, numbered after the five values they share.
+        let keys: Vec<WindowKey> = windows.iter().map(Window::key).collect();
+        let mut args = vec![
+            Text(job),
+            Text(req.owner),
+            After(Some(req.lease)),
+            Text(req.component),
+            OptText(process.as_deref()),
+        ];
+        let mut rows = Vec::with_capacity(windows.len());
+        for (w, key) in windows.iter().zip(&keys) {
+            let n = args.len();
+            let (k, zone, start, end) = (n + 1, n + 2, n + 3, n + 4);
+            rows.push(format!(
+                "(${k}, $1, {{time ${start}}}, {{time ${end}}}, ${zone}, 'CLAIMED',
+                  coalesce((SELECT next_fence FROM {{forgotten}} WHERE key = ${k}), 1), $2,
+                  {{after $3}}, 0, $4, {{now}}, {{now}},
+                  coalesce((SELECT next_revision FROM {{forgotten}} WHERE key = ${k}), 1), $5)"
+            ));
+            args.extend([
+                Text(key.as_str()),
+                Text(w.zone.name()),
+                Time(w.start),
+                Time(w.end),
+            ]);
+        }
+        let sql = format!(
+            "INSERT INTO {{runs}} (key, job, window_start, window_end, timezone, state, fence,
+                owner, lease_expires_at, attempt, component, created_at, updated_at, revision,
+                owner_process)
+             VALUES {}
+             ON CONFLICT (key) DO NOTHING
+             RETURNING key, revision, fence",
+            rows.join(", ")
+        );
+        let mut granted: std::collections::HashMap<String, (u32, i64)> = tx
+            .query(
+                "insert the claims",
+                &sql,
+                &args,
+                &mut key_revision_and_fence,
+            )?
+            .into_iter()
+            .collect();
+        if !granted.is_empty() {
+            // As in a claim: an insert that waited for a `forget` of its key
+            // goes on from the forgotten fence and revision.
+            let inserted: Vec<&str> = granted.keys().map(String::as_str).collect();
+            let list = serde_json::to_string(&inserted)
+                .map_err(|e| Error::host(format!("cannot list the claimed keys: {e}")))?;
+            let caught_up = tx.query(
+                "insert the claims",
+                "UPDATE {runs} SET fence = f.next_fence, revision = f.next_revision
+                 FROM {forgotten} f
+                 WHERE f.job = $1 AND f.key = {runs}.key AND {runs}.key IN {keys $2}
+                   AND (f.next_fence > {runs}.fence OR f.next_revision > {runs}.revision)
+                 RETURNING {runs}.key, {runs}.revision, {runs}.fence",
+                &[Text(job), Text(&list)],
+                &mut key_revision_and_fence,
+            )?;
+            granted.extend(caught_up);
+        }
+        tx.commit("commit the claims")?;
+        Ok(keys
+            .into_iter()
+            .filter_map(|key| {
+                let (revision, fence) = granted.remove(key.as_str())?;
+                Some(Lease {
+                    key,
+                    fence: Fence(fence),
+                    owner: req.owner.to_string(),
+                    attempt: 1,
+                    revision,
+                    taken_from: None,
+                })
+            })
+            .collect())
+    }
+
+    /// [`ClaimStore::release`].
+    fn release_claims(&mut self, leases: &[Lease], now: Timestamp) -> Result<()> {
+        if leases.is_empty() {
+            return Ok(());
+        }
+        let what = "let go of claims not started";
+        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        for lease in leases {
+            let k = Text(lease.key.as_str());
+            let gone = tx.one(
+                what,
+                "DELETE FROM {runs}
+                 WHERE key = $1 AND fence = $2 AND owner = $3 AND state = 'CLAIMED'
+                 RETURNING job, {t window_start}",
+                &[k, Int(lease.fence.0), Text(&lease.owner)],
+                &mut |r| Ok((r.text(0)?, r.time(1)?)),
+            )?;
+            // Taken over meanwhile: not ours to let go of.
+            let Some((job, start)) = gone else { continue };
+            // Its next claim takes the next fence, so this lease can never
+            // match a row again; and no plan read before stays past it.
+            tx.exec(
+                what,
+                "INSERT INTO {forgotten} (key, job, window_start, next_revision, next_fence, at)
+                 VALUES ($1, $2, {time $3}, $4, $5, {now})
+                 ON CONFLICT (key) DO UPDATE SET
+                    next_revision = greatest({forgotten}.next_revision, excluded.next_revision),
+                    next_fence = greatest({forgotten}.next_fence, excluded.next_fence),
+                    at = excluded.at",
+                &[
+                    k,
+                    Text(&job),
+                    Time(start),
+                    Int(i64::from(lease.revision)),
+                    Int(lease.fence.0 + 1),
+                ],
+            )?;
+            tx.exec(
+                what,
+                "UPDATE {schedule} SET decided_until = {time $2}, updated_at = {now}
+                 WHERE job = $1 AND decided_until > {time $2}",
+                &[Text(&job), Time(start)],
+            )?;
+        }
+        tx.commit(what)
+    }
+
     /// One batch of [`Ledger::prune`] over DONE runs (`revisions` false)
     /// or archived revisions; `None` when nothing was left to prune.
     fn prune_batch(
@@ -445,148 +599,17 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
                 w.key()
             )));
         }
-        let job = req.job.as_str();
-        let process = req.probe.record(req.owner);
-        let what = "claim a batch";
-        let mut tx = match self.backend.begin(Kind::Claim, what, req.now) {
-            Ok(tx) => tx,
+        match self.try_claim_fresh(req, windows) {
+            Ok(leases) => Ok(leases),
             // Held past the claim's wait: each window is claimed on its own
             // later, and answered as held then.
-            Err(Fail::Locked(_)) => return Ok(Vec::new()),
-            Err(Fail::Other(e)) => return Err(e),
-        };
-        let paused = tx.one(
-            "read the job's pause",
-            "SELECT 1 FROM {pauses} WHERE job = $1",
-            &[Text(job)],
-            &mut |_| Ok(()),
-        )?;
-        if paused.is_some() {
-            return Ok(Vec::new());
+            Err(Fail::Locked(_)) => Ok(Vec::new()),
+            Err(Fail::Other(e)) => Err(e),
         }
-        // One row per window, numbered after the five values they share.
-        let keys: Vec<WindowKey> = windows.iter().map(Window::key).collect();
-        let mut args = vec![
-            Text(job),
-            Text(req.owner),
-            After(Some(req.lease)),
-            Text(req.component),
-            OptText(process.as_deref()),
-        ];
-        let mut rows = Vec::with_capacity(windows.len());
-        for (w, key) in windows.iter().zip(&keys) {
-            let n = args.len();
-            let (k, zone, start, end) = (n + 1, n + 2, n + 3, n + 4);
-            rows.push(format!(
-                "(${k}, $1, {{time ${start}}}, {{time ${end}}}, ${zone}, 'CLAIMED',
-                  coalesce((SELECT next_fence FROM {{forgotten}} WHERE key = ${k}), 1), $2,
-                  {{after $3}}, 1, $4, {{now}}, {{now}},
-                  coalesce((SELECT next_revision FROM {{forgotten}} WHERE key = ${k}), 1), $5)"
-            ));
-            args.extend([
-                Text(key.as_str()),
-                Text(w.zone.name()),
-                Time(w.start),
-                Time(w.end),
-            ]);
-        }
-        let sql = format!(
-            "INSERT INTO {{runs}} (key, job, window_start, window_end, timezone, state, fence,
-                owner, lease_expires_at, attempt, component, created_at, updated_at, revision,
-                owner_process)
-             VALUES {}
-             ON CONFLICT (key) DO NOTHING
-             RETURNING key, revision, fence",
-            rows.join(", ")
-        );
-        let mut granted: std::collections::HashMap<String, (u32, i64)> = tx
-            .query(
-                "insert the claims",
-                &sql,
-                &args,
-                &mut key_revision_and_fence,
-            )?
-            .into_iter()
-            .collect();
-        if !granted.is_empty() {
-            // As in a claim: an insert that waited for a `forget` of its key
-            // goes on from the forgotten fence and revision.
-            let inserted: Vec<&str> = granted.keys().map(String::as_str).collect();
-            let list = serde_json::to_string(&inserted)
-                .map_err(|e| Error::host(format!("cannot list the claimed keys: {e}")))?;
-            let caught_up = tx.query(
-                "insert the claims",
-                "UPDATE {runs} SET fence = f.next_fence, revision = f.next_revision
-                 FROM {forgotten} f
-                 WHERE f.job = $1 AND f.key = {runs}.key AND {runs}.key IN {keys $2}
-                   AND (f.next_fence > {runs}.fence OR f.next_revision > {runs}.revision)
-                 RETURNING {runs}.key, {runs}.revision, {runs}.fence",
-                &[Text(job), Text(&list)],
-                &mut key_revision_and_fence,
-            )?;
-            granted.extend(caught_up);
-        }
-        tx.commit("commit the claims")?;
-        Ok(keys
-            .into_iter()
-            .filter_map(|key| {
-                let (revision, fence) = granted.remove(key.as_str())?;
-                Some(Lease {
-                    key,
-                    fence: Fence(fence),
-                    owner: req.owner.to_string(),
-                    attempt: 1,
-                    revision,
-                    taken_from: None,
-                })
-            })
-            .collect())
     }
 
     fn release(&mut self, leases: &[Lease], now: Timestamp) -> Result<()> {
-        if leases.is_empty() {
-            return Ok(());
-        }
-        let what = "let go of claims not started";
-        let mut tx = self.backend.begin(Kind::Write, what, now)?;
-        for lease in leases {
-            let k = Text(lease.key.as_str());
-            let gone = tx.one(
-                what,
-                "DELETE FROM {runs}
-                 WHERE key = $1 AND fence = $2 AND owner = $3 AND state = 'CLAIMED'
-                 RETURNING job, {t window_start}",
-                &[k, Int(lease.fence.0), Text(&lease.owner)],
-                &mut |r| Ok((r.text(0)?, r.time(1)?)),
-            )?;
-            // Taken over meanwhile: not ours to let go of.
-            let Some((job, start)) = gone else { continue };
-            // Its next claim takes the next fence, so this lease can never
-            // match a row again; and no plan read before stays past it.
-            tx.exec(
-                what,
-                "INSERT INTO {forgotten} (key, job, window_start, next_revision, next_fence, at)
-                 VALUES ($1, $2, {time $3}, $4, $5, {now})
-                 ON CONFLICT (key) DO UPDATE SET
-                    next_revision = greatest({forgotten}.next_revision, excluded.next_revision),
-                    next_fence = greatest({forgotten}.next_fence, excluded.next_fence),
-                    at = excluded.at",
-                &[
-                    k,
-                    Text(&job),
-                    Time(start),
-                    Int(i64::from(lease.revision)),
-                    Int(lease.fence.0 + 1),
-                ],
-            )?;
-            tx.exec(
-                what,
-                "UPDATE {schedule} SET decided_until = {time $2}, updated_at = {now}
-                 WHERE job = $1 AND decided_until > {time $2}",
-                &[Text(&job), Time(start)],
-            )?;
-        }
-        tx.commit(what)
+        self.release_claims(leases, now)
     }
 
     fn prepare(
@@ -604,7 +627,7 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
             what,
             "UPDATE {runs} SET state = 'PREPARED', report = $3, report_cursor = $4,
                 journal = $5, digest_prompt = $6, described = $7, error = NULL,
-                updated_at = {now}
+                attempt = greatest(attempt, 1), updated_at = {now}
              WHERE key = $1 AND fence = $2 AND state = 'CLAIMED'",
             &[
                 Text(key),
@@ -807,7 +830,7 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
                 state = coalesce($3, CASE state WHEN 'CLAIMED' THEN 'FAILED' ELSE state END),
                 retryable = $4, retry_at = {after $5}, error = $6, updated_at = {now},
                 lease_expires_at = least(lease_expires_at, {now}),
-                attempt = greatest(attempt - $7, 0)
+                attempt = greatest(greatest(attempt, 1) - $7, 0)
              WHERE key = $1 AND fence = $2 AND state IN ('CLAIMED', 'PREPARED')",
             &[
                 Text(lease.key.as_str()),

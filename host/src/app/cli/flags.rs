@@ -190,7 +190,7 @@ pub(super) fn refuse_alone(
     crate::core::text::say(
         "error",
         &format!(
-            "job file `{}` is refused: {}; the other jobs are shown",
+            "job file `{}` is left out: {}; the other jobs are shown",
             crate::core::text::printable(&file.display().to_string()),
             e.chain()
         ),

@@ -283,8 +283,8 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
         };
         lines.push(printable(&line).into_owned());
     }
-    if let (true, Some(e)) = (args.nagios, &refused) {
-        let line = printable(&format!("a job file is refused: {}", e.chain())).into_owned();
+    if let (true, Some(e), false) = (args.nagios, &refused, worst == Health::Failed) {
+        let line = printable(&format!("a job file is left out: {}", e.chain())).into_owned();
         writeln!(out, "JOBHOST UNKNOWN - {line}").map_err(written)?;
     } else if args.nagios {
         writeln!(out, "{}", nagios_summary(worst, &by_health)).map_err(written)?;
@@ -292,12 +292,13 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
     for line in &lines {
         writeln!(out, "{line}").map_err(written)?;
     }
+    // A failed or late job is said first; else a job file left out.
+    let urgent = matches!(worst, Health::Failed | Health::Late);
     Ok(match (&refused, args.nagios) {
-        // A job that cannot be judged is worse news than any health.
-        (Some(_), true) => 3,
-        (Some(e), false) => e.exit_code(),
-        (None, true) => nagios_code(worst),
-        (None, false) => worst.exit_code(),
+        (Some(_), true) if worst != Health::Failed => 3,
+        (Some(e), false) if !urgent => e.exit_code(),
+        (_, true) => nagios_code(worst),
+        (_, false) => worst.exit_code(),
     })
 }
 

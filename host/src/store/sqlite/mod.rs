@@ -413,7 +413,7 @@ impl Kept {
             let (conn, key, since) = {
                 let mut idle = idle();
                 let at = idle.iter().rposition(|(_, k, _)| k.path == path)?;
-                idle.swap_remove(at)
+                idle.remove(at)
             };
             let latest = MIGRATIONS.len() as i64;
             let version = conn
