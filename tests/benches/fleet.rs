@@ -181,15 +181,8 @@ fn main() {
     let quick = args.iter().any(|a| a == "--quick");
     // `--against PATH`: another build of the host (the code before a
     // change), drained in turn with this one, for numbers side by side.
-    let against = args
-        .iter()
-        .position(|a| a == "--against")
-        .and_then(|i| args.get(i + 1))
-        .map(PathBuf::from);
-    let rounds: usize = args
-        .iter()
-        .position(|a| a == "--rounds")
-        .and_then(|i| args.get(i + 1))
+    let against = jobhost_tests::stats::flag_value("--against").map(PathBuf::from);
+    let rounds: usize = jobhost_tests::stats::flag_value("--rounds")
         .and_then(|n| n.parse().ok())
         .unwrap_or(1);
     let (jobs, hosts) = if quick { (100, 4) } else { (1000, 8) };

@@ -62,11 +62,7 @@ fn main() {
     let quick = args.iter().any(|a| a == "--quick");
     // `--against PATH`: another build of the host (the code before a
     // change), measured in turn with this one.
-    let against = args
-        .iter()
-        .position(|a| a == "--against")
-        .and_then(|i| args.get(i + 1))
-        .map(PathBuf::from);
+    let against = jobhost_tests::stats::flag_value("--against").map(PathBuf::from);
     let jobs = if quick { 200 } else { 1000 };
 
     let root = guests::workspace_root();

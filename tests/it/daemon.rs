@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 
 use jobhost::core::window::{JobName, Window, WindowKind, Zone};
 use serde_json::Value;
@@ -666,6 +666,15 @@ fn sigterm_while_a_guest_runs_lets_it_finish_and_exits_0_and_a_second_signal_exi
     assert_eq!(delivered.lines().count(), 2, "each window delivered once");
 }
 
+/// A daemon over `hourly` on `store` started at 00:30 with the day before
+/// behind it (`--since` its start, until `until`), once it has stopped
+/// itself at `failpoint`.
+fn stopped_in_backlog(hourly: &Path, store: &Path, until: &str, failpoint: &str) -> Child {
+    let mut cmd = daemon_command(&[hourly], s(store), "2026-11-09T00:30:00Z", until);
+    cmd.args(["--since", "2026-11-08T00:00:00Z"]);
+    stopped_at(cmd, failpoint)
+}
+
 #[test]
 fn a_backlog_is_claimed_in_batches_ahead_and_a_stop_lets_go_of_what_did_not_start() {
     let dir = scratch();
@@ -679,14 +688,7 @@ fn a_backlog_is_claimed_in_batches_ahead_and_a_stop_lets_go_of_what_did_not_star
     let store = dir.path().join("s.db");
     // The third window's guest stops; by then the first has run on its own
     // claim, and the next eleven were claimed in one batch.
-    let mut cmd = daemon_command(
-        &[&hourly],
-        s(&store),
-        "2026-11-09T00:30:00Z",
-        "2026-11-09T00:40:00Z",
-    );
-    cmd.args(["--since", "2026-11-08T00:00:00Z"]);
-    let child = stopped_at(cmd, "in-guest@3:stop");
+    let child = stopped_in_backlog(&hourly, &store, "2026-11-09T00:40:00Z", "in-guest@3:stop");
     let states = |store: &Path| -> BTreeMap<String, String> {
         history(store)
             .into_iter()
@@ -755,16 +757,9 @@ fn a_host_whose_batch_skipped_windows_another_holds_goes_on_after_its_own() {
         "catch_up = \"all\"\nmax_catch_up = 24",
     );
     let store = dir.path().join("s.db");
-    let mut cmd = daemon_command(
-        &[&hourly],
-        s(&store),
-        "2026-11-09T00:30:00Z",
-        "2026-11-09T00:30:00Z",
-    );
-    cmd.args(["--since", "2026-11-08T00:00:00Z"]);
     // While the daemon runs the day's first window, another host claims
     // the third to fifth.
-    let child = stopped_at(cmd, "in-guest@1:stop");
+    let child = stopped_in_backlog(&hourly, &store, "2026-11-09T00:30:00Z", "in-guest@1:stop");
     let name = JobName::new("hourly").unwrap();
     let hour = |h: i64| {
         let t = "2026-11-08T00:30:00Z".parse::<jiff::Timestamp>().unwrap()
@@ -838,16 +833,9 @@ fn a_component_replaced_during_a_batch_is_recorded_with_each_window_it_ran() {
     )
     .unwrap();
     let store = dir.path().join("s.db");
-    let mut cmd = daemon_command(
-        &[&hourly],
-        s(&store),
-        "2026-11-09T00:30:00Z",
-        "2026-11-09T00:30:00Z",
-    );
-    cmd.args(["--since", "2026-11-08T00:00:00Z"]);
     // The second window (the first of the batch) is running when the
     // file is replaced by another report.
-    let child = stopped_at(cmd, "in-guest@2:stop");
+    let child = stopped_in_backlog(&hourly, &store, "2026-11-09T00:30:00Z", "in-guest@2:stop");
     std::fs::copy(&guests().top_products, &component).unwrap();
     let run = resume(child);
     assert_eq!(run.code, 0, "{}", run.stderr);

@@ -54,6 +54,14 @@ pub fn report(name: &str, v: &[Duration]) {
     );
 }
 
+/// The value given after `flag` on a bench's command line (`cargo bench
+/// ... -- --against PATH`), if any.
+pub fn flag_value(flag: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let at = args.iter().position(|a| a == flag)?;
+    args.get(at + 1).cloned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -431,27 +431,12 @@ impl<B: Backend> SqlStore<B> {
             let Some((job, start)) = gone else { continue };
             // Its next claim takes the next fence, so this lease can never
             // match a row again; and no plan read before stays past it.
-            tx.exec(
-                what,
-                "INSERT INTO {forgotten} (key, job, window_start, next_revision, next_fence, at)
-                 VALUES ($1, $2, {time $3}, $4, $5, {now})
-                 ON CONFLICT (key) DO UPDATE SET
-                    next_revision = greatest({forgotten}.next_revision, excluded.next_revision),
-                    next_fence = greatest({forgotten}.next_fence, excluded.next_fence),
-                    at = excluded.at",
-                &[
-                    k,
-                    Text(&job),
-                    Time(start),
-                    Int(i64::from(lease.revision)),
-                    Int(lease.fence.0 + 1),
-                ],
-            )?;
-            tx.exec(
-                what,
-                "UPDATE {schedule} SET decided_until = {time $2}, updated_at = {now}
-                 WHERE job = $1 AND decided_until > {time $2}",
-                &[Text(&job), Time(start)],
+            no_row_again(
+                &mut tx,
+                &lease.key,
+                &job,
+                start,
+                (i64::from(lease.revision), lease.fence.0 + 1),
             )?;
         }
         tx.commit(what)
@@ -534,6 +519,43 @@ impl<B: Backend> SqlStore<B> {
 /// A JSON list of strings, for `{keys $N}`.
 fn json_list(items: impl Iterator<Item = String>) -> String {
     serde_json::Value::from(items.collect::<Vec<_>>()).to_string()
+}
+
+/// A window whose row was deleted (`forget`, or a claim let go of): its
+/// next claim goes on from `next` (revision, fence), and the job's
+/// `decided_until` goes back to its start if it was past it; whether it
+/// moved.
+fn no_row_again<T: Tx>(
+    tx: &mut T,
+    key: &WindowKey,
+    job: &str,
+    start: Timestamp,
+    next: (i64, i64),
+) -> Result<bool> {
+    let what = "record the window as having no row";
+    tx.exec(
+        what,
+        "INSERT INTO {forgotten} (key, job, window_start, next_revision, next_fence, at)
+         VALUES ($1, $2, {time $3}, $4, $5, {now})
+         ON CONFLICT (key) DO UPDATE SET
+            next_revision = greatest({forgotten}.next_revision, excluded.next_revision),
+            next_fence = greatest({forgotten}.next_fence, excluded.next_fence),
+            at = excluded.at",
+        &[
+            Text(key.as_str()),
+            Text(job),
+            Time(start),
+            Int(next.0),
+            Int(next.1),
+        ],
+    )?;
+    let moved = tx.exec(
+        what,
+        "UPDATE {schedule} SET decided_until = {time $2}, updated_at = {now}
+         WHERE job = $1 AND decided_until > {time $2}",
+        &[Text(job), Time(start)],
+    )?;
+    Ok(moved > 0)
 }
 
 fn key_revision_and_fence(r: &dyn Row) -> Result<(String, (u32, i64))> {
@@ -1331,27 +1353,12 @@ impl<B: Backend> Ledger for SqlStore<B> {
         ] {
             tx.exec(what, sql, &[k])?;
         }
-        tx.exec(
-            what,
-            "INSERT INTO {forgotten} (key, job, window_start, next_revision, next_fence, at)
-             VALUES ($1, $2, {time $3}, $4, $5, {now})
-             ON CONFLICT (key) DO UPDATE SET
-                next_revision = greatest({forgotten}.next_revision, excluded.next_revision),
-                next_fence = greatest({forgotten}.next_fence, excluded.next_fence),
-                at = excluded.at",
-            &[
-                k,
-                Text(&job),
-                Time(start),
-                Int(revision + i64::from(has_report)),
-                Int(fence + 1),
-            ],
-        )?;
-        let moved = tx.exec(
-            what,
-            "UPDATE {schedule} SET decided_until = {time $2}, updated_at = {now}
-             WHERE job = $1 AND decided_until > {time $2}",
-            &[Text(&job), Time(start)],
+        let moved = no_row_again(
+            &mut tx,
+            key,
+            &job,
+            start,
+            (revision + i64::from(has_report), fence + 1),
         )?;
         tx.commit(what)?;
         Ok(Forgotten {
@@ -1361,7 +1368,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
             } else {
                 0
             },
-            decided_until: (moved > 0).then_some(start),
+            decided_until: moved.then_some(start),
             archived: has_report,
         })
     }
