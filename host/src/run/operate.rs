@@ -170,11 +170,21 @@ pub struct Backfilled {
     pub not_closed: usize,
     /// Whether a stop request ended it before the plan's end.
     pub stopped: bool,
-    /// Whether `--parallel` was given but the job keeps a cursor, so its
-    /// windows ran one after another in order.
-    pub in_order: bool,
+    /// Why `--parallel` was given but the windows ran one after another
+    /// in order, if they did.
+    pub in_order: Option<InOrder>,
     /// The worst exit code of its runs (0, 1 or 2).
     pub exit_code: i32,
+}
+
+/// Why a `--parallel` backfill ran its windows one after another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InOrder {
+    /// The job keeps a cursor: each run is given the one before it
+    /// returned.
+    Cursor,
+    /// Whether it keeps one could not be read (the error).
+    Unread(String),
 }
 
 impl Backfilled {
@@ -263,11 +273,15 @@ pub fn backfill(
             }
             run_one(first);
         }
-        let keeps_cursor = crate::store::open(&job.store)
-            .and_then(|mut s| s.cursor(job.name()))
-            .map_or(true, |c| c.is_some());
-        lock(&done).in_order = keeps_cursor;
-        if !keeps_cursor {
+        let in_order = match crate::store::open(&job.store).and_then(|mut s| s.cursor(job.name())) {
+            Ok(Some(_)) => Some(InOrder::Cursor),
+            Ok(None) => None,
+            // Not known: in order is the safe choice.
+            Err(e) => Some(InOrder::Unread(e.chain())),
+        };
+        let parallel = in_order.is_none();
+        lock(&done).in_order = in_order;
+        if parallel {
             let rest = std::sync::Mutex::new(rest);
             std::thread::scope(|s| {
                 for _ in 0..workers {

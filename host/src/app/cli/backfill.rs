@@ -150,8 +150,8 @@ pub(super) fn main(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
     if let Some(e) = unwritten {
         return Err(e);
     }
-    if ended.in_order {
-        say(
+    match &ended.in_order {
+        Some(crate::run::operate::InOrder::Cursor) => say(
             "note",
             &format!(
                 "job `{}` keeps a cursor (each run is given the one its last window returned), so \
@@ -159,7 +159,18 @@ pub(super) fn main(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
                 job.name(),
                 parallel
             ),
-        );
+        ),
+        Some(crate::run::operate::InOrder::Unread(why)) => say(
+            "note",
+            &format!(
+                "could not read whether job `{}` keeps a cursor ({}), so its windows ran one \
+                 after another in window order, not {} at once",
+                job.name(),
+                crate::core::text::printable(why),
+                parallel
+            ),
+        ),
+        None => {}
     }
     let end = ended_summary(&ended);
     if ended.stopped {
