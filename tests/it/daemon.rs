@@ -666,6 +666,19 @@ fn sigterm_while_a_guest_runs_lets_it_finish_and_exits_0_and_a_second_signal_exi
     assert_eq!(delivered.lines().count(), 2, "each window delivered once");
 }
 
+/// The hourly reference job whose daemon catches up on the newest
+/// `max_catch_up` hours of the day before, and its store, in `dir`.
+fn backlog_job(dir: &Path, max_catch_up: u32) -> (std::path::PathBuf, std::path::PathBuf) {
+    let hourly = job(
+        dir,
+        "hourly",
+        "hour",
+        "UTC",
+        &format!("catch_up = \"all\"\nmax_catch_up = {max_catch_up}"),
+    );
+    (hourly, dir.join("s.db"))
+}
+
 /// A daemon over `hourly` on `store` started at 00:30 with the day before
 /// behind it (`--since` its start, until `until`), once it has stopped
 /// itself at `failpoint`.
@@ -678,14 +691,7 @@ fn stopped_in_backlog(hourly: &Path, store: &Path, until: &str, failpoint: &str)
 #[test]
 fn a_backlog_is_claimed_in_batches_ahead_and_a_stop_lets_go_of_what_did_not_start() {
     let dir = scratch();
-    let hourly = job(
-        dir.path(),
-        "hourly",
-        "hour",
-        "UTC",
-        "catch_up = \"all\"\nmax_catch_up = 12",
-    );
-    let store = dir.path().join("s.db");
+    let (hourly, store) = backlog_job(dir.path(), 12);
     // The third window's guest stops; by then the first has run on its own
     // claim, and the next eleven were claimed in one batch.
     let child = stopped_in_backlog(&hourly, &store, "2026-11-09T00:40:00Z", "in-guest@3:stop");
@@ -749,14 +755,7 @@ fn a_backlog_is_claimed_in_batches_ahead_and_a_stop_lets_go_of_what_did_not_star
 fn a_host_whose_batch_skipped_windows_another_holds_goes_on_after_its_own() {
     use jobhost::store::{Claim, ClaimRequest, ClaimStore, LeasesOnly, Purpose, SqliteStore};
     let dir = scratch();
-    let hourly = job(
-        dir.path(),
-        "hourly",
-        "hour",
-        "UTC",
-        "catch_up = \"all\"\nmax_catch_up = 24",
-    );
-    let store = dir.path().join("s.db");
+    let (hourly, store) = backlog_job(dir.path(), 24);
     // While the daemon runs the day's first window, another host claims
     // the third to fifth.
     let child = stopped_in_backlog(&hourly, &store, "2026-11-09T00:30:00Z", "in-guest@1:stop");
@@ -818,13 +817,7 @@ fn a_component_replaced_during_a_batch_is_recorded_with_each_window_it_ran() {
     // The job's own copy of the component, replaced while a batch runs.
     let component = dir.path().join("report.wasm");
     std::fs::copy(&guests().report, &component).unwrap();
-    let hourly = job(
-        dir.path(),
-        "hourly",
-        "hour",
-        "UTC",
-        "catch_up = \"all\"\nmax_catch_up = 6",
-    );
+    let (hourly, store) = backlog_job(dir.path(), 6);
     let text = std::fs::read_to_string(&hourly).unwrap();
     let reference = guests().report.display().to_string();
     std::fs::write(
@@ -832,7 +825,6 @@ fn a_component_replaced_during_a_batch_is_recorded_with_each_window_it_ran() {
         text.replace(&reference, &component.display().to_string()),
     )
     .unwrap();
-    let store = dir.path().join("s.db");
     // The second window (the first of the batch) is running when the
     // file is replaced by another report.
     let child = stopped_in_backlog(&hourly, &store, "2026-11-09T00:30:00Z", "in-guest@2:stop");

@@ -848,8 +848,8 @@ impl Wake<'_> {
                 self.release(&mut batch);
                 return None;
             }
-            let mut lease = batch.held.remove(&window.key());
-            if lease.is_none() {
+            let mut claimed = batch.held.remove(&window.key());
+            if claimed.is_none() {
                 if leaving {
                     continue;
                 }
@@ -857,15 +857,15 @@ impl Wake<'_> {
                     ran.claimed.insert(window.key());
                     continue;
                 }
-                lease = self.claim_ahead(&window, &queue, &decided_elsewhere, &mut batch);
+                claimed = self.claim_ahead(&window, &queue, &decided_elsewhere, &mut batch);
             }
             let doing = format!("running `{}`", window.key());
             expect(self.opts, self.job.lease, &doing);
             let at_now = self.opts.runtime.at(Some(self.opts.clock.now()));
             let started = std::time::Instant::now();
-            let held = lease.is_some();
-            let mut outcome = match lease {
-                Some(lease) => job::run_claimed(self.job, &window, lease, &at_now),
+            let held = claimed.is_some();
+            let mut outcome = match claimed {
+                Some(claim) => job::run_claimed(self.job, &window, claim, &at_now),
                 None => job::run_window(self.job, Some(&window), &at_now),
             };
             batch.ran(&outcome, started.elapsed());
@@ -941,7 +941,9 @@ impl Wake<'_> {
     /// so far, at most [`FreshClaims::MOST`], so this host holds no claim
     /// it will not start well before its lease ends. The windows that had
     /// no row are granted (the others are claimed on their own when their
-    /// turn comes); `window`'s lease, if it was granted.
+    /// turn comes); `window`'s lease, if it was granted. No new batch is
+    /// made while claims of the last are still to run: they already use
+    /// the half lease.
     fn claim_ahead(
         &self,
         window: &Window,
@@ -949,6 +951,9 @@ impl Wake<'_> {
         decided: &HashSet<WindowKey>,
         batch: &mut Batch,
     ) -> Option<job::Preclaimed> {
+        if !batch.held.is_empty() {
+            return None;
+        }
         let component = batch.component.as_deref()?;
         let pace = batch.slowest.max(Duration::from_millis(1));
         let fits = self.job.lease.as_secs_f64() / 2.0 / pace.as_secs_f64();
