@@ -27,6 +27,7 @@ mod hostile;
 mod journal;
 mod liveness;
 mod naive_times;
+mod needs;
 mod operate;
 mod partition;
 mod pause_trials;

@@ -1396,6 +1396,51 @@ fn a_window_claimed_ahead_and_never_started_has_used_no_attempt(f: &mut Fixture)
     assert_eq!((lease.attempt, lease.fence.0), (1, 2));
 }
 
+fn a_waiting_window_is_recorded_once_keeps_its_words_current_and_runs_when_claimed(
+    f: &mut Fixture,
+) {
+    let mut s = f.open();
+    let (w, done) = (window("2026-11-07"), window("2026-11-08"));
+    assert!(
+        s.record_waiting(&w, "`up:2026-11-07` (not run yet)", "a", f.now)
+            .unwrap()
+    );
+    let row = s.peek(&w.key()).unwrap().unwrap();
+    assert_eq!(row.state, RunState::Waiting);
+    assert_eq!(row.attempt, 0);
+    assert_eq!(
+        row.skip_reason.as_deref(),
+        Some("`up:2026-11-07` (not run yet)")
+    );
+    // Looked at again: the words follow what it waits for now.
+    assert!(
+        s.record_waiting(&w, "`up:2026-11-07` (FAILED)", "b", f.now)
+            .unwrap()
+    );
+    let row = s.peek(&w.key()).unwrap().unwrap();
+    assert_eq!(row.skip_reason.as_deref(), Some("`up:2026-11-07` (FAILED)"));
+    assert_eq!(row.owner, "a", "the row is not taken over by looking");
+    // The daemon finds it among the unfinished windows.
+    let unfinished: Vec<String> = s
+        .unfinished("daily-report")
+        .unwrap()
+        .iter()
+        .map(|r| r.key.to_string())
+        .collect();
+    assert_eq!(unfinished, [w.key().to_string()]);
+    // The scheduler's claim runs it, as its first attempt.
+    let Claim::Run { lease, .. } = f.claim(s.as_mut(), &w, "c", 1) else {
+        panic!("a WAITING window is run when claimed")
+    };
+    assert_eq!((lease.attempt, lease.fence.0, lease.revision), (1, 1, 1));
+    // A row in any other state is left as it is.
+    assert!(!s.record_waiting(&w, "anything", "d", f.now).unwrap());
+    assert_eq!(s.peek(&w.key()).unwrap().unwrap().state, RunState::Claimed);
+    done_with_one_message(f, s.as_mut(), &done, "c8");
+    assert!(!s.record_waiting(&done, "anything", "d", f.now).unwrap());
+    assert_eq!(s.peek(&done.key()).unwrap().unwrap().state, RunState::Done);
+}
+
 fn prune_drops_old_journals_and_delivered_bodies_and_nothing_unfinished(f: &mut Fixture) {
     let mut s = f.open();
     let who = Actor {
@@ -1493,6 +1538,7 @@ contract!(
     a_paused_job_claims_nothing_on_any_connection_until_resumed,
     a_batch_claims_only_windows_nobody_claimed_and_lets_go_of_what_it_will_not_start,
     a_window_claimed_ahead_and_never_started_has_used_no_attempt,
+    a_waiting_window_is_recorded_once_keeps_its_words_current_and_runs_when_claimed,
     prune_drops_old_journals_and_delivered_bodies_and_nothing_unfinished,
     the_counts_of_a_whole_history_follow_every_change_of_its_rows,
 );

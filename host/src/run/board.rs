@@ -121,6 +121,8 @@ pub struct Cell {
 pub enum CellState {
     Done,
     Skipped,
+    /// Due, and waiting for an upstream window it needs.
+    Waiting,
     /// Failed, a retry pending.
     Retrying,
     Failed,
@@ -143,6 +145,7 @@ impl CellState {
         match self {
             CellState::Done => "done",
             CellState::Skipped => "skipped",
+            CellState::Waiting => "waiting",
             CellState::Retrying => "retrying",
             CellState::Failed => "failed",
             CellState::Abandoned => "abandoned",
@@ -166,6 +169,7 @@ fn cell_state(r: &RunRecord) -> CellState {
     match r.state {
         RunState::Done => CellState::Done,
         RunState::Skipped => CellState::Skipped,
+        RunState::Waiting => CellState::Waiting,
         RunState::Failed if r.retry_at.is_some() => CellState::Retrying,
         RunState::Failed => CellState::Failed,
         RunState::Abandoned => CellState::Abandoned,

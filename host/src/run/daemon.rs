@@ -29,7 +29,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::core::clock::{Clock, rfc3339};
 use crate::core::error::Result;
-use crate::core::window::{Window, WindowKey};
+use crate::core::window::{JobName, Window, WindowKey};
 use crate::guest::sandbox::Sandbox;
 use crate::run::liveness::Heartbeat;
 use crate::run::outputs::EventLine;
@@ -180,8 +180,33 @@ pub fn check_before_start(jobs: &[Job], sandbox: &Sandbox) -> Result<()> {
         job::refuse_ephemeral_store(j)
             .map_err(|e| crate::core::error::Error::input(format!("job `{}`: {e:#}", j.name())))?;
     }
+    refuse_cycles(jobs)?;
     check_components(jobs, sandbox)?;
     open_stores(jobs)
+}
+
+/// Refuses jobs whose `[[needs]]` make a cycle: each job of it would wait
+/// for the next forever.
+///
+/// # Errors
+///
+/// `Error::Input` naming the cycle.
+pub fn refuse_cycles<'a>(jobs: impl IntoIterator<Item = &'a Job>) -> Result<()> {
+    let list: Vec<(JobName, Vec<JobName>)> = jobs
+        .into_iter()
+        .map(|j| (j.name().clone(), j.needs.clone()))
+        .collect();
+    match crate::run::needs::cycle(&list) {
+        None => Ok(()),
+        Some(names) => {
+            let path: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+            Err(crate::core::error::Error::input(format!(
+                "the jobs' `[[needs]]` make a cycle, {}: each would wait for the next forever; \
+                 remove one of these needs",
+                path.join(" needs ")
+            )))
+        }
+    }
 }
 
 /// What a daemon has checked already: the components (by file, cache and
@@ -544,7 +569,24 @@ fn wake_all(round: &Round<'_>, jobs: &[Arc<Job>]) -> Option<Timestamp> {
         expect(opts, job.lease, &format!("looking at job `{}`", job.name()));
         prune_if_due(job, opts, now, out, memory);
         let next = match wake_job(round, job) {
-            Ok(next) => next,
+            Ok((next, false)) => next,
+            Ok((next, true)) => {
+                // A window of this job became DONE: the jobs that need it
+                // are looked at now, not at their next poll.
+                let mut memory = memory.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut nudged = false;
+                for (other, at) in memory.next.values_mut() {
+                    if other.needs.contains(job.name()) {
+                        *at = now;
+                        nudged = true;
+                    }
+                }
+                if nudged {
+                    let mut wake = wake.lock().unwrap_or_else(PoisonError::into_inner);
+                    *wake = Some(now);
+                }
+                next
+            }
             Err(e) => {
                 // One job's store failing stops none of the others.
                 crate::core::text::say(
@@ -673,7 +715,7 @@ fn prune_if_due(
 /// looked at again a minute later: nothing of it is claimed, skipped or
 /// decided, so that on resume its catch-up policy decides the windows
 /// that fell due meanwhile.
-fn wake_job(round: &Round<'_>, job: &Job) -> Result<Timestamp> {
+fn wake_job(round: &Round<'_>, job: &Job) -> Result<(Timestamp, bool)> {
     let Round {
         opts,
         owner,
@@ -715,7 +757,7 @@ fn wake_job(round: &Round<'_>, job: &Job) -> Result<Timestamp> {
                 &EventLine::skipped(SkipReason::Paused, name, None, now, detail),
             );
         }
-        return Ok(next.min(crate::core::clock::after(now, RETRY_SOON)));
+        return Ok((next.min(crate::core::clock::after(now, RETRY_SOON)), false));
     }
     (memory.lock().unwrap_or_else(PoisonError::into_inner))
         .paused_said
@@ -726,9 +768,9 @@ fn wake_job(round: &Round<'_>, job: &Job) -> Result<Timestamp> {
         _ => None,
     }));
     match wake.run_all(todo, &mut next) {
-        Some(ran) => wake.settle(&plan, &ran, next),
+        Some(ran) => Ok((wake.settle(&plan, &ran, next)?, ran.done)),
         // Asked to stop: nothing more is written.
-        None => Ok(next),
+        None => Ok((next, false)),
     }
 }
 
@@ -753,6 +795,12 @@ struct Ran {
     deferred: HashSet<WindowKey>,
     /// Whether anything ran at all.
     any: bool,
+    /// Windows that wait for an upstream window they need: looked at
+    /// again after [`crate::run::needs::WAITING_POLL`].
+    waiting: HashSet<WindowKey>,
+    /// Whether a window of the job became DONE: the jobs that need it
+    /// are looked at again at once.
+    done: bool,
 }
 
 impl Wake<'_> {
@@ -826,6 +874,8 @@ impl Wake<'_> {
             claimed: HashSet::new(),
             deferred: HashSet::new(),
             any: false,
+            waiting: HashSet::new(),
+            done: false,
         };
         // Windows another host decided since the look (read at once when
         // one of them answers so, rather than found window by window).
@@ -888,6 +938,13 @@ impl Wake<'_> {
                 self.release(&mut batch);
             }
             let (reason, fence) = (outcome.receipt.reason, outcome.receipt.fence);
+            ran.done |= outcome.receipt.done();
+            if reason == Some(SkipReason::Waiting) {
+                // It has a row (WAITING, or the one it had): decided, and
+                // looked at again until its upstream windows are DONE.
+                ran.claimed.insert(window.key());
+                ran.waiting.insert(window.key());
+            }
             if reason == Some(SkipReason::Done) {
                 // Another host works through this job's windows too (a
                 // fleet on one store): what else it decided since the look
@@ -951,7 +1008,9 @@ impl Wake<'_> {
         decided: &HashSet<WindowKey>,
         batch: &mut Batch,
     ) -> Option<job::Preclaimed> {
-        if !batch.held.is_empty() {
+        // A window that needs upstream windows is claimed only once they
+        // are DONE, each on its own.
+        if !batch.held.is_empty() || !self.job.needs.is_empty() {
             return None;
         }
         let component = batch.component.as_deref()?;
@@ -1052,6 +1111,12 @@ impl Wake<'_> {
             _ => false,
         });
         let moves = through.is_some_and(|t| plan.decided_until.is_none_or(|d| t > d));
+        if !ran.waiting.is_empty() {
+            next = next.min(crate::core::clock::after(
+                clock.now(),
+                crate::run::needs::WAITING_POLL,
+            ));
+        }
         if !(ran.any || moves) {
             return Ok(next);
         }
@@ -1067,6 +1132,9 @@ impl Wake<'_> {
                     Work::Run(w) if ran.deferred.contains(&w.key()) => {
                         crate::core::clock::after(clock.now(), RETRY_SOON)
                     }
+                    // Still waiting for its upstream: looked at again
+                    // after the poll above, not at once.
+                    Work::Run(w) if ran.waiting.contains(&w.key()) => next,
                     Work::Run(_) => crate::core::clock::after(clock.now(), Duration::from_secs(1)),
                 });
             }

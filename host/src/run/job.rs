@@ -55,6 +55,9 @@ pub struct Job {
     pub digest: Option<DigestSettings>,
     /// What the daemon prunes once a day (`[retention]`), if anything.
     pub retention: Option<Retention>,
+    /// Upstream jobs in the same store whose windows a window of this job
+    /// needs DONE before it runs (`[[needs]]`; see [`crate::run::needs`]).
+    pub needs: Vec<JobName>,
     /// How the commands printed for this job name it (`--config FILE`),
     /// so that they paste.
     pub target: Target,

@@ -11,6 +11,7 @@ pub mod daemon;
 mod finish;
 pub mod job;
 pub mod liveness;
+pub mod needs;
 mod open;
 pub mod operate;
 pub mod outputs;

@@ -405,7 +405,7 @@ pub fn retry(job: &Job, key: &str, reason: &str, runtime: &Runtime) -> Result<Ou
         )))
     };
     match row.as_ref().map(|r| r.state) {
-        None | Some(RunState::Skipped) => {
+        None | Some(RunState::Skipped | RunState::Waiting) => {
             return fits(&format!(
                 "`{}` runs it",
                 job.target

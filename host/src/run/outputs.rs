@@ -76,7 +76,8 @@ pub struct HistoryRow {
     pub delivered: u32,
     /// The last error (never a skip's reason).
     pub error: Option<String>,
-    /// Why the scheduler skipped the window, when it is SKIPPED.
+    /// Why the scheduler skipped the window, when it is SKIPPED; what it
+    /// waits for, when it is WAITING.
     pub reason: Option<String>,
     /// When the row was made.
     pub created_at: String,
@@ -128,7 +129,8 @@ impl HistoryRow {
             revision: r.revision,
             revision_reason: r.reason.clone(),
             pruned_at: r.pruned_at.map(rfc3339),
-            ran_at: (r.state != RunState::Skipped).then(|| rfc3339(r.updated_at)),
+            ran_at: (!matches!(r.state, RunState::Skipped | RunState::Waiting))
+                .then(|| rfc3339(r.updated_at)),
             digest: digest_facts(r, cache),
         }
     }
@@ -190,6 +192,8 @@ pub enum Decision {
     Resume,
     /// Waiting out a backoff before its next attempt.
     Retry,
+    /// WAITING for upstream windows it needs; runs once they are DONE.
+    Wait,
 }
 
 impl Decision {
@@ -203,6 +207,7 @@ impl Decision {
             Decision::Next => "next",
             Decision::Resume => "resume",
             Decision::Retry => "retry",
+            Decision::Wait => "wait",
         }
     }
 }
@@ -303,6 +308,16 @@ pub fn plan_report(
     for r in unfinished {
         let retry = target.command(&format!("retry {}", shell_quote(r.key.as_str())));
         let (decision, at, detail) = match r.retry_at {
+            _ if r.state == RunState::Waiting => (
+                Decision::Wait,
+                r.updated_at,
+                format!(
+                    "WAITING for {}; it runs once they are DONE (a daemon of the job looks \
+                     again every {} s)",
+                    r.skip_reason.as_deref().unwrap_or("its upstream"),
+                    crate::run::needs::WAITING_POLL.as_secs()
+                ),
+            ),
             Some(t) => (
                 Decision::Retry,
                 t,

@@ -28,8 +28,11 @@ use crate::guest::source::SourceAccess;
 use crate::run::answer::{self, Granted};
 use crate::run::finish;
 use crate::run::job::Job;
+use crate::run::needs;
 use crate::run::open::open_store;
-use crate::run::receipt::{Event, MessageInfo, Receipt, ReportInfo, Warning, WarningKind};
+use crate::run::receipt::{
+    Event, MessageInfo, Receipt, ReportInfo, SkipReason, Warning, WarningKind,
+};
 use crate::run::{Outcome, Runtime};
 use crate::store::{
     ClaimRequest, Failure, Lease, LocalProcesses, PendingMessage, Purpose, RunRecord, RunState,
@@ -273,6 +276,14 @@ impl<'a> Run<'a> {
                 Peeked::Answered => return Ok(None),
             },
         };
+        // A window of a job that builds on other jobs runs only once the
+        // upstream windows it covers are DONE.
+        if preclaimed.is_none()
+            && !self.job.needs.is_empty()
+            && self.waits(store, row.as_deref(), receipt)?
+        {
+            return Ok(None);
+        }
         // A missing or unreadable component is bad input, unless the
         // window's report is already committed (see `prepare`).
         let file = ComponentFile::open(&self.job.component, &self.cache());
@@ -356,6 +367,58 @@ impl<'a> Run<'a> {
             }
         }
         Ok(Peeked::Open(row.map(Box::new)))
+    }
+
+    /// Whether the window waits for an upstream window it needs (see
+    /// [`crate::run::needs`]): then the receipt says which, and a window
+    /// with no row, or WAITING already, is recorded WAITING with the same
+    /// words. A committed report is delivered whatever its upstream does
+    /// now.
+    fn waits(
+        &self,
+        store: &mut dyn Store,
+        row: Option<&RunRecord>,
+        receipt: &mut Receipt,
+    ) -> Result<bool> {
+        let committed = row.is_some_and(|r| {
+            r.report.is_some()
+                && matches!(
+                    r.state,
+                    RunState::Prepared | RunState::Failed | RunState::Abandoned
+                )
+        });
+        if committed {
+            return Ok(false);
+        }
+        let needs = needs::check(store, &self.window, &self.job.needs)?;
+        if needs.met() {
+            return Ok(false);
+        }
+        let words = needs.words();
+        let recorded = match row.map(|r| r.state) {
+            None | Some(RunState::Waiting) => store.record_waiting(
+                &self.window,
+                &words,
+                &crate::run::owner_id(),
+                self.clock.lease_now(),
+            )?,
+            Some(_) => false,
+        };
+        receipt.waits_for = Some(needs.waits_for());
+        receipt.skip(
+            SkipReason::Waiting,
+            format!(
+                "window `{}` waits for {words}; it runs once every upstream window it needs is \
+                 DONE{}",
+                self.key,
+                if recorded {
+                    " (it is WAITING: a daemon of the job starts it then)"
+                } else {
+                    ""
+                }
+            ),
+        );
+        Ok(true)
     }
 
     /// Everything the user supplied is checked before the claim, so bad

@@ -91,6 +91,9 @@ pub enum SkipReason {
     GaveUp,
     /// The job is paused (`jobhost pause`); `jobhost resume` lets it run.
     Paused,
+    /// An upstream window the window needs (`[[needs]]`) is not DONE yet;
+    /// the window is WAITING, and runs once it is.
+    Waiting,
 }
 
 impl SkipReason {
@@ -103,6 +106,7 @@ impl SkipReason {
             SkipReason::RetryLater => "retry-later",
             SkipReason::GaveUp => "gave-up",
             SkipReason::Paused => "paused",
+            SkipReason::Waiting => "waiting",
         }
     }
 }
@@ -200,6 +204,10 @@ pub struct Receipt {
     /// Why nothing ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<SkipReason>,
+    /// What a WAITING window waits for: upstream windows not DONE (at
+    /// most [`crate::run::needs::LISTED`]) and upstream jobs with no row.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits_for: Option<crate::run::needs::WaitsFor>,
     /// A sentence expanding on `reason`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
@@ -263,6 +271,7 @@ impl Receipt {
             store_created: false,
             warnings: Vec::new(),
             reason: None,
+            waits_for: None,
             detail: None,
             attempt: None,
             fence: None,

@@ -118,6 +118,13 @@ pub struct Status {
     pub late_for_hole: bool,
     /// The job's pause, when a person paused it.
     pub paused: Option<Pause>,
+    /// Windows WAITING for upstream windows they need, newest first.
+    pub waiting: Vec<RunRecord>,
+    /// Of those, the ones other than `expected` waiting past the grace:
+    /// they make the job late, naming what they wait for.
+    pub waiting_late: Vec<RunRecord>,
+    /// What `expected` waits for, when it is WAITING.
+    pub expected_waits_for: Option<String>,
 }
 
 /// The most rows of each kind [`status_bounded`] reads: windows that need
@@ -166,6 +173,7 @@ pub fn status_bounded(
             RunState::Failed,
             RunState::Claimed,
             RunState::Prepared,
+            RunState::Waiting,
         ],
         BOUNDED_ROWS,
     ))?);
@@ -268,6 +276,7 @@ fn judge(
         .cloned()
         .collect();
     let grace = SignedDuration::try_from(schedule.grace).unwrap_or(SignedDuration::MAX);
+    let delay = SignedDuration::try_from(schedule.delay).unwrap_or(SignedDuration::MAX);
     // Leases and retry times are on the store's clock; real time stands in
     // for it here.
     let real_now = Timestamp::now().max(now);
@@ -295,11 +304,28 @@ fn judge(
         .first()
         .map_or(SignedDuration::ZERO, |h| now.duration_since(h.due));
     let late_by = expected_late.max(hole_late);
+    let waiting: Vec<RunRecord> = runs
+        .iter()
+        .filter(|r| r.state == RunState::Waiting)
+        .cloned()
+        .collect();
+    let waiting_late: Vec<RunRecord> = waiting
+        .iter()
+        .filter(|r| {
+            r.key != expected.key()
+                && now.duration_since(r.window_end) > grace.saturating_add(delay)
+        })
+        .cloned()
+        .collect();
+    let expected_waits_for = runs
+        .iter()
+        .find(|r| r.key == expected.key() && r.state == RunState::Waiting)
+        .and_then(|r| r.skip_reason.clone());
     let health = if !needs_a_person.is_empty() {
         Health::Failed
     } else if paused.is_some() {
         Health::Paused
-    } else if late_by > grace || stuck {
+    } else if late_by > grace || stuck || !waiting_late.is_empty() {
         Health::Late
     } else {
         Health::Healthy
@@ -322,6 +348,9 @@ fn judge(
         grace,
         late_for_hole: expected_late <= grace && hole_late > grace,
         paused,
+        waiting,
+        waiting_late,
+        expected_waits_for,
     })
 }
 
@@ -363,6 +392,22 @@ pub struct StatusReport {
     pub holes: HolesReport,
     /// The pause, when a person paused the job.
     pub paused: Option<PauseReport>,
+    /// What the newest due window waits for, when it is WAITING.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected_waits_for: Option<String>,
+    /// Windows WAITING for upstream windows they need, newest first.
+    pub waiting: Vec<WaitingWindow>,
+}
+
+/// A window WAITING for upstream windows.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WaitingWindow {
+    /// Its key.
+    pub key: String,
+    /// What it waits for, in words.
+    pub waits_for: Option<String>,
+    /// Whether it has waited past the job's grace.
+    pub late: bool,
 }
 
 /// A window that needs a person.
@@ -562,6 +607,17 @@ impl Status {
                 by: p.by.clone(),
                 since: rfc3339(p.since),
             }),
+            expected_waits_for: self.expected_waits_for.clone(),
+            waiting: self
+                .waiting
+                .iter()
+                .map(|r| WaitingWindow {
+                    key: r.key.to_string(),
+                    waits_for: r.skip_reason.clone(),
+                    late: self.waiting_late.iter().any(|l| l.key == r.key)
+                        || (r.key == self.expected.key() && self.expected_late > self.grace),
+                })
+                .collect(),
         }
     }
 }

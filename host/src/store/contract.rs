@@ -15,7 +15,7 @@ use super::{
     RunRecord, RunState, Skip, StagedMessage, StoredReport,
 };
 use crate::core::error::Result;
-use crate::core::window::{JobName, WindowKey};
+use crate::core::window::{JobName, Window, WindowKey};
 
 /// The claim protocol of one run. Every method after `claim` is fenced: it
 /// fails with `Error::LeaseLost` when another process took the run over.
@@ -250,7 +250,8 @@ pub trait Ledger {
     ) -> Result<Vec<(RunState, u64)>>;
 
     /// `job`'s runs that are not finished, of any age: CLAIMED, PREPARED,
-    /// or FAILED and waiting to be retried; newest window first.
+    /// WAITING for an upstream, or FAILED and waiting to be retried; newest
+    /// window first.
     ///
     /// # Errors
     ///
@@ -271,6 +272,23 @@ pub trait Ledger {
         owner: &str,
         now: Timestamp,
     ) -> Result<Vec<bool>>;
+
+    /// Records that `window` waits for its upstream (`waits_for`, what it
+    /// waits for, in words): a WAITING row where the window has none (a
+    /// forgotten window's goes on from its fence and revision), or the
+    /// text of a WAITING row already there brought up to date. A row in
+    /// any other state is left as it is. Whether the window is WAITING now.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn record_waiting(
+        &mut self,
+        window: &Window,
+        waits_for: &str,
+        owner: &str,
+        now: Timestamp,
+    ) -> Result<bool>;
 
     /// The end of the newest window up to which a scheduler has decided
     /// (run or skipped) every window of `job`; `None` before the first.

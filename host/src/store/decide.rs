@@ -190,11 +190,15 @@ pub fn decide(existing: &Existing, req: &ClaimRequest<'_>) -> Result<Decision> {
         )),
         RunState::Prepared => Decision::TakeOver { resume: true, from },
         // A skip is a decision, not an effect: run on purpose, the window
-        // runs (once, under the claim, as any other).
-        RunState::Claimed | RunState::Failed | RunState::Skipped => Decision::TakeOver {
-            resume: false,
-            from,
-        },
+        // runs (once, under the claim, as any other). A window that waited
+        // for its upstream runs once whoever claims it has seen its needs
+        // met.
+        RunState::Claimed | RunState::Failed | RunState::Skipped | RunState::Waiting => {
+            Decision::TakeOver {
+                resume: false,
+                from,
+            }
+        }
     })
 }
 
@@ -255,7 +259,7 @@ impl Lease {
 pub fn may_forget(key: &WindowKey, state: RunState, live: bool, force: bool) -> Result<()> {
     let refuse = |why: String| Err(Error::input(why));
     match state {
-        RunState::Failed | RunState::Abandoned | RunState::Skipped => Ok(()),
+        RunState::Failed | RunState::Abandoned | RunState::Skipped | RunState::Waiting => Ok(()),
         RunState::Done => refuse(format!(
             "window `{key}` is DONE: forget is for windows that did not finish; \
              `{}` runs it again as a new revision",
@@ -292,6 +296,7 @@ pub fn forget_detail(
     match (state, error, skip_reason) {
         (RunState::Prepared, ..) => Some(format!("{undelivered} message(s) forgotten undelivered")),
         (RunState::Skipped, _, Some(why)) => Some(format!("skipped: {why}")),
+        (RunState::Waiting, _, Some(why)) => Some(format!("waited for {why}")),
         (_, Some(e), _) => Some(format!("last error: {e}")),
         _ => None,
     }
@@ -643,7 +648,7 @@ mod tests {
         does: Does::Done,
     };
 
-    use RunState::{Abandoned, Claimed, Done, Failed, Prepared, Skipped};
+    use RunState::{Abandoned, Claimed, Done, Failed, Prepared, Skipped, Waiting};
 
     /// The claim rules as the docs state them, first matching row wins.
     const TABLE: &[Row] = &[
@@ -725,8 +730,9 @@ mod tests {
             does: Does::TakeOverResume,
             ..ANY
         },
+        // A window that waited for its upstream runs once claimed.
         Row {
-            states: &[Claimed, Failed, Skipped],
+            states: &[Claimed, Failed, Skipped, Waiting],
             does: Does::TakeOverRun,
             ..ANY
         },
@@ -750,7 +756,7 @@ mod tests {
         let pending: Timestamp = "2026-11-09T01:00:00Z".parse().unwrap();
         let mut used = vec![0usize; TABLE.len()];
         let cases = every_case();
-        assert_eq!(cases.len(), 6 * 6 * 64);
+        assert_eq!(cases.len(), 7 * 6 * 64);
         for c in &cases {
             let row = Existing {
                 fence: 7,

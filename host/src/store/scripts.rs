@@ -988,7 +988,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
 
     fn unfinished(&mut self, job: &str) -> Result<Vec<RunRecord>> {
         self.runs_where(
-            "r.job = $1 AND (r.state IN ('CLAIMED', 'PREPARED')
+            "r.job = $1 AND (r.state IN ('CLAIMED', 'PREPARED', 'WAITING')
                 OR (r.state = 'FAILED' AND r.retry_at IS NOT NULL))",
             &[Text(job)],
         )
@@ -1051,6 +1051,60 @@ impl<B: Backend> Ledger for SqlStore<B> {
         }
         tx.commit(what)?;
         Ok(recorded)
+    }
+
+    fn record_waiting(
+        &mut self,
+        window: &Window,
+        waits_for: &str,
+        owner: &str,
+        now: Timestamp,
+    ) -> Result<bool> {
+        let what = "record a window waiting for its upstream";
+        let key = window.key();
+        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let inserted = tx.query(
+            what,
+            "INSERT INTO {runs} (key, job, window_start, window_end, timezone, state, fence,
+                owner, lease_expires_at, attempt, component, skip_reason, created_at,
+                updated_at, revision)
+             VALUES ($1, $2, {time $3}, {time $4}, $5, 'WAITING',
+                coalesce((SELECT next_fence - 1 FROM {forgotten} WHERE key = $1), 0),
+                $6, {now}, 0, '', $7, {now}, {now},
+                coalesce((SELECT next_revision FROM {forgotten} WHERE key = $1), 1))
+             ON CONFLICT (key) DO NOTHING
+             RETURNING key",
+            &[
+                Text(key.as_str()),
+                Text(window.job.as_str()),
+                Time(window.start),
+                Time(window.end),
+                Text(window.zone.name()),
+                Text(owner),
+                Text(waits_for),
+            ],
+            &mut |_| Ok(()),
+        )?;
+        let waiting = if inserted.is_empty() {
+            // Only the words change, and only when they do.
+            tx.exec(
+                what,
+                "UPDATE {runs} SET skip_reason = $2, updated_at = {now}
+                 WHERE key = $1 AND state = 'WAITING' AND skip_reason <> $2",
+                &[Text(key.as_str()), Text(waits_for)],
+            )?;
+            tx.one(
+                what,
+                "SELECT state FROM {runs} WHERE key = $1",
+                &[Text(key.as_str())],
+                &mut |r| Ok(r.text(0)? == RunState::Waiting.as_str()),
+            )?
+            .unwrap_or(false)
+        } else {
+            true
+        };
+        tx.commit(what)?;
+        Ok(waiting)
     }
 
     fn decided_until(&mut self, job: &JobName) -> Result<Option<Timestamp>> {

@@ -37,17 +37,23 @@ pub enum RunState {
     /// policy); `skip_reason` holds why. Nothing ran and nothing was sent,
     /// so a run asked for on purpose may still claim it.
     Skipped,
+    /// The window is due, but an upstream window it needs (`[[needs]]`) is
+    /// not DONE yet; `skip_reason` holds what it waits for. Nothing ran and
+    /// nothing is held: any run of the window may claim it once its needs
+    /// are met, and the daemon looks at it again until then.
+    Waiting,
 }
 
 impl RunState {
     /// Every state.
-    pub const ALL: [RunState; 6] = [
+    pub const ALL: [RunState; 7] = [
         RunState::Claimed,
         RunState::Prepared,
         RunState::Done,
         RunState::Failed,
         RunState::Abandoned,
         RunState::Skipped,
+        RunState::Waiting,
     ];
 
     /// One count per state of the rows of `table` that match `filter`, as
@@ -81,6 +87,7 @@ impl RunState {
             RunState::Failed => "FAILED",
             RunState::Abandoned => "ABANDONED",
             RunState::Skipped => "SKIPPED",
+            RunState::Waiting => "WAITING",
         }
     }
 
@@ -93,6 +100,7 @@ impl RunState {
             "FAILED" => RunState::Failed,
             "ABANDONED" => RunState::Abandoned,
             "SKIPPED" => RunState::Skipped,
+            "WAITING" => RunState::Waiting,
             _ => return None,
         })
     }

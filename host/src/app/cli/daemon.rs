@@ -151,6 +151,10 @@ pub(super) fn main(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
         }
         None => None,
     };
+    if let Some(f) = &folder {
+        let held = f.jobs();
+        crate::run::daemon::refuse_cycles(jobs.iter().chain(held.iter().map(|j| &**j)))?;
+    }
     // The dashboard's list of jobs: a folder keeps it current.
     let served = |store: Option<&std::path::Path>, file: &std::path::Path, j: &crate::run::Job| {
         crate::app::serve::ServedJob {

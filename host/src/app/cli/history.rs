@@ -191,7 +191,7 @@ fn write_table(
                 rfc3339(r.window_end),
                 r.state.to_string(),
                 r.revision.to_string(),
-                if r.state == store::RunState::Skipped {
+                if matches!(r.state, store::RunState::Skipped | store::RunState::Waiting) {
                     "-".to_string()
                 } else {
                     rfc3339(r.updated_at)

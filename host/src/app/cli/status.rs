@@ -130,8 +130,13 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
             continue;
         }
         let last = last_done.unwrap_or_else(|| "none".to_string());
+        let waits = st
+            .expected_waits_for
+            .as_deref()
+            .map(|w| format!(" for {}", crate::core::text::printable(w)))
+            .unwrap_or_default();
         let expected = format!(
-            "{} due {} is {expected_state}",
+            "{} due {} is {expected_state}{waits}",
             st.expected.key(),
             rfc3339(st.expected_due)
         );
@@ -181,6 +186,13 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
                         }
                     })
                     .collect();
+                for r in st.waiting_late.iter().take(3) {
+                    parts.push(format!(
+                        "{} is WAITING past the grace for {}",
+                        r.key,
+                        crate::core::text::printable(r.skip_reason.as_deref().unwrap_or("?"))
+                    ));
+                }
                 if st.stuck {
                     parts.push(
                         "an older run is stuck past the grace (its lease or retry time passed)"

@@ -112,7 +112,22 @@ pub struct ConfigFile {
     pub digest: Option<digest::DigestFile>,
     /// How long the daemon keeps DONE runs' journals and delivered bodies.
     pub retention: Option<RetentionFile>,
+    /// Upstream jobs in the same store whose windows must be DONE before
+    /// a window of this job runs.
+    #[serde(default)]
+    pub needs: Vec<NeedFile>,
 }
+
+/// `[[needs]]`: one upstream job.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NeedFile {
+    /// The upstream job's name, as its own config gives it.
+    pub job: String,
+}
+
+/// The most upstream jobs a job may need.
+const MOST_NEEDS: usize = 32;
 
 /// `[retention]`: what the daemon prunes once a day.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -415,8 +430,43 @@ impl JobConfig {
             pings,
             digest,
             retention: self.retention()?,
+            needs: self.needs()?,
             target: self.target(),
         })
+    }
+
+    /// The upstream jobs the job needs (`[[needs]]`), in the file's order.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` for a name that is not a job name, the job itself, a
+    /// job named twice, or more than [`MOST_NEEDS`] of them.
+    pub fn needs(&self) -> Result<Vec<JobName>> {
+        let own = self.name()?;
+        let mut out: Vec<JobName> = Vec::new();
+        if self.file.needs.len() > MOST_NEEDS {
+            return Err(Error::input(format!(
+                "job `{own}` has {} `[[needs]]`: at most {MOST_NEEDS}",
+                self.file.needs.len()
+            )));
+        }
+        for need in &self.file.needs {
+            let name = JobName::new(&need.job)
+                .map_err(|e| Error::input(format!("invalid `[[needs]] job`: {e}")))?;
+            if name == own {
+                return Err(Error::input(format!(
+                    "job `{own}` names itself in `[[needs]]`: a job cannot wait for its own \
+                     windows; remove that entry"
+                )));
+            }
+            if out.contains(&name) {
+                return Err(Error::input(format!(
+                    "job `{own}` names `{name}` twice in `[[needs]]`: remove one"
+                )));
+            }
+            out.push(name);
+        }
+        Ok(out)
     }
 
     /// What the daemon prunes once a day, if anything.

@@ -174,6 +174,16 @@ const MIGRATIONS: &[&str] = &[
     // SQLite's v8 (it was kept in `error`).
     "ALTER TABLE jobhost_runs ADD COLUMN skip_reason text;
     UPDATE jobhost_runs SET skip_reason = error, error = NULL WHERE state = 'SKIPPED';",
+    // v8: windows that wait for an upstream job's windows (`[[needs]]`), as
+    // SQLite's v9; NOT VALID as in v2. The daemon looks at WAITING windows
+    // at every wake-up, so they are among the unfinished ones.
+    "ALTER TABLE jobhost_runs DROP CONSTRAINT IF EXISTS jobhost_runs_state_check;
+    ALTER TABLE jobhost_runs ADD CONSTRAINT jobhost_runs_state_check CHECK (state IN
+        ('CLAIMED', 'PREPARED', 'DONE', 'FAILED', 'ABANDONED', 'SKIPPED', 'WAITING')) NOT VALID;
+    DROP INDEX IF EXISTS jobhost_runs_unfinished;
+    CREATE INDEX jobhost_runs_unfinished ON jobhost_runs (job, window_start)
+        WHERE state IN ('CLAIMED', 'PREPARED', 'WAITING')
+        OR (state = 'FAILED' AND retry_at IS NOT NULL);",
 ];
 
 /// The transaction-scoped advisory lock that serialises migrations ("jobhost"

@@ -223,4 +223,70 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // taking the reason from `error` there.
     "ALTER TABLE runs ADD COLUMN skip_reason TEXT;
     UPDATE runs SET skip_reason = error, error = NULL WHERE state = 'SKIPPED';",
+    // v9: windows that wait for an upstream job's windows (`[[needs]]`), a
+    // state the CHECK must allow: the table is rebuilt as in v3 (foreign
+    // keys off), with its indexes and the triggers that keep `run_counts`;
+    // `skip_reason` holds what a WAITING window waits for. The daemon looks
+    // at WAITING windows at every wake-up, so they are among the
+    // unfinished ones the partial index serves.
+    "CREATE TABLE runs_v9 (
+        key              TEXT PRIMARY KEY,
+        job              TEXT NOT NULL,
+        window_start     INTEGER NOT NULL,  -- unix seconds, UTC
+        window_end       INTEGER NOT NULL,  -- unix seconds, UTC, exclusive
+        timezone         TEXT NOT NULL,
+        state            TEXT NOT NULL CHECK (state IN
+                             ('CLAIMED', 'PREPARED', 'DONE', 'FAILED', 'ABANDONED', 'SKIPPED',
+                              'WAITING')),
+        fence            INTEGER NOT NULL,
+        owner            TEXT NOT NULL,
+        lease_expires_at INTEGER NOT NULL,  -- unix seconds, UTC
+        attempt          INTEGER NOT NULL,
+        component        TEXT NOT NULL,     -- sha256:<hex> of the .wasm; empty when skipped or waiting
+        report           TEXT,
+        report_cursor    TEXT,
+        journal          BLOB,
+        error            TEXT,              -- the last error
+        retryable        INTEGER NOT NULL DEFAULT 0,
+        created_at       INTEGER NOT NULL,
+        updated_at       INTEGER NOT NULL,
+        retry_at         INTEGER,           -- unix seconds, UTC; no attempt before
+        digest_prompt    TEXT,
+        described        INTEGER NOT NULL DEFAULT 0,
+        revision         INTEGER NOT NULL DEFAULT 1,
+        reason           TEXT,              -- why this revision was made (a rerun)
+        pruned_at        INTEGER,           -- unix seconds, UTC
+        owner_process    TEXT,
+        skip_reason      TEXT               -- why skipped, or what a WAITING window waits for
+    ) STRICT;
+    INSERT INTO runs_v9 (key, job, window_start, window_end, timezone, state, fence, owner,
+        lease_expires_at, attempt, component, report, report_cursor, journal, error, retryable,
+        created_at, updated_at, retry_at, digest_prompt, described, revision, reason, pruned_at,
+        owner_process, skip_reason)
+    SELECT key, job, window_start, window_end, timezone, state, fence, owner,
+        lease_expires_at, attempt, component, report, report_cursor, journal, error, retryable,
+        created_at, updated_at, retry_at, digest_prompt, described, revision, reason, pruned_at,
+        owner_process, skip_reason
+    FROM runs;
+    DROP TABLE runs;
+    ALTER TABLE runs_v9 RENAME TO runs;
+    CREATE INDEX runs_by_job ON runs (job, window_start);
+    CREATE INDEX runs_unfinished ON runs (job, window_start)
+        WHERE state IN ('CLAIMED', 'PREPARED', 'WAITING')
+        OR (state = 'FAILED' AND retry_at IS NOT NULL);
+    CREATE INDEX runs_prunable ON runs (window_end) WHERE state = 'DONE' AND pruned_at IS NULL;
+    CREATE INDEX runs_by_state ON runs (job, state, window_start);
+    CREATE TRIGGER runs_counted_insert AFTER INSERT ON runs BEGIN
+        INSERT INTO run_counts (job, state, n) VALUES (new.job, new.state, 1)
+            ON CONFLICT (job, state) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER runs_counted_delete AFTER DELETE ON runs BEGIN
+        UPDATE run_counts SET n = n - 1 WHERE job = old.job AND state = old.state;
+    END;
+    CREATE TRIGGER runs_counted_update AFTER UPDATE OF job, state ON runs
+        WHEN old.state IS NOT new.state OR old.job IS NOT new.job BEGIN
+        UPDATE run_counts SET n = n - 1 WHERE job = old.job AND state = old.state;
+        INSERT INTO run_counts (job, state, n) VALUES (new.job, new.state, 1)
+            ON CONFLICT (job, state) DO UPDATE SET n = n + 1;
+    END;",
 ];
