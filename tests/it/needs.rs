@@ -284,3 +284,422 @@ fn needs_that_make_a_cycle_are_refused_before_anything_runs_and_so_is_a_job_that
         r.stdout
     );
 }
+
+/// A weekly job over the daily job's reports (`type = "upstream"`): the
+/// sandbox probe echoes the rows it reads as its report and sends them.
+fn weekly_over_reports(dir: &Path) -> PathBuf {
+    let path = dir.join("weekly.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"job = "weekly"
+window = "week"
+timezone = "UTC"
+component = "{}"
+
+[source]
+type = "upstream"
+
+[params]
+mode = "echo-send"
+
+[destinations.digest]
+type = "file"
+path = "weekly.jsonl"
+
+[[needs]]
+job = "daily"
+"#,
+            guests().probe.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The rows an echoed report holds, as `[job, key, label, revision,
+/// window_start, window_end, report]`.
+fn echoed_rows(summary: &str) -> Vec<Vec<Value>> {
+    let v: Value = serde_json::from_str(summary).unwrap();
+    let names: Vec<&str> = v["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "job",
+            "key",
+            "label",
+            "revision",
+            "window_start",
+            "window_end",
+            "report"
+        ]
+    );
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_array().unwrap().clone())
+        .collect()
+}
+
+#[test]
+fn a_weekly_report_reads_the_daily_reports_a_daily_rerun_makes_exactly_that_week_stale_and_rerun_stale_runs_it_as_revision_2()
+ {
+    let dir = scratch();
+    sales_db(dir.path(), 2000);
+    let store = dir.path().join("store.db");
+    let daily = job(dir.path(), "daily", "day", "", &[]);
+    let weekly = weekly_over_reports(dir.path());
+    let now = "2026-11-17T00:30:00Z";
+    let backfill = jobhost(&[
+        "backfill",
+        "--config",
+        s(&daily),
+        "--store",
+        s(&store),
+        "--now",
+        now,
+        "--from",
+        "2026-11-02",
+        "--to",
+        "2026-11-16",
+    ]);
+    assert_eq!(backfill.code, 0, "{}", backfill.stderr);
+    for week in ["2026-W45", "2026-W46"] {
+        let r = run_for(&weekly, &store, now, week);
+        assert_eq!(r.event(), "ran", "{}{}", r.stdout, r.stderr);
+    }
+
+    // The week read the seven daily reports, each as committed.
+    let detail = |key: &str| -> Value {
+        let r = jobhost(&["history", key, "--json", "--store", s(&store)]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        serde_json::from_str(r.stdout.lines().next().unwrap()).unwrap()
+    };
+    let w45 = detail("weekly:2026-W45");
+    let rows = echoed_rows(w45["current"]["summary"].as_str().unwrap());
+    let keys: Vec<&str> = rows.iter().map(|r| r[1].as_str().unwrap()).collect();
+    assert_eq!(
+        keys,
+        (2..=8)
+            .map(|d| format!("daily:2026-11-0{d}"))
+            .collect::<Vec<_>>()
+    );
+    assert!(rows.iter().all(|r| r[0] == "daily" && r[3] == 1));
+    let day5 = detail("daily:2026-11-05");
+    assert_eq!(
+        rows[3][6], day5["current"]["summary"],
+        "the report as committed"
+    );
+    assert_eq!(w45["used"].as_array().unwrap().len(), 7, "{w45}");
+
+    // It replays identical, from its journal, with no store read.
+    let replay = jobhost(&[
+        "replay",
+        "weekly:2026-W45",
+        "--config",
+        s(&weekly),
+        "--store",
+        s(&store),
+    ]);
+    assert_eq!(replay.code, 0, "{}{}", replay.stdout, replay.stderr);
+    assert!(replay.stdout.contains("identical"), "{}", replay.stdout);
+
+    // Nothing is stale yet; the dashboard agrees.
+    let ok = status(&weekly, &store, now);
+    assert_eq!(ok.code, 0, "{}", ok.stdout);
+    let srv = crate::dashboard::serve(&[
+        "serve",
+        "--config",
+        s(&weekly),
+        "--store",
+        s(&store),
+        "--now",
+        now,
+    ]);
+    let board = |srv: &crate::dashboard::Served| {
+        let jobs = crate::dashboard::get(&srv.addr, "/jobs.json", &[]).json();
+        let job = jobs["jobs"][0].clone();
+        let cells: std::collections::BTreeMap<String, String> = job["strip"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["label"].as_str().unwrap().to_string(),
+                    c["state"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        (job["health"].as_str().unwrap().to_string(), cells)
+    };
+    let (health, cells) = board(&srv);
+    assert_eq!(health, "healthy");
+    assert_eq!(cells["2026-W45"], "done");
+
+    // One day of week 45 is run again: that week, and no other, is stale.
+    let rerun = jobhost(&[
+        "rerun",
+        "daily:2026-11-05",
+        "--config",
+        s(&daily),
+        "--store",
+        s(&store),
+        "--now",
+        now,
+        "--reason",
+        "late rows",
+    ]);
+    assert_eq!(rerun.code, 0, "{}{}", rerun.stdout, rerun.stderr);
+    let st = status(&weekly, &store, now);
+    assert_eq!(st.code, 6, "{}{}", st.stdout, st.stderr);
+    assert!(
+        st.stdout.contains("stale") && st.stdout.contains("weekly:2026-W45"),
+        "{}",
+        st.stdout
+    );
+    assert!(st.stdout.contains("1 DONE window(s)"), "{}", st.stdout);
+    let daily_status = status(&daily, &store, now);
+    assert_eq!(daily_status.code, 0, "{}", daily_status.stdout);
+    let stale: Vec<String> = history(&store)
+        .iter()
+        .filter(|r| r.get("stale").is_some())
+        .map(|r| r["key"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(stale, ["weekly:2026-W45"]);
+    assert!(
+        detail("weekly:2026-W45")["stale"][0]
+            .as_str()
+            .unwrap()
+            .contains("daily:2026-11-05"),
+    );
+    let (health, cells) = board(&srv);
+    assert_eq!(health, "stale");
+    assert_eq!(cells["2026-W45"], "stale");
+    assert_eq!(cells["2026-W46"], "done");
+
+    // `rerun --stale` runs it again as revision 2, over the new day, with
+    // new idempotency keys.
+    let before = std::fs::read_to_string(dir.path().join("weekly.jsonl")).unwrap();
+    assert_eq!(before.lines().count(), 2);
+    let again = jobhost(&[
+        "rerun",
+        "--stale",
+        "--config",
+        s(&weekly),
+        "--store",
+        s(&store),
+        "--now",
+        now,
+        "--reason",
+        "daily:2026-11-05 was rerun",
+    ]);
+    assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
+    let receipts: Vec<Value> = again
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(receipts.len(), 1, "{}", again.stdout);
+    assert_eq!(receipts[0]["key"], "weekly:2026-W45");
+    assert_eq!(receipts[0]["event"], "ran");
+    assert_eq!(receipts[0]["revision"], 2);
+    let keys: Vec<&str> = receipts[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["idempotency_key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["weekly:2026-W45~r2#1"]);
+    let w45 = detail("weekly:2026-W45");
+    let rows = echoed_rows(w45["current"]["summary"].as_str().unwrap());
+    assert_eq!(rows[3][1], "daily:2026-11-05");
+    assert_eq!(rows[3][3], 2, "the day's new revision");
+    let after = std::fs::read_to_string(dir.path().join("weekly.jsonl")).unwrap();
+    assert_eq!(after.lines().count(), 3, "one more delivery, of revision 2");
+
+    // Nothing is stale any more, in status or on the page.
+    let ok = status(&weekly, &store, now);
+    assert_eq!(ok.code, 0, "{}", ok.stdout);
+    let (health, cells) = board(&srv);
+    assert_eq!(health, "healthy");
+    assert_eq!(cells["2026-W45"], "done");
+}
+
+/// A daily job over another daily job's reports (the probe echoes them).
+fn daily_over(dir: &Path, name: &str, upstream: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            r#"job = "{name}"
+window = "day"
+timezone = "UTC"
+component = "{}"
+
+[source]
+type = "upstream"
+
+[params]
+mode = "echo"
+
+[[needs]]
+job = "{upstream}"
+"#,
+            guests().probe.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn rerun_stale_over_a_folder_reruns_the_dependents_in_order_and_backfill_only_stale_reruns_only_stale_windows()
+ {
+    let dir = scratch();
+    sales_db(dir.path(), 500);
+    let store = dir.path().join("store.db");
+    let now = "2026-11-09T12:00:00Z";
+    let daily = job(dir.path(), "daily", "day", "", &[]);
+    let second = daily_over(dir.path(), "second", "daily");
+    let third = daily_over(dir.path(), "third", "second");
+    for cfg in [&daily, &second, &third] {
+        let r = jobhost(&[
+            "backfill",
+            "--config",
+            s(cfg),
+            "--store",
+            s(&store),
+            "--now",
+            now,
+            "--from",
+            "2026-11-05",
+            "--to",
+            "2026-11-08",
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+    let rerun = |key: &str| {
+        let r = jobhost(&[
+            "rerun",
+            key,
+            "--config",
+            s(&daily),
+            "--store",
+            s(&store),
+            "--now",
+            now,
+            "--reason",
+            "late rows",
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    };
+    let stale_keys = || -> Vec<String> {
+        let mut keys: Vec<String> = history(&store)
+            .iter()
+            .filter(|r| r.get("stale").is_some())
+            .map(|r| r["key"].as_str().unwrap().to_string())
+            .collect();
+        keys.sort();
+        keys
+    };
+
+    // A day of the first job again: only the second job's day uses it.
+    rerun("daily:2026-11-06");
+    assert_eq!(stale_keys(), ["second:2026-11-06"]);
+    // Over the folder, the second job's day is rerun, which makes the
+    // third's stale, which is rerun after it.
+    let r = jobhost(&[
+        "rerun",
+        "--stale",
+        "--config",
+        s(&second),
+        "--jobs",
+        s(dir.path()),
+        "--store",
+        s(&store),
+        "--now",
+        now,
+        "--reason",
+        "daily:2026-11-06 was rerun",
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let done: Vec<(String, i64)> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| {
+            assert_eq!(v["event"], "ran", "{v}");
+            (
+                v["key"].as_str().unwrap().to_string(),
+                v["revision"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        done,
+        [
+            ("second:2026-11-06".to_string(), 2),
+            ("third:2026-11-06".to_string(), 2)
+        ]
+    );
+    assert!(stale_keys().is_empty(), "{:?}", stale_keys());
+
+    // `backfill --only stale` reruns the stale windows of its range and
+    // nothing else.
+    rerun("daily:2026-11-05");
+    rerun("daily:2026-11-07");
+    assert_eq!(stale_keys(), ["second:2026-11-05", "second:2026-11-07"]);
+    let b = jobhost(&[
+        "backfill",
+        "--config",
+        s(&second),
+        "--store",
+        s(&store),
+        "--now",
+        now,
+        "--from",
+        "2026-11-05",
+        "--to",
+        "2026-11-07",
+        "--only",
+        "stale",
+        "--reason",
+        "upstream rerun",
+    ]);
+    assert_eq!(b.code, 0, "{}{}", b.stdout, b.stderr);
+    let ran: Vec<String> = b
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| v["key"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ran, ["second:2026-11-05"]);
+    assert_eq!(
+        stale_keys(),
+        ["second:2026-11-07", "third:2026-11-05"],
+        "the one outside the range stays stale; the one that used the rerun is now"
+    );
+    let refused = jobhost(&[
+        "backfill",
+        "--config",
+        s(&second),
+        "--store",
+        s(&store),
+        "--now",
+        now,
+        "--from",
+        "2026-11-05",
+        "--to",
+        "2026-11-08",
+        "--only",
+        "stale",
+    ]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains("--reason"), "{}", refused.stderr);
+}

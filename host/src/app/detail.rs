@@ -59,7 +59,21 @@ pub fn show(d: &RunDetail, out: &mut dyn Write) -> std::io::Result<()> {
                 lines.push(format!("  cursor: {c}"));
             }
             if let Some(why) = &r.skip_reason {
-                lines.push(format!("  skipped: {why}"));
+                let what = if r.state == crate::store::RunState::Waiting {
+                    "waiting for"
+                } else {
+                    "skipped"
+                };
+                lines.push(format!("  {what}: {why}"));
+            }
+            for why in &d.stale {
+                lines.push(format!("  STALE: {why}"));
+            }
+            for u in &d.used {
+                lines.push(format!(
+                    "  used {} revision {} (report {})",
+                    u.key, u.revision, u.report_digest
+                ));
             }
             if let Some(e) = &r.error {
                 lines.push(format!("  error: {e}"));

@@ -120,6 +120,8 @@ pub struct Cell {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CellState {
     Done,
+    /// DONE, but an upstream window it used got a new revision since.
+    Stale,
     Skipped,
     /// Due, and waiting for an upstream window it needs.
     Waiting,
@@ -144,6 +146,7 @@ impl CellState {
     pub fn as_str(self) -> &'static str {
         match self {
             CellState::Done => "done",
+            CellState::Stale => "stale",
             CellState::Skipped => "skipped",
             CellState::Waiting => "waiting",
             CellState::Retrying => "retrying",
@@ -188,16 +191,28 @@ fn cells(
     windows: &[Window],
     rows: &[RunRecord],
     holes_from: Option<Timestamp>,
-    expected: &WindowKey,
+    st: &Status,
 ) -> Vec<Cell> {
+    let expected = &st.expected.key();
     let by_key: std::collections::HashMap<&str, &RunRecord> =
         rows.iter().map(|r| (r.key.as_str(), r)).collect();
+    let stale: std::collections::HashMap<&str, &str> = st
+        .stale
+        .iter()
+        .map(|m| (m.key.as_str(), m.cause.as_str()))
+        .collect();
     windows
         .iter()
         .map(|w| {
             let key = w.key();
             let row = by_key.get(key.as_str());
             let (state, detail) = match row {
+                Some(r) if r.state == RunState::Done && stale.contains_key(key.as_str()) => (
+                    CellState::Stale,
+                    stale
+                        .get(key.as_str())
+                        .map(|c| cap(c, CELL_TEXT).into_owned()),
+                ),
                 Some(r) => (
                     cell_state(r),
                     r.skip_reason
@@ -383,7 +398,7 @@ pub fn job_row(
             by: p.by.clone(),
             since: rfc3339(p.since),
         }),
-        strip: cells(schedule, now, &windows, &rows, from, &st.expected.key()),
+        strip: cells(schedule, now, &windows, &rows, from, &st),
         status: st.report(schedule, now, job.target),
     };
     Ok((row, st))
@@ -482,7 +497,7 @@ pub fn grid(
         ),
         None => (Vec::new(), None, None),
     };
-    let all = cells(schedule, now, &windows, &rows, holes, &st.expected.key());
+    let all = cells(schedule, now, &windows, &rows, holes, &st);
     let mut counts = std::collections::BTreeMap::new();
     for c in &all {
         *counts.entry(c.state.as_str()).or_insert(0) += 1;
@@ -711,6 +726,22 @@ pub struct RunDetail {
     /// `jobhost replay KEY` with the flags that name the job, when the
     /// current revision has a report to replay.
     pub replay: Option<String>,
+    /// Why the current revision's answer may be wrong now (its stale
+    /// marks' causes).
+    pub stale: Vec<String>,
+    /// The upstream windows the current revision used (`[[needs]]`).
+    pub used: Vec<UsedFacts>,
+}
+
+/// An upstream window a run used.
+#[derive(Debug, Clone, Serialize)]
+pub struct UsedFacts {
+    /// Its key.
+    pub key: String,
+    /// The revision read.
+    pub revision: u32,
+    /// `sha256:<hex>` of the report read.
+    pub report_digest: String,
 }
 
 /// `jobhost replay KEY` (with `--revision N` for an earlier one) and the
@@ -743,6 +774,10 @@ pub fn run_detail(
     if run.is_none() && revisions.is_empty() {
         return Ok(None);
     }
+    let (stale, used) = match &run {
+        Some(_) => (reads.stale(None, Some(key), 100)?, reads.uses(key)?),
+        None => (Vec::new(), Vec::new()),
+    };
     let (messages, bodies) = match &run {
         Some(_) => (reads.message_records(key)?, reads.messages(key)?),
         None => (Vec::new(), Vec::new()),
@@ -832,5 +867,14 @@ pub fn run_detail(
             .as_ref()
             .and_then(|r| r.report.as_ref())
             .map(|_| replay_command(key, None, target)),
+        stale: stale.into_iter().map(|m| m.cause).collect(),
+        used: used
+            .into_iter()
+            .map(|u| UsedFacts {
+                key: u.key,
+                revision: u.revision,
+                report_digest: u.report_digest,
+            })
+            .collect(),
     }))
 }

@@ -14,10 +14,12 @@
 
 use std::collections::HashMap;
 
+use jiff::Timestamp;
 use serde::Serialize;
 
 use crate::core::error::{Error, Result};
 use crate::core::window::{JobName, MINUTES, Window, WindowKind, Zone};
+use crate::guest::source::{Cell, ColumnInfo, ColumnKind, Table};
 use crate::store::{RangeQuery, RunRecord, RunState, Store};
 
 /// The most windows of one upstream job one window may need (a quarter
@@ -61,10 +63,66 @@ pub struct WaitsFor {
 /// One upstream window a window used: DONE, at this revision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Used {
+    /// The upstream job.
+    pub job: String,
     /// The upstream window's key.
     pub key: String,
     /// Its revision when the window was checked.
     pub revision: u32,
+    /// Its bounds.
+    pub start: Timestamp,
+    /// Its bounds.
+    pub end: Timestamp,
+    /// Its committed report (`None` if the store holds none).
+    pub report: Option<String>,
+}
+
+impl Used {
+    /// `sha256:<hex>` of the report as committed (of nothing, without one).
+    pub fn report_digest(&self) -> String {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(self.report.as_deref().unwrap_or("").as_bytes());
+        format!("sha256:{}", hex::encode(digest))
+    }
+}
+
+/// The upstream windows a window used, as its guest reads them from an
+/// upstream source: one row per window, in the order of `[[needs]]`, then
+/// of the windows, with the columns `job`, `key`, `label`, `revision`,
+/// `window_start` and `window_end` (Unix seconds, the end exclusive) and
+/// `report` (the committed report's text).
+pub fn table(done: &[Used]) -> Table {
+    let column = |name: &str, kind| ColumnInfo {
+        name: name.to_string(),
+        kind,
+    };
+    Table {
+        location: "the upstream jobs' reports".to_string(),
+        columns: vec![
+            column("job", ColumnKind::Text),
+            column("key", ColumnKind::Text),
+            column("label", ColumnKind::Text),
+            column("revision", ColumnKind::Integer),
+            column("window_start", ColumnKind::Integer),
+            column("window_end", ColumnKind::Integer),
+            column("report", ColumnKind::Text),
+        ],
+        rows: done
+            .iter()
+            .map(|u| {
+                let label = u.key.split_once(':').map_or("", |(_, l)| l).to_string();
+                vec![
+                    Cell::Text(u.job.clone()),
+                    Cell::Text(u.key.clone()),
+                    Cell::Text(label),
+                    Cell::Integer(i64::from(u.revision)),
+                    Cell::Integer(u.start.as_second()),
+                    Cell::Integer(u.end.as_second()),
+                    u.report.clone().map_or(Cell::Null, Cell::Text),
+                ]
+            })
+            .collect(),
+    }
 }
 
 /// What a window's needs come to.
@@ -154,8 +212,12 @@ pub fn check(store: &mut dyn Store, window: &Window, needs: &[JobName]) -> Resul
             let key = w.key();
             match by_key.get(key.as_str()) {
                 Some(r) if r.state == RunState::Done => out.done.push(Used {
+                    job: upstream.to_string(),
                     key: key.to_string(),
                     revision: r.revision,
+                    start: r.window_start,
+                    end: r.window_end,
+                    report: r.report.as_ref().map(|rep| rep.summary.clone()),
                 }),
                 row => out.missing.push(Missing {
                     key: key.to_string(),
@@ -260,6 +322,44 @@ pub fn cycle(jobs: &[(JobName, Vec<JobName>)]) -> Option<Vec<JobName>> {
     None
 }
 
+/// The jobs among `jobs` (each job's name with the names it needs) that
+/// need `name`, directly or through others, as indices into `jobs`, each
+/// after every one of them it needs: the order their stale windows are
+/// rerun in, so that a rerun's dependents are rerun after it. Jobs of a
+/// cycle are left out (a daemon refuses them).
+pub fn downstream_order(name: &JobName, jobs: &[(JobName, Vec<JobName>)]) -> Vec<usize> {
+    // Every job reached from `name` through needs turned around.
+    let mut reached: std::collections::HashSet<&JobName> = std::collections::HashSet::new();
+    let mut todo = vec![name];
+    while let Some(up) = todo.pop() {
+        for (job, needs) in jobs {
+            if needs.contains(up) && job != name && reached.insert(job) {
+                todo.push(job);
+            }
+        }
+    }
+    // Kahn's order over those: a job goes once all it needs among them did.
+    let mut order = Vec::new();
+    let mut done: std::collections::HashSet<&JobName> = std::collections::HashSet::new();
+    loop {
+        let next = jobs.iter().enumerate().find(|(_, (job, needs))| {
+            reached.contains(job)
+                && !done.contains(job)
+                && needs
+                    .iter()
+                    .all(|n| !reached.contains(n) || done.contains(n))
+        });
+        match next {
+            Some((i, (job, _))) => {
+                done.insert(job);
+                order.push(i);
+            }
+            None => break,
+        }
+    }
+    order
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -351,6 +451,23 @@ mod tests {
                 "{label}"
             );
         }
+    }
+
+    #[test]
+    fn jobs_that_need_a_job_come_after_every_job_they_need() {
+        // daily <- weekly <- monthly, daily <- monthly, other alone.
+        let jobs = vec![
+            (name("monthly"), vec![name("weekly"), name("daily")]),
+            (name("other"), vec![]),
+            (name("weekly"), vec![name("daily")]),
+            (name("daily"), vec![]),
+        ];
+        let order: Vec<&str> = downstream_order(&name("daily"), &jobs)
+            .into_iter()
+            .map(|i| jobs[i].0.as_str())
+            .collect();
+        assert_eq!(order, ["weekly", "monthly"]);
+        assert!(downstream_order(&name("monthly"), &jobs).is_empty());
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub enum Only {
     Failed,
     /// Also DONE windows, each rerun as its next revision.
     All,
+    /// Only DONE windows marked stale (an upstream window they used got a
+    /// new revision), each rerun as its next revision.
+    Stale,
 }
 
 impl Only {
@@ -45,8 +48,9 @@ impl Only {
             "missing" => Ok(Only::Missing),
             "failed" => Ok(Only::Failed),
             "all" => Ok(Only::All),
+            "stale" => Ok(Only::Stale),
             other => Err(Error::input(format!(
-                "invalid --only `{}`: give `missing`, `failed` or `all`",
+                "invalid --only `{}`: give `missing`, `failed`, `all` or `stale`",
                 crate::core::text::printable(other)
             ))),
         }
@@ -116,6 +120,15 @@ pub fn backfill_plan(
     let rows = store.history_from(job.name().as_str(), Some(first.start))?;
     let by_key: std::collections::HashMap<&str, &RunRecord> =
         rows.iter().map(|r| (r.key.as_str(), r)).collect();
+    let stale: std::collections::HashSet<WindowKey> = if only == Only::Stale {
+        store
+            .stale(Some(job.name().as_str()), None, MAX_BACKFILL)?
+            .into_iter()
+            .map(|m| m.key)
+            .collect()
+    } else {
+        std::collections::HashSet::new()
+    };
     Ok(windows
         .into_iter()
         .map(|window| {
@@ -126,12 +139,16 @@ pub fn backfill_plan(
             } else {
                 let backing_off = row.is_some_and(|r| r.retry_at.is_some());
                 match (state, only) {
+                    (Some(RunState::Done), Only::Stale) if stale.contains(&window.key()) => {
+                        Act::Rerun
+                    }
+                    (_, Only::Stale) => Act::Leave,
                     // A delivery waiting out its backoff goes now when
                     // failed windows are asked for.
                     (Some(RunState::Prepared), Only::Failed | Only::All) if backing_off => {
                         Act::Retry
                     }
-                    (None | Some(RunState::Skipped), _)
+                    (None | Some(RunState::Skipped | RunState::Waiting), _)
                     | (Some(RunState::Claimed | RunState::Prepared), _) => Act::Run,
                     (Some(RunState::Failed | RunState::Abandoned), Only::Failed | Only::All) => {
                         Act::Retry
@@ -377,6 +394,54 @@ pub fn rerun(job: &Job, key: &str, reason: &str, runtime: &Runtime) -> Result<Ou
         by: actor_id(),
     };
     Ok(run_asked(job, &window, &asked, runtime))
+}
+
+/// `jobhost rerun --stale`: reruns each of the job's DONE windows marked
+/// stale (an upstream window it used got a new revision), oldest first,
+/// each as its next revision, with `reason`; `each` hears of every run as
+/// it ends. Windows of jobs that need this one may be marked stale in
+/// turn.
+///
+/// # Errors
+///
+/// `Error::Store` when the marks cannot be read.
+pub fn rerun_stale(
+    job: &Job,
+    reason: &str,
+    runtime: &Runtime,
+    each: &mut dyn FnMut(&Outcome),
+) -> Result<Vec<Outcome>> {
+    let mut store = crate::store::open(&job.store)?;
+    let mut marks = store.stale(Some(job.name().as_str()), None, MAX_BACKFILL)?;
+    drop(store);
+    // Oldest window first; one rerun per window, whatever its causes.
+    marks.reverse();
+    let mut seen = std::collections::HashSet::new();
+    let mut outcomes = Vec::new();
+    for m in marks {
+        if !seen.insert(m.key.clone()) {
+            continue;
+        }
+        let label = m.key.as_str().split_once(':').map_or("", |(_, l)| l);
+        let Some(window) = Window::labelled(
+            &job.schedule.job,
+            job.schedule.kind,
+            &job.schedule.zone,
+            label,
+        ) else {
+            // The job's window or zone changed since: not this config's.
+            continue;
+        };
+        let asked = Asked::Rerun {
+            reason: reason.to_string(),
+            of_revision: Some(m.revision),
+            by: actor_id(),
+        };
+        let outcome = run_asked(job, &window, &asked, runtime);
+        each(&outcome);
+        outcomes.push(outcome);
+    }
+    Ok(outcomes)
 }
 
 /// `jobhost retry KEY`: tries the window `key` of `job` again now, as a

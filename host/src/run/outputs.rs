@@ -94,6 +94,9 @@ pub struct HistoryRow {
     /// Its digest, from the store's note and this host's cache.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub digest: Option<DigestFacts>,
+    /// Why its answer may be wrong now, when it is stale: each cause.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stale: Vec<String>,
 }
 
 impl HistoryRow {
@@ -132,6 +135,7 @@ impl HistoryRow {
             ran_at: (!matches!(r.state, RunState::Skipped | RunState::Waiting))
                 .then(|| rfc3339(r.updated_at)),
             digest: digest_facts(r, cache),
+            stale: Vec::new(),
         }
     }
 }

@@ -24,7 +24,7 @@ use crate::guest::failure::GuestFailure;
 use crate::guest::guest_log::GuestLog;
 use crate::guest::outbox::Staging;
 use crate::guest::sandbox::{ComponentFile, GuestSuccess, LoadedComponent, RunInput, Sandbox};
-use crate::guest::source::SourceAccess;
+use crate::guest::source::{Source, SourceAccess};
 use crate::run::answer::{self, Granted};
 use crate::run::finish;
 use crate::run::job::Job;
@@ -36,7 +36,7 @@ use crate::run::receipt::{
 use crate::run::{Outcome, Runtime};
 use crate::store::{
     ClaimRequest, Failure, Lease, LocalProcesses, PendingMessage, Purpose, RunRecord, RunState,
-    Store, window_mismatch,
+    Store, UpstreamUse, window_mismatch,
 };
 
 /// Runs the job's newest due window once, in `runtime`.
@@ -217,6 +217,8 @@ struct Prepared {
     source: SourceAccess,
     /// The component recorded with a committed report still to deliver.
     recorded_component: Option<String>,
+    /// The upstream windows the run uses, recorded with its report.
+    uses: Vec<UpstreamUse>,
 }
 
 /// What [`Run::execute`] committed: the messages to deliver and the
@@ -278,19 +280,21 @@ impl<'a> Run<'a> {
         };
         // A window of a job that builds on other jobs runs only once the
         // upstream windows it covers are DONE.
-        if preclaimed.is_none()
-            && !self.job.needs.is_empty()
-            && self.waits(store, row.as_deref(), receipt)?
-        {
-            return Ok(None);
-        }
+        let used = if preclaimed.is_none() && !self.job.needs.is_empty() {
+            match self.needs(store, row.as_deref(), receipt)? {
+                Some(used) => used,
+                None => return Ok(None),
+            }
+        } else {
+            Vec::new()
+        };
         // A missing or unreadable component is bad input, unless the
         // window's report is already committed (see `prepare`).
         let file = ComponentFile::open(&self.job.component, &self.cache());
         if let Ok(f) = &file {
             receipt.component = Some(f.digest());
         }
-        let prepared = match (self.prepare(file, row, receipt), &preclaimed) {
+        let prepared = match (self.prepare(file, row, &used, receipt), &preclaimed) {
             (Ok(prepared), _) => prepared,
             (Err(e), Some(claim)) => {
                 // Bad input: as a run that fails before its claim leaves
@@ -369,17 +373,17 @@ impl<'a> Run<'a> {
         Ok(Peeked::Open(row.map(Box::new)))
     }
 
-    /// Whether the window waits for an upstream window it needs (see
-    /// [`crate::run::needs`]): then the receipt says which, and a window
-    /// with no row, or WAITING already, is recorded WAITING with the same
-    /// words. A committed report is delivered whatever its upstream does
-    /// now.
-    fn waits(
+    /// The upstream windows the window uses, all DONE; `None` when it
+    /// waits for one it needs (see [`crate::run::needs`]): then the receipt
+    /// says which, and a window with no row, or WAITING already, is
+    /// recorded WAITING with the same words. A committed report is
+    /// delivered whatever its upstream does now (and uses none).
+    fn needs(
         &self,
         store: &mut dyn Store,
         row: Option<&RunRecord>,
         receipt: &mut Receipt,
-    ) -> Result<bool> {
+    ) -> Result<Option<Vec<needs::Used>>> {
         let committed = row.is_some_and(|r| {
             r.report.is_some()
                 && matches!(
@@ -388,15 +392,18 @@ impl<'a> Run<'a> {
                 )
         });
         if committed {
-            return Ok(false);
+            return Ok(Some(Vec::new()));
         }
         let needs = needs::check(store, &self.window, &self.job.needs)?;
         if needs.met() {
-            return Ok(false);
+            return Ok(Some(needs.done));
         }
         let words = needs.words();
-        let recorded = match row.map(|r| r.state) {
-            None | Some(RunState::Waiting) => store.record_waiting(
+        let recorded = match row.map(|r| (r.state, r.skip_reason.as_deref())) {
+            // Looked at again and still waiting for the same: nothing to
+            // write.
+            Some((RunState::Waiting, Some(was))) if was == words => true,
+            None | Some((RunState::Waiting, _)) => store.record_waiting(
                 &self.window,
                 &words,
                 &crate::run::owner_id(),
@@ -418,7 +425,7 @@ impl<'a> Run<'a> {
                 }
             ),
         );
-        Ok(true)
+        Ok(None)
     }
 
     /// Everything the user supplied is checked before the claim, so bad
@@ -429,6 +436,7 @@ impl<'a> Run<'a> {
         &self,
         file: Result<ComponentFile>,
         row: Option<Box<RunRecord>>,
+        used: &[needs::Used],
         receipt: &mut Receipt,
     ) -> Result<Prepared> {
         let sandbox = self.runtime.sandbox()?;
@@ -448,7 +456,13 @@ impl<'a> Run<'a> {
         };
         let guest = &self.job.guest;
         let (start, end) = (self.window.start, self.window.end);
-        let mut source = SourceAccess::new(self.job.source.clone(), start, end, guest.batch_rows);
+        // An upstream source is the committed reports of the windows just
+        // seen DONE, read here.
+        let spec = match &self.job.source {
+            Some(s) if s.is_upstream() => Some(Source::from(needs::table(used))),
+            other => other.clone(),
+        };
+        let mut source = SourceAccess::new(spec, start, end, guest.batch_rows);
         let mut component = None;
         if let (false, Some(file)) = (resuming, &mut file) {
             // The query starts now and reads ahead while the host compiles,
@@ -465,6 +479,14 @@ impl<'a> Run<'a> {
             component,
             source,
             recorded_component: row.map(|r| r.component),
+            uses: used
+                .iter()
+                .map(|u| UpstreamUse {
+                    key: u.key.clone(),
+                    revision: u.revision,
+                    report_digest: u.report_digest(),
+                })
+                .collect(),
         })
     }
 
@@ -593,7 +615,9 @@ impl<'a> Run<'a> {
         };
         let input = self.input(lease, cursor, prepared.source);
         match prepared.sandbox.run(&component, input) {
-            Ok(success) => self.commit(store, lease, success, receipt).map(Some),
+            Ok(success) => self
+                .commit(store, lease, success, &prepared.uses, receipt)
+                .map(Some),
             Err(failure) => {
                 self.guest_failed(store, lease, failure, receipt)?;
                 Ok(None)
@@ -689,6 +713,7 @@ impl<'a> Run<'a> {
         store: &mut dyn Store,
         lease: &Lease,
         success: GuestSuccess,
+        uses: &[UpstreamUse],
         receipt: &mut Receipt,
     ) -> Result<Executed> {
         receipt.event = Event::Ran;
@@ -704,11 +729,12 @@ impl<'a> Run<'a> {
             cursor: success.report.cursor.clone(),
         });
         let now = self.clock.lease_now();
-        store.prepare(
+        store.prepare_using(
             lease,
             &success.report,
             &success.messages,
             &success.journal,
+            uses,
             now,
         )?;
         self.reach(Boundary::AfterPrepare);

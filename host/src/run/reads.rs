@@ -9,6 +9,7 @@ use crate::core::error::Result;
 use crate::core::window::{JobName, WindowKey};
 use crate::store::{
     Ledger, MessageRecord, Pause, RangeQuery, Revision, RunRecord, RunState, StagedMessage,
+    StaleMark, UpstreamUse,
 };
 
 /// A counted, read-only view of a store.
@@ -118,6 +119,31 @@ impl<'a> Reads<'a> {
     /// The store's.
     pub fn revisions(&mut self, key: &WindowKey) -> Result<Vec<Revision>> {
         let v = self.store.revisions(key)?;
+        Ok(self.counted(v.len(), v))
+    }
+
+    /// [`Ledger::stale`].
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    pub fn stale(
+        &mut self,
+        job: Option<&str>,
+        key: Option<&WindowKey>,
+        limit: usize,
+    ) -> Result<Vec<StaleMark>> {
+        let v = self.store.stale(job, key, limit)?;
+        Ok(self.counted(v.len(), v))
+    }
+
+    /// [`Ledger::uses`].
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    pub fn uses(&mut self, key: &WindowKey) -> Result<Vec<UpstreamUse>> {
+        let v = self.store.uses(key)?;
         Ok(self.counted(v.len(), v))
     }
 }

@@ -22,13 +22,17 @@ use crate::core::schedule::Schedule;
 use crate::core::window::Window;
 use crate::run::plan::{HOLES_SCANNED, Holes, holes};
 use crate::run::reads::Reads;
-use crate::store::{Pause, RangeQuery, RunRecord, RunState};
+use crate::store::{Pause, RangeQuery, RunRecord, RunState, StaleMark};
 
 /// How a job stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Health {
     /// Keeping up.
     Healthy,
+    /// Keeping up, but a DONE window's answer may be wrong: an upstream
+    /// window it used got a new revision (`jobhost rerun --stale` runs it
+    /// again).
+    Stale,
     /// Paused by a person (`jobhost pause`): nothing runs, and it is not
     /// called late while paused.
     Paused,
@@ -40,8 +44,9 @@ pub enum Health {
 
 impl Health {
     /// Every health, best first.
-    pub const ALL: [Health; 4] = [
+    pub const ALL: [Health; 5] = [
         Health::Healthy,
+        Health::Stale,
         Health::Paused,
         Health::Late,
         Health::Failed,
@@ -51,6 +56,7 @@ impl Health {
     pub fn as_str(self) -> &'static str {
         match self {
             Health::Healthy => "healthy",
+            Health::Stale => "stale",
             Health::Paused => "paused",
             Health::Late => "late",
             Health::Failed => "failed",
@@ -58,11 +64,12 @@ impl Health {
     }
 
     /// The exit code `jobhost status` gives when this is the worst job:
-    /// 0 healthy, 5 paused, 3 late, 4 failed (1 and 2 stay for errors and
-    /// bad input), worst last.
+    /// 0 healthy, 6 stale, 5 paused, 3 late, 4 failed (1 and 2 stay for
+    /// errors and bad input), worst last.
     pub fn exit_code(self) -> i32 {
         match self {
             Health::Healthy => 0,
+            Health::Stale => 6,
             Health::Paused => 5,
             Health::Late => 3,
             Health::Failed => 4,
@@ -125,6 +132,9 @@ pub struct Status {
     pub waiting_late: Vec<RunRecord>,
     /// What `expected` waits for, when it is WAITING.
     pub expected_waits_for: Option<String>,
+    /// Stale marks on DONE windows, newest window first (at most
+    /// [`BOUNDED_ROWS`]).
+    pub stale: Vec<StaleMark>,
 }
 
 /// The most rows of each kind [`status_bounded`] reads: windows that need
@@ -229,7 +239,13 @@ pub fn status_bounded(
             .then_with(|| a.key.as_str().cmp(b.key.as_str()))
     });
     runs.dedup_by(|a, b| a.key == b.key);
-    judge(schedule, now, expected, &runs, holes, paused)
+    let stale = s.stale(Some(job), None, BOUNDED_ROWS)?;
+    let mut status = judge(schedule, now, expected, &runs, holes, paused)?;
+    if status.health == Health::Healthy && !stale.is_empty() {
+        status.health = Health::Stale;
+    }
+    status.stale = stale;
+    Ok(status)
 }
 
 /// The status from the job's rows that matter (newest window first) and
@@ -351,6 +367,7 @@ fn judge(
         waiting,
         waiting_late,
         expected_waits_for,
+        stale: Vec::new(),
     })
 }
 
@@ -397,6 +414,24 @@ pub struct StatusReport {
     pub expected_waits_for: Option<String>,
     /// Windows WAITING for upstream windows they need, newest first.
     pub waiting: Vec<WaitingWindow>,
+    /// DONE windows whose answer may be wrong now, newest first.
+    pub stale: Vec<StaleWindow>,
+    /// `jobhost rerun --stale ...`: runs them again, when there are any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerun_stale_command: Option<String>,
+}
+
+/// A DONE window marked stale.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StaleWindow {
+    /// Its key.
+    pub key: String,
+    /// Its revision found stale.
+    pub revision: u32,
+    /// Why.
+    pub cause: String,
+    /// Since when.
+    pub since: String,
 }
 
 /// A window WAITING for upstream windows.
@@ -618,6 +653,18 @@ impl Status {
                         || (r.key == self.expected.key() && self.expected_late > self.grace),
                 })
                 .collect(),
+            stale: self
+                .stale
+                .iter()
+                .map(|m| StaleWindow {
+                    key: m.key.to_string(),
+                    revision: m.revision,
+                    cause: m.cause.clone(),
+                    since: rfc3339(m.since),
+                })
+                .collect(),
+            rerun_stale_command: (!self.stale.is_empty())
+                .then(|| target.command("rerun --stale --reason TEXT")),
         }
     }
 }

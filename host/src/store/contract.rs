@@ -12,7 +12,7 @@ use jiff::{SignedDuration, Timestamp};
 use super::{
     Actor, Archived, Attempted, AuditLine, Claim, ClaimRequest, DigestNote, Failure, Forgotten,
     FreshClaims, Lease, MessageRecord, Pause, PendingMessage, Pruned, RangeQuery, Revision,
-    RunRecord, RunState, Skip, StagedMessage, StoredReport,
+    RunRecord, RunState, Skip, StagedMessage, StaleMark, StoredReport, UpstreamUse,
 };
 use crate::core::error::Result;
 use crate::core::window::{JobName, Window, WindowKey};
@@ -68,6 +68,25 @@ pub trait ClaimStore {
         report: &StoredReport,
         messages: &[StagedMessage],
         journal: &[u8],
+        now: Timestamp,
+    ) -> Result<()> {
+        self.prepare_using(lease, report, messages, journal, &[], now)
+    }
+
+    /// [`ClaimStore::prepare`], recording in the same transaction the
+    /// upstream windows the run used (`[[needs]]`), with the window's
+    /// revision.
+    ///
+    /// # Errors
+    ///
+    /// As [`ClaimStore::prepare`].
+    fn prepare_using(
+        &mut self,
+        lease: &Lease,
+        report: &StoredReport,
+        messages: &[StagedMessage],
+        journal: &[u8],
+        uses: &[UpstreamUse],
         now: Timestamp,
     ) -> Result<()>;
 
@@ -289,6 +308,28 @@ pub trait Ledger {
         owner: &str,
         now: Timestamp,
     ) -> Result<bool>;
+
+    /// The stale marks on the current revisions of `job`'s windows (every
+    /// job's, with `None`; only `key`'s, with a key), newest window first,
+    /// at most `limit`.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn stale(
+        &mut self,
+        job: Option<&str>,
+        key: Option<&WindowKey>,
+        limit: usize,
+    ) -> Result<Vec<StaleMark>>;
+
+    /// The upstream windows the current revision of `key` used, in the
+    /// order its run read them.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn uses(&mut self, key: &WindowKey) -> Result<Vec<UpstreamUse>>;
 
     /// The end of the newest window up to which a scheduler has decided
     /// (run or skipped) every window of `job`; `None` before the first.

@@ -17,7 +17,8 @@ use super::{
     Actor, Archived, Attempted, AuditAction, AuditLine, Claim, ClaimRequest, ClaimStore, Decision,
     DigestNote, DigestRecord, Existing, Failure, Fence, Forgotten, FreshClaims, Lease, Ledger,
     MessageRecord, MessageState, Pause, PendingMessage, Pruned, RangeQuery, Revision, RunRecord,
-    RunState, Skip, StagedMessage, StoredReport, decide, decided, fenced, lease_lost, undelivered,
+    RunState, Skip, StagedMessage, StaleMark, StoredReport, UpstreamUse, decide, decided, fenced,
+    lease_lost, undelivered,
 };
 use crate::core::error::{Error, Result};
 use crate::core::failpoint::{Boundary, Failpoints};
@@ -634,12 +635,13 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
         self.release_claims(leases, now)
     }
 
-    fn prepare(
+    fn prepare_using(
         &mut self,
         lease: &Lease,
         report: &StoredReport,
         messages: &[StagedMessage],
         journal: &[u8],
+        uses: &[UpstreamUse],
         now: Timestamp,
     ) -> Result<()> {
         let what = "commit the report";
@@ -675,6 +677,27 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
                     Text(&m.idempotency_key),
                     Text(&m.content_type),
                     Bytes(&m.body),
+                ],
+            )?;
+        }
+        for u in uses {
+            // A run of the same revision before (one that failed after
+            // committing nothing) left none; a takeover's are replaced.
+            tx.exec(
+                "record the upstream windows used",
+                "INSERT INTO {uses} (key, revision, job, upstream_key, upstream_revision,
+                    report_digest)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (key, revision, upstream_key) DO UPDATE SET
+                    upstream_revision = excluded.upstream_revision,
+                    report_digest = excluded.report_digest",
+                &[
+                    Text(key),
+                    Int(i64::from(lease.revision)),
+                    Text(job_of(key)),
+                    Text(&u.key),
+                    Int(i64::from(u.revision)),
+                    Text(&u.report_digest),
                 ],
             )?;
         }
@@ -1105,6 +1128,62 @@ impl<B: Backend> Ledger for SqlStore<B> {
         };
         tx.commit(what)?;
         Ok(waiting)
+    }
+
+    fn stale(
+        &mut self,
+        job: Option<&str>,
+        key: Option<&WindowKey>,
+        limit: usize,
+    ) -> Result<Vec<StaleMark>> {
+        if !self.backend.needs_tables() {
+            return Ok(Vec::new());
+        }
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.rows(
+            "read stale windows",
+            "SELECT s.key, s.job, s.revision, s.about, s.cause, {t s.since}
+             FROM {stale} s JOIN {runs} r ON r.key = s.key AND r.revision = s.revision
+             WHERE ($1 = '' OR s.job = $1) AND ($3 = '' OR s.key = $3)
+             ORDER BY r.window_start DESC, s.key, s.about
+             LIMIT $2",
+            &[
+                Text(job.unwrap_or("")),
+                Int(limit),
+                Text(key.map_or("", WindowKey::as_str)),
+            ],
+            &mut |r| {
+                Ok(StaleMark {
+                    key: WindowKey::from_stored(r.text(0)?),
+                    job: r.text(1)?,
+                    revision: r.count(2)?,
+                    about: r.text(3)?,
+                    cause: r.text(4)?,
+                    since: r.time(5)?,
+                })
+            },
+        )
+    }
+
+    fn uses(&mut self, key: &WindowKey) -> Result<Vec<UpstreamUse>> {
+        if !self.backend.needs_tables() {
+            return Ok(Vec::new());
+        }
+        self.rows(
+            "read the upstream windows used",
+            "SELECT u.upstream_key, u.upstream_revision, u.report_digest
+             FROM {uses} u JOIN {runs} r ON r.key = u.key AND r.revision = u.revision
+             WHERE u.key = $1
+             ORDER BY u.upstream_key",
+            &[Text(key.as_str())],
+            &mut |r| {
+                Ok(UpstreamUse {
+                    key: r.text(0)?,
+                    revision: r.count(1)?,
+                    report_digest: r.text(2)?,
+                })
+            },
+        )
     }
 
     fn decided_until(&mut self, job: &JobName) -> Result<Option<Timestamp>> {
@@ -1586,6 +1665,35 @@ fn rerun<T: Tx>(
 ) -> Result<()> {
     let reason = req.purpose.reason().unwrap_or("");
     archive(tx, key)?;
+    // The windows that used this one's revision are stale now; this
+    // window's own marks were about the revision it leaves.
+    let next = existing.revision + 1;
+    tx.exec(
+        "mark the windows that used it stale",
+        "INSERT INTO {stale} (key, revision, job, about, cause, since)
+         SELECT u.key, u.revision, u.job, u.upstream_key, $3, {now}
+         FROM {uses} u JOIN {runs} d ON d.key = u.key AND d.revision = u.revision
+         WHERE u.upstream_key = $1 AND u.upstream_revision < $2
+         ON CONFLICT (key, revision, about) DO UPDATE SET
+            cause = excluded.cause, since = excluded.since",
+        &[
+            Text(key.as_str()),
+            Int(i64::from(next)),
+            Text(&format!(
+                "upstream `{key}` was run again as revision {next}{}",
+                if reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({reason})")
+                }
+            )),
+        ],
+    )?;
+    tx.exec(
+        "clear the window's stale marks",
+        "DELETE FROM {stale} WHERE key = $1",
+        &[Text(key.as_str())],
+    )?;
     audit(
         tx,
         &AuditRow {
@@ -1802,4 +1910,9 @@ fn stored<T>(r: &dyn Row, i: usize, parse: fn(&str) -> Option<T>) -> Result<T> {
             .into(),
         )
     })
+}
+
+/// The job of a window key (`<job>:<label>`).
+fn job_of(key: &str) -> &str {
+    key.split_once(':').map_or(key, |(job, _)| job)
 }

@@ -106,6 +106,10 @@ pub trait Backend {
     /// opened read only may be of the schema before).
     fn current(&self) -> bool;
 
+    /// Whether the store has the tables of jobs that build on jobs (the
+    /// upstream windows each run used, and stale marks).
+    fn needs_tables(&self) -> bool;
+
     /// Whether the store keeps each job's counts by state as it changes
     /// (`run_counts`).
     fn counted(&self) -> bool;
@@ -221,6 +225,8 @@ pub(crate) const TABLES: &[&str] = &[
     "pauses",
     "forgotten",
     "run_counts",
+    "uses",
+    "stale",
 ];
 
 #[cfg(test)]

@@ -842,6 +842,36 @@ pub struct Archived {
     pub messages: Vec<StagedMessage>,
 }
 
+/// An upstream window a run used (`[[needs]]`), as its run records it
+/// with its report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamUse {
+    /// The upstream window's key.
+    pub key: String,
+    /// Its revision, DONE, when the run read it.
+    pub revision: u32,
+    /// `sha256:<hex>` of its report as the run read it.
+    pub report_digest: String,
+}
+
+/// A mark on a DONE window whose answer may be wrong now: an upstream
+/// window it used got a new revision. It goes when the window gets one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaleMark {
+    /// The window.
+    pub key: WindowKey,
+    /// Its job.
+    pub job: String,
+    /// Its revision that was found stale.
+    pub revision: u32,
+    /// The upstream window the cause is about.
+    pub about: String,
+    /// Why, in words.
+    pub cause: String,
+    /// When it was marked.
+    pub since: Timestamp,
+}
+
 /// What `forget` removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Forgotten {

@@ -30,13 +30,15 @@ pub(super) struct BackfillArgs {
     to: String,
     /// Which windows besides those with no row: `missing` (also SKIPPED
     /// and unfinished ones), `failed` (also FAILED and ABANDONED, as a new
-    /// series of attempts), `all` (also DONE, each rerun as a new revision).
+    /// series of attempts), `all` (also DONE, each rerun as a new revision),
+    /// or `stale` (only DONE windows marked STALE, each rerun as a new
+    /// revision).
     #[arg(long, value_name = "WHICH", default_value = "missing")]
     only: String,
     /// Print what would run, one JSON line per window, and run nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Why (kept in the audit lines; needed with `--only all`).
+    /// Why (kept in the audit lines; needed with `--only all` and `stale`).
     #[arg(long, value_name = "TEXT")]
     reason: Option<String>,
     /// Run up to N windows at once (1 to 1024). A job that keeps a cursor
@@ -67,13 +69,13 @@ pub(super) fn main(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
         )));
     }
     let reason = match (&args.reason, only) {
-        (Some(r), Only::All) => needed_reason("--reason", r)?,
+        (Some(r), Only::All | Only::Stale) => needed_reason("--reason", r)?,
         (Some(r), _) => reason_text("--reason", r)?,
-        (None, Only::All) => {
-            return Err(Error::input(
-                "--only all reruns DONE windows as new revisions: say why with --reason TEXT"
-                    .to_string(),
-            ));
+        (None, Only::All | Only::Stale) => {
+            return Err(Error::input(format!(
+                "--only {} reruns DONE windows as new revisions: say why with --reason TEXT",
+                args.only
+            )));
         }
         (None, _) => format!("backfill --only {}", args.only),
     };

@@ -51,10 +51,18 @@ impl JobFlags {
 
     /// The job's config, with these flags over it.
     pub(super) fn load(&self) -> Result<JobConfig> {
+        self.load_file(&self.config)
+    }
+
+    /// Another job's config `file` with these flags' store, clock, cache
+    /// and durability (and its own component): the jobs of a folder a
+    /// command goes on to.
+    pub(super) fn load_file(&self, file: &std::path::Path) -> Result<JobConfig> {
+        let own = file == self.config;
         JobConfig::load(&RunFlags {
-            config: Some(self.config.clone()),
+            config: Some(file.to_path_buf()),
+            component: if own { self.component.clone() } else { None },
             store: self.store.clone(),
-            component: self.component.clone(),
             now: self.now.clone(),
             cache_dir: self.cache_dir.clone(),
             require_durable_store: crate::app::args::require_durable_store(

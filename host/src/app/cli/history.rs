@@ -108,15 +108,27 @@ pub(super) fn main(args: HistoryArgs) -> Result<i32, Error> {
         }
         return Ok(0);
     }
+    // Stale marks, read once for the rows listed.
+    let mut stale: std::collections::HashMap<String, Vec<String>> =
+        std::collections::HashMap::new();
+    if !runs.is_empty() {
+        for m in store.stale(args.job.as_deref(), None, STALE_READ)? {
+            stale.entry(m.key.to_string()).or_default().push(m.cause);
+        }
+    }
     if args.json {
         for r in &runs {
             if out.closed() {
                 break;
             }
-            super::write_json(&mut out, &HistoryRow::of(r, cache.as_ref()))?;
+            let row = HistoryRow {
+                stale: stale.get(r.key.as_str()).cloned().unwrap_or_default(),
+                ..HistoryRow::of(r, cache.as_ref())
+            };
+            super::write_json(&mut out, &row)?;
         }
     } else {
-        write_table(&mut out, &runs, cache.as_ref()).map_err(written)?;
+        write_table(&mut out, &runs, &stale, cache.as_ref()).map_err(written)?;
     }
     if args.all && !out.closed() {
         let lines = store.audit(args.job.as_deref())?;
@@ -166,9 +178,13 @@ fn digest_cell(
     }
 }
 
+/// The most stale marks `history` reads.
+const STALE_READ: usize = 100_000;
+
 fn write_table(
     out: &mut impl Write,
     runs: &[RunRecord],
+    stale: &std::collections::HashMap<String, Vec<String>>,
     cache: Option<&crate::effects::digest::cache::DigestCache>,
 ) -> std::io::Result<()> {
     if runs.is_empty() {
@@ -189,7 +205,11 @@ fn write_table(
                 r.key.to_string(),
                 rfc3339(r.window_start),
                 rfc3339(r.window_end),
-                r.state.to_string(),
+                if stale.contains_key(r.key.as_str()) {
+                    format!("{} (STALE)", r.state)
+                } else {
+                    r.state.to_string()
+                },
                 r.revision.to_string(),
                 if matches!(r.state, store::RunState::Skipped | store::RunState::Waiting) {
                     "-".to_string()

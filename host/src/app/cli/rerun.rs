@@ -14,8 +14,18 @@ use crate::run::{Outcome, Runtime};
 #[derive(Debug, clap::Args)]
 pub(super) struct RerunArgs {
     /// The DONE window's key, as `history` shows it (or its label).
-    #[arg(value_name = "KEY")]
-    key: String,
+    #[arg(value_name = "KEY", required_unless_present = "stale")]
+    key: Option<String>,
+    /// Instead of one KEY: every DONE window of the job marked STALE (an
+    /// upstream window it used got a new revision), oldest first, each as
+    /// its next revision.
+    #[arg(long, conflicts_with = "key")]
+    stale: bool,
+    /// With --stale: then the stale windows of the jobs of this folder
+    /// that need the job, directly or through others, in dependency order
+    /// (a rerun can make the windows that used it stale in turn).
+    #[arg(long, value_name = "DIR", requires = "stale")]
+    jobs: Option<std::path::PathBuf>,
     #[command(flatten)]
     job: JobFlags,
     /// Why it is run again: stored with the new revision and shown by `history`.
@@ -36,12 +46,62 @@ pub(super) struct RetryArgs {
     reason: Option<String>,
 }
 
-/// `jobhost rerun KEY`: exit codes as for `run`.
+/// `jobhost rerun KEY`: exit codes as for `run`. `jobhost rerun --stale`:
+/// one receipt per window, the worst exit code.
 pub(super) fn rerun(args: RerunArgs, runtime: &Runtime) -> Result<i32, Error> {
+    let Some(key) = &args.key else {
+        return rerun_stale(&args, runtime);
+    };
     one_receipt(&args.job, runtime, |job, runtime| {
         let reason = needed_reason("--reason", &args.reason)?;
-        operate::rerun(job, &args.key, &reason, runtime)
+        operate::rerun(job, key, &reason, runtime)
     })
+}
+
+/// `jobhost rerun --stale [--jobs DIR]`.
+fn rerun_stale(args: &RerunArgs, runtime: &Runtime) -> Result<i32, Error> {
+    let level = args.job.level()?;
+    let reason = needed_reason("--reason", &args.reason)?;
+    let config = args.job.load()?;
+    let first = config.job(&env)?;
+    crate::run::refuse_ephemeral_store(&first)?;
+    let runtime = runtime.at(config.now()?.or(runtime.now));
+    let mut jobs = vec![first];
+    if let Some(dir) = &args.jobs {
+        let mut all = Vec::new();
+        for file in super::flags::configs(&[], Some(dir))? {
+            let job = args.job.load_file(&file).and_then(|c| c.job(&env));
+            all.push(job.map_err(|e| {
+                Error::input(format!(
+                    "job file `{}` of --jobs: {e:#}; fix it, or leave --jobs out to rerun only \
+                     this job's stale windows",
+                    crate::core::text::printable(&file.display().to_string())
+                ))
+            })?);
+        }
+        let names: Vec<_> = all
+            .iter()
+            .map(|j| (j.name().clone(), j.needs.clone()))
+            .collect();
+        let order = crate::run::needs::downstream_order(jobs[0].name(), &names);
+        let mut all: Vec<Option<Job>> = all.into_iter().map(Some).collect();
+        jobs.extend(
+            order
+                .into_iter()
+                .filter_map(|i| all.get_mut(i).and_then(Option::take)),
+        );
+    }
+    let mut worst = 0;
+    for job in &jobs {
+        let mut printed = Ok(0);
+        operate::rerun_stale(job, &reason, &runtime, &mut |outcome| {
+            if printed.is_ok() {
+                printed = print_receipt(outcome, level);
+            }
+        })?;
+        worst = worst.max(printed?);
+    }
+    Ok(worst)
 }
 
 /// `jobhost retry KEY`: exit codes as for `run`.

@@ -142,6 +142,30 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
         );
         let line = match st.health {
             Health::Healthy => format!("{}: healthy; {expected}; last done {last}", schedule.job),
+            Health::Stale => {
+                let marks: Vec<String> = st
+                    .stale
+                    .iter()
+                    .take(3)
+                    .map(|m| format!("{} (revision {}): {}", m.key, m.revision, m.cause))
+                    .collect();
+                let more = st.stale.len().saturating_sub(3);
+                let windows: std::collections::BTreeSet<&str> =
+                    st.stale.iter().map(|m| m.key.as_str()).collect();
+                format!(
+                    "{}: stale, {} DONE window(s) may be wrong now: {}{}; `{}` runs them again; \
+                     {expected}; last done {last}",
+                    schedule.job,
+                    windows.len(),
+                    marks.join("; "),
+                    if more > 0 {
+                        format!(" and {more} more mark(s)")
+                    } else {
+                        String::new()
+                    },
+                    target.command("rerun --stale --reason TEXT")
+                )
+            }
             Health::Paused => {
                 let (since, by, note) = st
                     .paused
@@ -321,7 +345,7 @@ fn nagios_code(worst: crate::run::status::Health) -> i32 {
     use crate::run::status::Health;
     match worst {
         Health::Healthy => 0,
-        Health::Paused | Health::Late => 1,
+        Health::Stale | Health::Paused | Health::Late => 1,
         Health::Failed => 2,
     }
 }
@@ -339,6 +363,7 @@ fn nagios_summary(
         Health::Failed,
         Health::Late,
         Health::Paused,
+        Health::Stale,
         Health::Healthy,
     ] {
         let names: Vec<&str> = jobs

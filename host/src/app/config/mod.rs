@@ -35,6 +35,7 @@ use crate::core::schedule::{CatchUp, DEFAULT_MAX_CATCH_UP, Schedule};
 use crate::core::window::{JobName, WindowKind, Zone};
 use crate::effects::digest::{DigestSettings, digest_dir};
 use crate::guest::cache::CompileCache;
+use crate::guest::source::Source;
 use crate::run::Job;
 use crate::store::{Attempts, StoreLocation};
 pub use store::{DEFAULT_STORE, default_store};
@@ -413,6 +414,13 @@ impl JobConfig {
             )?),
             None => None,
         };
+        let needs = self.needs()?;
+        if needs.is_empty() && source.as_ref().is_some_and(Source::is_upstream) {
+            return Err(Error::input(
+                "`[source] type = \"upstream\"` reads the reports of the jobs in `[[needs]]`, \
+                 and the job names none: add `[[needs]] job = \"NAME\"` for each job it builds on",
+            ));
+        }
         Ok(Job {
             schedule,
             catch_up,
@@ -430,7 +438,7 @@ impl JobConfig {
             pings,
             digest,
             retention: self.retention()?,
-            needs: self.needs()?,
+            needs,
             target: self.target(),
         })
     }

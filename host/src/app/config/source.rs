@@ -27,14 +27,16 @@ use crate::store::postgres::connect::{Role, check_url};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceFile {
-    /// `sqlite` (the default) or `postgres`.
+    /// `sqlite` (the default), `postgres`, or `upstream` (the committed
+    /// reports of the windows of the jobs in `[[needs]]`).
     #[serde(rename = "type")]
     pub kind: Option<String>,
     /// A SQLite source's database file.
     pub path: Option<PathBuf>,
     /// A PostgreSQL source's URL (which may take its password from `${VAR}`).
     pub url: Option<String>,
-    /// The query over the window's rows.
+    /// The query over the window's rows (none for `upstream`).
+    #[serde(default)]
     pub query: String,
     /// How a time written without a zone is read: `utc` or `job-zone`.
     pub naive_timestamps: Option<String>,
@@ -79,7 +81,30 @@ pub fn source(
 ) -> Result<Source> {
     let naive = naive_times(file.naive_timestamps.as_deref(), zone)?;
     let at_most = max_concurrent("source.max_concurrent", file.max_concurrent)?;
-    let source: Source = match file.kind.as_deref().unwrap_or("sqlite") {
+    let kind = file.kind.as_deref().unwrap_or("sqlite");
+    if kind == "upstream" {
+        let extra = [
+            ("path", file.path.is_some()),
+            ("url", file.url.is_some()),
+            ("query", !file.query.is_empty()),
+            ("naive_timestamps", file.naive_timestamps.is_some()),
+        ];
+        if let Some((key, _)) = extra.iter().find(|(_, set)| *set) {
+            return Err(Error::input(format!(
+                "invalid `source.{key}`: an upstream source hands the guest the committed \
+                 reports of the windows of the jobs in `[[needs]]`, and reads nothing else; \
+                 remove `{key}`"
+            )));
+        }
+        return Ok(Source::upstream().at_most(at_most));
+    }
+    if file.query.trim().is_empty() {
+        return Err(Error::input(
+            "`[source]` has no `query`: give the query over the window's rows, using :start \
+             and :end (or $1 and $2 on PostgreSQL)",
+        ));
+    }
+    let source: Source = match kind {
         "sqlite" => {
             if file.url.is_some() {
                 return Err(Error::input(
@@ -131,7 +156,8 @@ pub fn source(
         }
         other => {
             return Err(Error::input(format!(
-                "invalid `source.type = \"{}\"`: use \"sqlite\" (the default) or \"postgres\"",
+                "invalid `source.type = \"{}\"`: use \"sqlite\" (the default), \"postgres\" or \
+                 \"upstream\"",
                 printable(&echoed(other, 40))
             )));
         }

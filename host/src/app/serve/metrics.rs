@@ -160,6 +160,7 @@ pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> 
     let up = Family::<StoreJob, Gauge>::default();
     let health = Family::<StoreJobHealth, Gauge>::default();
     let holes = Family::<StoreJob, Gauge>::default();
+    let stale = Family::<StoreJob, Gauge>::default();
     let reachable = Family::<StoreLabel, Gauge>::default();
     let queries = Gauge::<i64>::default();
     let mut count = ReadCount::default();
@@ -239,6 +240,11 @@ pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> 
         holes
             .get_or_create(&label)
             .set(i64::try_from(st.holes.count).unwrap_or(i64::MAX));
+        let stale_windows: std::collections::BTreeSet<&str> =
+            st.stale.iter().map(|m| m.key.as_str()).collect();
+        stale
+            .get_or_create(&label)
+            .set(i64::try_from(stale_windows.len()).unwrap_or(i64::MAX));
     }
     queries.set(i64::from(count.queries));
     let refused = Gauge::<i64>::default();
@@ -273,14 +279,20 @@ pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> 
     );
     registry.register(
         "jobhost_health",
-        "1 for the job's health as `jobhost status` says it (healthy, paused, late, failed), \
-         0 for the others",
+        "1 for the job's health as `jobhost status` says it (healthy, stale, paused, late, \
+         failed), 0 for the others",
         health,
     );
     registry.register(
         "jobhost_holes",
         "Due windows of the job with no run that nothing will decide",
         holes,
+    );
+    registry.register(
+        "jobhost_stale_windows",
+        "DONE windows of the job whose answer may be wrong now (an upstream window they used \
+         got a new revision), up to 200",
+        stale,
     );
     registry.register(
         "jobhost_store_up",

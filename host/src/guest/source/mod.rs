@@ -20,6 +20,7 @@ mod cursor;
 mod naive;
 pub mod postgres;
 pub mod sqlite;
+mod table;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -31,6 +32,7 @@ pub use batch::{Batch, Column, ColumnData, ColumnInfo, ColumnKind, TextData};
 use cursor::{Reader, StartFailure};
 pub use cursor::{RowCursor, SourceInterrupt};
 pub use naive::NaiveTimes;
+pub use table::{Cell, Table};
 
 /// A run's data source, of any kind: made from a kind's settings
 /// ([`SourceSpec`] for SQLite, [`postgres::PostgresSpec`]) with `into()`.
@@ -52,6 +54,18 @@ impl Source {
 
     fn kind(&self) -> &dyn SourceKind {
         &*self.kind
+    }
+
+    /// The committed reports of the upstream windows a window needs
+    /// (`[source] type = "upstream"`): the run reads them, once it has seen
+    /// those windows DONE, and hands them over as a [`Table`] in its place.
+    pub fn upstream() -> Source {
+        Source::new(table::Upstream)
+    }
+
+    /// Whether this is [`Source::upstream`]'s place for the run to fill.
+    pub fn is_upstream(&self) -> bool {
+        self.kind.upstream()
     }
 
     /// Where the rows come from, as messages show it: a file, or a URL
@@ -97,6 +111,11 @@ trait SourceKind: std::fmt::Debug + Send + Sync + 'static {
     /// On the reader thread: opens the source, checks the query, binds
     /// `bounds` and runs it through `reader`.
     fn start(&self, bounds: Bounds, reader: Reader);
+
+    /// Whether the run fills this source itself ([`Source::upstream`]).
+    fn upstream(&self) -> bool {
+        false
+    }
 }
 
 /// The window a query reads: `[start, end)`.

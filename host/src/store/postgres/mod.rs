@@ -56,6 +56,9 @@ const CLAIM: Limits = Limits {
 /// Later ones add only ways to read it faster.
 const OPERATOR_SCHEMA: i64 = 4;
 
+/// The schema that added the tables of jobs that build on jobs.
+const NEEDS_SCHEMA: i64 = 8;
+
 /// The oldest schema read-only commands still read, treating what it lacks
 /// as empty: the one before [`OPERATOR_SCHEMA`].
 const READABLE: i64 = OPERATOR_SCHEMA - 1;
@@ -261,6 +264,10 @@ impl Backend for Postgres {
 
     fn current(&self) -> bool {
         self.version >= OPERATOR_SCHEMA
+    }
+
+    fn needs_tables(&self) -> bool {
+        self.version >= NEEDS_SCHEMA
     }
 
     fn counted(&self) -> bool {

@@ -183,7 +183,27 @@ const MIGRATIONS: &[&str] = &[
     DROP INDEX IF EXISTS jobhost_runs_unfinished;
     CREATE INDEX jobhost_runs_unfinished ON jobhost_runs (job, window_start)
         WHERE state IN ('CLAIMED', 'PREPARED', 'WAITING')
-        OR (state = 'FAILED' AND retry_at IS NOT NULL);",
+        OR (state = 'FAILED' AND retry_at IS NOT NULL);
+    CREATE TABLE jobhost_uses (
+        key               text NOT NULL,     -- the window that used them
+        revision          bigint NOT NULL,   -- its revision that did
+        job               text NOT NULL,
+        upstream_key      text NOT NULL,
+        upstream_revision bigint NOT NULL,
+        report_digest     text NOT NULL,     -- sha256:<hex> of the report read
+        PRIMARY KEY (key, revision, upstream_key)
+    );
+    CREATE INDEX jobhost_uses_by_upstream ON jobhost_uses (upstream_key, upstream_revision);
+    CREATE TABLE jobhost_stale (
+        key              text NOT NULL,
+        revision         bigint NOT NULL,
+        job              text NOT NULL,
+        about            text NOT NULL,      -- the upstream window's key
+        cause            text NOT NULL,
+        since            timestamptz NOT NULL,
+        PRIMARY KEY (key, revision, about)
+    );
+    CREATE INDEX jobhost_stale_by_job ON jobhost_stale (job, key);",
 ];
 
 /// The transaction-scoped advisory lock that serialises migrations ("jobhost"

@@ -30,6 +30,9 @@ use crate::core::error::{Error, Result};
 /// Later ones add only ways to read it faster.
 const OPERATOR_SCHEMA: i64 = 5;
 
+/// The schema that added the tables of jobs that build on jobs.
+const NEEDS_SCHEMA: i64 = 9;
+
 /// The oldest schema read-only commands still read, treating what it lacks
 /// as empty (a monitor keeps working between a deploy and the first run
 /// that migrates): the one before [`OPERATOR_SCHEMA`].
@@ -511,6 +514,10 @@ impl Backend for Sqlite {
 
     fn current(&self) -> bool {
         self.version >= OPERATOR_SCHEMA
+    }
+
+    fn needs_tables(&self) -> bool {
+        self.version >= NEEDS_SCHEMA
     }
 
     fn counted(&self) -> bool {

@@ -288,5 +288,30 @@ pub(super) const MIGRATIONS: &[&str] = &[
         UPDATE run_counts SET n = n - 1 WHERE job = old.job AND state = old.state;
         INSERT INTO run_counts (job, state, n) VALUES (new.job, new.state, 1)
             ON CONFLICT (job, state) DO UPDATE SET n = n + 1;
-    END;",
+    END;
+    -- The upstream windows each revision of a window used (`[[needs]]`):
+    -- their revision and a digest of the report it read.
+    CREATE TABLE uses (
+        key               TEXT NOT NULL,     -- the window that used them
+        revision          INTEGER NOT NULL,  -- its revision that did
+        job               TEXT NOT NULL,
+        upstream_key      TEXT NOT NULL,
+        upstream_revision INTEGER NOT NULL,
+        report_digest     TEXT NOT NULL,     -- sha256:<hex> of the report read
+        PRIMARY KEY (key, revision, upstream_key)
+    ) STRICT;
+    CREATE INDEX uses_by_upstream ON uses (upstream_key, upstream_revision);
+    -- Windows whose DONE answer may be wrong now: a mark on a revision,
+    -- with its cause (an upstream window it used got a new revision). It
+    -- goes when the window gets a new revision.
+    CREATE TABLE stale (
+        key              TEXT NOT NULL,
+        revision         INTEGER NOT NULL,
+        job              TEXT NOT NULL,
+        about            TEXT NOT NULL,      -- the upstream window's key
+        cause            TEXT NOT NULL,
+        since            INTEGER NOT NULL,   -- unix seconds, UTC
+        PRIMARY KEY (key, revision, about)
+    ) STRICT;
+    CREATE INDEX stale_by_job ON stale (job, key);",
 ];

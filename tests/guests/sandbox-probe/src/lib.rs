@@ -49,6 +49,20 @@ impl Guest for Probe {
             "send-twice" => send_twice(&ctx)?,
             "read-all" => read_all()?,
             "echo" => echo()?,
+            "echo-send" => {
+                let rows = echo()?;
+                for destination in &ctx.destinations {
+                    outbox::send(destination, rows.as_bytes(), "application/json").map_err(
+                        |err| {
+                            RunError::Other(format!(
+                                "sending to `{destination}` failed: {}",
+                                describe_send_error(&err)
+                            ))
+                        },
+                    )?;
+                }
+                rows
+            }
             "describe-panic" | "describe-huge" | "describe-send" | "describe-spin" => {
                 "ran; see what describe does".to_string()
             }
