@@ -19,7 +19,7 @@ use jobhost::core::window::{JobName, Window, WindowKind, Zone};
 use jobhost::store::{
     Actor, Attempted, AuditAction, Claim, ClaimRequest, Failure, Fence, FreshClaims, Lease,
     LeasesOnly, MessageState, OwnerProbe, PostgresStore, PostgresUrl, Purpose, RunState, Skip,
-    SqliteStore, StagedMessage, Store, StoredReport, TakenFrom, Takeover,
+    SqliteStore, StagedMessage, Store, StoredReport, TakenFrom, Takeover, UpstreamUse,
 };
 use jobhost_tests::pg::Scratch;
 
@@ -1441,6 +1441,58 @@ fn a_waiting_window_is_recorded_once_keeps_its_words_current_and_runs_when_claim
     assert_eq!(s.peek(&done.key()).unwrap().unwrap().state, RunState::Done);
 }
 
+fn a_window_that_used_an_upstream_revision_is_stale_once_the_upstream_is_rerun_whenever_it_committed(
+    f: &mut Fixture,
+) {
+    let mut s = f.open();
+    let (up, early, late) = (
+        job_window("up", "2026-11-08"),
+        job_window("early", "2026-11-08"),
+        job_window("late", "2026-11-08"),
+    );
+    done_with_one_message(f, s.as_mut(), &up, "u");
+    let used = |revision| UpstreamUse {
+        key: up.key().to_string(),
+        revision,
+        report_digest: "sha256:00".into(),
+    };
+    // One window committed before the upstream's rerun, one while it ran.
+    let lease = f.run(s.as_mut(), &early, "a", 3);
+    s.prepare_using(&lease, &report(None), &[], b"j", &[used(1)], f.now)
+        .unwrap();
+    s.finish(&lease, None, f.now).unwrap();
+    let running = f.run(s.as_mut(), &late, "b", 3);
+    assert!(s.stale(None, None, 10).unwrap().is_empty());
+    assert_eq!(s.uses(&early.key()).unwrap(), [used(1)]);
+    let Claim::Run { lease: again, .. } = s.claim(&rerun(f, &up, Some(1))).unwrap() else {
+        panic!("the rerun runs")
+    };
+    assert_eq!(again.revision, 2);
+    // The rerun's claim marks the window that committed before it.
+    let marks = s.stale(None, None, 10).unwrap();
+    assert_eq!(marks.len(), 1, "{marks:?}");
+    assert_eq!(marks[0].key, early.key());
+    assert!(marks[0].cause.contains("revision 2"), "{}", marks[0].cause);
+    // The one that read revision 1 and commits after is marked as it does.
+    s.prepare_using(&running, &report(None), &[], b"j", &[used(1)], f.now)
+        .unwrap();
+    let mut keys: Vec<String> = s
+        .stale(None, None, 10)
+        .unwrap()
+        .iter()
+        .map(|m| m.key.to_string())
+        .collect();
+    keys.sort();
+    assert_eq!(keys, [early.key().to_string(), late.key().to_string()]);
+    assert_eq!(s.stale(Some("late"), None, 10).unwrap().len(), 1);
+    assert_eq!(s.stale(None, Some(&early.key()), 10).unwrap().len(), 1);
+    // A window's marks go with its new revision.
+    let Claim::Run { .. } = s.claim(&rerun(f, &early, Some(1))).unwrap() else {
+        panic!("the stale window is rerun")
+    };
+    assert!(s.stale(Some("early"), None, 10).unwrap().is_empty());
+}
+
 fn prune_drops_old_journals_and_delivered_bodies_and_nothing_unfinished(f: &mut Fixture) {
     let mut s = f.open();
     let who = Actor {
@@ -1539,6 +1591,7 @@ contract!(
     a_batch_claims_only_windows_nobody_claimed_and_lets_go_of_what_it_will_not_start,
     a_window_claimed_ahead_and_never_started_has_used_no_attempt,
     a_waiting_window_is_recorded_once_keeps_its_words_current_and_runs_when_claimed,
+    a_window_that_used_an_upstream_revision_is_stale_once_the_upstream_is_rerun_whenever_it_committed,
     prune_drops_old_journals_and_delivered_bodies_and_nothing_unfinished,
     the_counts_of_a_whole_history_follow_every_change_of_its_rows,
 );

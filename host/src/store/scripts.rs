@@ -700,6 +700,39 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
                     Text(&u.report_digest),
                 ],
             )?;
+            // An upstream window rerun while this run read it: the rerun's
+            // claim could not see this run's uses, so the mark is made
+            // here. The row is locked, so the two cannot pass each other.
+            let current = tx.one(
+                "read the upstream window's revision",
+                "SELECT revision FROM {runs} WHERE key = $1{lock}",
+                &[Text(&u.key)],
+                &mut |r| r.count(0),
+            )?;
+            if current.is_none_or(|n| n > u.revision) {
+                tx.exec(
+                    "mark the window stale",
+                    "INSERT INTO {stale} (key, revision, job, about, cause, since)
+                     VALUES ($1, $2, $3, $4, $5, {now})
+                     ON CONFLICT (key, revision, about) DO NOTHING",
+                    &[
+                        Text(key),
+                        Int(i64::from(lease.revision)),
+                        Text(job_of(key)),
+                        Text(&u.key),
+                        Text(&match current {
+                            Some(n) => format!(
+                                "upstream `{}` was run again as revision {n} while this run read \
+                                 revision {}",
+                                u.key, u.revision
+                            ),
+                            None => {
+                                format!("upstream `{}` was forgotten while this run read it", u.key)
+                            }
+                        }),
+                    ],
+                )?;
+            }
         }
         if let Some(f) = &self.failpoints {
             f.reached(Boundary::InPrepare);
