@@ -703,3 +703,145 @@ fn rerun_stale_over_a_folder_reruns_the_dependents_in_order_and_backfill_only_st
     assert_eq!(refused.code, 2, "{}", refused.stderr);
     assert!(refused.stderr.contains("--reason"), "{}", refused.stderr);
 }
+
+#[test]
+fn a_row_written_into_a_done_day_after_its_run_makes_check_mark_that_day_stale_and_no_other() {
+    let dir = scratch();
+    let db = sales_db(dir.path(), 2000);
+    let store = dir.path().join("store.db");
+    let now = "2026-11-07T00:30:00Z";
+    let daily = job(dir.path(), "daily", "day", "", &[]);
+    let backfill = jobhost(&[
+        "backfill",
+        "--config",
+        s(&daily),
+        "--store",
+        s(&store),
+        "--now",
+        now,
+        "--from",
+        "2026-11-02",
+        "--to",
+        "2026-11-06",
+    ]);
+    assert_eq!(backfill.code, 0, "{}", backfill.stderr);
+    let check = || {
+        jobhost(&[
+            "check",
+            "--config",
+            s(&daily),
+            "--store",
+            s(&store),
+            "--now",
+            now,
+            "--since",
+            "2026-11-02",
+            "--json",
+        ])
+    };
+    let results = |r: &Run| -> Vec<(String, String, String)> {
+        r.stdout
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .map(|v| {
+                (
+                    v["key"].as_str().unwrap().to_string(),
+                    v["result"].as_str().unwrap().to_string(),
+                    v["detail"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    // Nothing changed: every day is the same.
+    let first = check();
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    let r = results(&first);
+    assert_eq!(r.len(), 4, "{r:?}");
+    assert!(r.iter().all(|(_, result, _)| result == "same"), "{r:?}");
+
+    // A sale booked on the 4th, written after its run.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let ts = "2026-11-04T23:59:00Z"
+        .parse::<jiff::Timestamp>()
+        .unwrap()
+        .as_second();
+    conn.execute(
+        "INSERT INTO sales (ts, region, product, quantity, amount) VALUES (?1, 'eu', 'late', 1, 9.5)",
+        [ts],
+    )
+    .unwrap();
+    drop(conn);
+    let second = check();
+    assert_eq!(second.code, 6, "{}{}", second.stdout, second.stderr);
+    let r = results(&second);
+    let changed: Vec<&(String, String, String)> =
+        r.iter().filter(|(_, result, _)| result != "same").collect();
+    assert_eq!(changed.len(), 1, "{r:?}");
+    assert_eq!(changed[0].0, "daily:2026-11-04");
+    assert_eq!(changed[0].1, "changed");
+    assert_eq!(changed[0].2, "inputs changed: 1 row more");
+    let st = status(&daily, &store, now);
+    assert_eq!(st.code, 6, "{}", st.stdout);
+    let stale: Vec<String> = history(&store)
+        .iter()
+        .filter(|r| r.get("stale").is_some())
+        .map(|r| r["key"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(stale, ["daily:2026-11-04"]);
+
+    // Rerun, it reads the late row, and a check finds nothing changed.
+    let again = jobhost(&[
+        "rerun",
+        "--stale",
+        "--config",
+        s(&daily),
+        "--store",
+        s(&store),
+        "--now",
+        now,
+        "--reason",
+        "a late sale",
+    ]);
+    assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
+    assert_eq!(again.receipt()["revision"], 2);
+    let third = check();
+    assert_eq!(third.code, 0, "{}{}", third.stdout, third.stderr);
+    assert!(
+        results(&third)
+            .iter()
+            .all(|(_, result, _)| result == "same")
+    );
+    assert_eq!(status(&daily, &store, now).code, 0);
+}
+
+#[test]
+fn a_query_that_reads_random_numbers_is_said_not_to_be_comparable_rather_than_guessed() {
+    let dir = scratch();
+    sales_db(dir.path(), 100);
+    let store = dir.path().join("store.db");
+    let now = "2026-11-07T00:30:00Z";
+    let cfg = job(dir.path(), "daily", "day", "", &[]);
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "ORDER BY ts, id",
+        "AND random() IS NOT NULL ORDER BY ts, id",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    assert_eq!(run_job(&cfg, &store, now).event(), "ran");
+    let r = jobhost(&[
+        "check",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&store),
+        "--now",
+        now,
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .starts_with("unknown  daily:2026-11-06: the query reads `random(`"),
+        "{}",
+        r.stdout
+    );
+    assert!(history(&store).iter().all(|r| r.get("stale").is_none()));
+}

@@ -18,8 +18,8 @@ use jobhost::Error;
 use jobhost::core::window::{JobName, Window, WindowKind, Zone};
 use jobhost::store::{
     Actor, Attempted, AuditAction, Claim, ClaimRequest, Failure, Fence, FreshClaims, Lease,
-    LeasesOnly, MessageState, OwnerProbe, PostgresStore, PostgresUrl, Purpose, RunState, Skip,
-    SqliteStore, StagedMessage, Store, StoredReport, TakenFrom, Takeover, UpstreamUse,
+    LeasesOnly, MessageState, OwnerProbe, PostgresStore, PostgresUrl, Purpose, RunInputs, RunState,
+    Skip, SqliteStore, StagedMessage, Store, StoredReport, TakenFrom, Takeover, UpstreamUse,
 };
 use jobhost_tests::pg::Scratch;
 
@@ -1456,9 +1456,13 @@ fn a_window_that_used_an_upstream_revision_is_stale_once_the_upstream_is_rerun_w
         revision,
         report_digest: "sha256:00".into(),
     };
+    let inputs = |u| RunInputs {
+        uses: vec![u],
+        fingerprint: None,
+    };
     // One window committed before the upstream's rerun, one while it ran.
     let lease = f.run(s.as_mut(), &early, "a", 3);
-    s.prepare_using(&lease, &report(None), &[], b"j", &[used(1)], f.now)
+    s.prepare_using(&lease, &report(None), &[], b"j", &inputs(used(1)), f.now)
         .unwrap();
     s.finish(&lease, None, f.now).unwrap();
     let running = f.run(s.as_mut(), &late, "b", 3);
@@ -1474,7 +1478,7 @@ fn a_window_that_used_an_upstream_revision_is_stale_once_the_upstream_is_rerun_w
     assert_eq!(marks[0].key, early.key());
     assert!(marks[0].cause.contains("revision 2"), "{}", marks[0].cause);
     // The one that read revision 1 and commits after is marked as it does.
-    s.prepare_using(&running, &report(None), &[], b"j", &[used(1)], f.now)
+    s.prepare_using(&running, &report(None), &[], b"j", &inputs(used(1)), f.now)
         .unwrap();
     let mut keys: Vec<String> = s
         .stale(None, None, 10)

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::core::text::Given;
 use crate::guest::outbox::StageError;
-use crate::guest::source::{Batch, ColumnInfo, SourceError};
+use crate::guest::source::{Batch, ColumnInfo, Fingerprint, SourceError};
 use crate::guest::zone::{OffsetError, OffsetSpan};
 
 /// The journal format this host writes; it reads this one and every
@@ -248,6 +248,8 @@ pub struct Recorder {
     /// The most encoded bytes the journal may hold.
     limit: u64,
     overflowed: bool,
+    /// What the guest read, whatever the journal keeps of it.
+    fingerprint: Fingerprint,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -286,6 +288,7 @@ impl Recorder {
             plain: 0,
             limit,
             overflowed: false,
+            fingerprint: Fingerprint::default(),
         };
         match compressor {
             Ok(handle) => {
@@ -338,6 +341,9 @@ impl Recorder {
 
     /// Records `source.open`'s answer.
     pub fn open(&mut self, answer: &Result<(), SourceError>) {
+        if answer.is_ok() {
+            self.fingerprint.opened();
+        }
         self.entries += 1;
         self.write(&EntryRef::Open(answer));
     }
@@ -350,12 +356,21 @@ impl Recorder {
 
     /// Records `cursor.next-batch`'s answer.
     pub fn batch(&mut self, max_rows: u32, answer: &Result<Option<Batch>, SourceError>) {
+        if let Ok(b) = answer {
+            self.fingerprint.add(b.as_ref());
+        }
         self.entries += 1;
         let answer = match answer {
             Ok(b) => Ok(b.as_ref()),
             Err(e) => Err(e),
         };
         self.write(&EntryRef::Batch { max_rows, answer });
+    }
+
+    /// What the guest read so far: every row of every batch it received,
+    /// whether or not the journal could keep it.
+    pub fn fingerprint(&self) -> Fingerprint {
+        self.fingerprint
     }
 
     /// Records that the guest dropped its cursor.

@@ -359,6 +359,9 @@ pub struct GuestSuccess {
     pub journal: Vec<u8>,
     /// What the guest did, for the receipt.
     pub stats: GuestStats,
+    /// What the guest read of its source (see
+    /// [`crate::guest::source::Fingerprint`]).
+    pub read: crate::guest::source::Fingerprint,
 }
 
 /// Counts for the receipt.
@@ -832,6 +835,7 @@ fn judge(
     if bytes > limits.report_bytes {
         return Err(report_too_large(limits, bytes));
     }
+    let read = state.journal.fingerprint();
     let journal = state.journal.finish().map_err(host_failure)?;
     let (prompt, describe_error) = described(called.described, limits, called.timed_out);
     Ok(GuestSuccess {
@@ -848,6 +852,7 @@ fn judge(
             ..stats
         },
         journal,
+        read,
     })
 }
 

@@ -7,6 +7,7 @@
 
 mod answer;
 pub mod board;
+pub mod check;
 pub mod daemon;
 mod finish;
 pub mod job;

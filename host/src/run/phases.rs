@@ -35,8 +35,8 @@ use crate::run::receipt::{
 };
 use crate::run::{Outcome, Runtime};
 use crate::store::{
-    ClaimRequest, Failure, Lease, LocalProcesses, PendingMessage, Purpose, RunRecord, RunState,
-    Store, UpstreamUse, window_mismatch,
+    ClaimRequest, Failure, Lease, LocalProcesses, PendingMessage, Purpose, RunInputs, RunRecord,
+    RunState, Store, UpstreamUse, window_mismatch,
 };
 
 /// Runs the job's newest due window once, in `runtime`.
@@ -729,12 +729,31 @@ impl<'a> Run<'a> {
             cursor: success.report.cursor.clone(),
         });
         let now = self.clock.lease_now();
+        // What the guest read of a source that `jobhost check` can read
+        // again: the rows' fingerprint, and which query read them.
+        let fingerprint = self
+            .job
+            .source
+            .as_ref()
+            .and_then(|source| source.query())
+            .map(|query| {
+                use sha2::Digest as _;
+                format!(
+                    "{} query=sha256:{}",
+                    success.read.text(),
+                    hex::encode(sha2::Sha256::digest(query.as_bytes()))
+                )
+            });
+        let read = RunInputs {
+            uses: uses.to_vec(),
+            fingerprint,
+        };
         store.prepare_using(
             lease,
             &success.report,
             &success.messages,
             &success.journal,
-            uses,
+            &read,
             now,
         )?;
         self.reach(Boundary::AfterPrepare);

@@ -11,8 +11,9 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::{
     Actor, Archived, Attempted, AuditLine, Claim, ClaimRequest, DigestNote, Failure, Forgotten,
-    FreshClaims, Lease, MessageRecord, Pause, PendingMessage, Pruned, RangeQuery, Revision,
-    RunRecord, RunState, Skip, StagedMessage, StaleMark, StoredReport, UpstreamUse,
+    FreshClaims, InputsRecord, Lease, MessageRecord, Pause, PendingMessage, Pruned, RangeQuery,
+    Revision, RunInputs, RunRecord, RunState, Skip, StagedMessage, StaleMark, StoredReport,
+    UpstreamUse,
 };
 use crate::core::error::Result;
 use crate::core::window::{JobName, Window, WindowKey};
@@ -70,12 +71,12 @@ pub trait ClaimStore {
         journal: &[u8],
         now: Timestamp,
     ) -> Result<()> {
-        self.prepare_using(lease, report, messages, journal, &[], now)
+        self.prepare_using(lease, report, messages, journal, &RunInputs::default(), now)
     }
 
-    /// [`ClaimStore::prepare`], recording in the same transaction the
-    /// upstream windows the run used (`[[needs]]`), with the window's
-    /// revision.
+    /// [`ClaimStore::prepare`], recording in the same transaction what the
+    /// run read: the upstream windows it used (`[[needs]]`), with the
+    /// window's revision, and the fingerprint of its source's rows.
     ///
     /// # Errors
     ///
@@ -86,7 +87,7 @@ pub trait ClaimStore {
         report: &StoredReport,
         messages: &[StagedMessage],
         journal: &[u8],
-        uses: &[UpstreamUse],
+        read: &RunInputs,
         now: Timestamp,
     ) -> Result<()>;
 
@@ -322,6 +323,36 @@ pub trait Ledger {
         key: Option<&WindowKey>,
         limit: usize,
     ) -> Result<Vec<StaleMark>>;
+
+    /// `job`'s DONE windows starting in `[from, until)` with what each
+    /// recorded of its source's rows, oldest first, at most `limit`.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn inputs(
+        &mut self,
+        job: &str,
+        from: Option<Timestamp>,
+        until: Option<Timestamp>,
+        limit: usize,
+    ) -> Result<Vec<InputsRecord>>;
+
+    /// Marks revision `revision` of `key` stale for `cause` (about
+    /// `about`: an upstream window's key, or `inputs`), if it is still the
+    /// window's DONE revision; whether it did.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn mark_stale(
+        &mut self,
+        key: &WindowKey,
+        revision: u32,
+        about: &str,
+        cause: &str,
+        now: Timestamp,
+    ) -> Result<bool>;
 
     /// The upstream windows the current revision of `key` used, in the
     /// order its run read them.

@@ -15,10 +15,10 @@ use super::sql::Val::{After, Bytes, Flag, Int, Lower, OptText, Text, Time, Upper
 use super::sql::{Backend, Fail, Kind, Row, Tx, Val};
 use super::{
     Actor, Archived, Attempted, AuditAction, AuditLine, Claim, ClaimRequest, ClaimStore, Decision,
-    DigestNote, DigestRecord, Existing, Failure, Fence, Forgotten, FreshClaims, Lease, Ledger,
-    MessageRecord, MessageState, Pause, PendingMessage, Pruned, RangeQuery, Revision, RunRecord,
-    RunState, Skip, StagedMessage, StaleMark, StoredReport, UpstreamUse, decide, decided, fenced,
-    lease_lost, undelivered,
+    DigestNote, DigestRecord, Existing, Failure, Fence, Forgotten, FreshClaims, InputsRecord,
+    Lease, Ledger, MessageRecord, MessageState, Pause, PendingMessage, Pruned, RangeQuery,
+    Revision, RunInputs, RunRecord, RunState, Skip, StagedMessage, StaleMark, StoredReport,
+    UpstreamUse, decide, decided, fenced, lease_lost, undelivered,
 };
 use crate::core::error::{Error, Result};
 use crate::core::failpoint::{Boundary, Failpoints};
@@ -641,7 +641,7 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
         report: &StoredReport,
         messages: &[StagedMessage],
         journal: &[u8],
-        uses: &[UpstreamUse],
+        read: &RunInputs,
         now: Timestamp,
     ) -> Result<()> {
         let what = "commit the report";
@@ -651,7 +651,7 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
             what,
             "UPDATE {runs} SET state = 'PREPARED', report = $3, report_cursor = $4,
                 journal = $5, digest_prompt = $6, described = $7, error = NULL,
-                attempt = greatest(attempt, 1), updated_at = {now}
+                attempt = greatest(attempt, 1), inputs = $8, updated_at = {now}
              WHERE key = $1 AND fence = $2 AND state = 'CLAIMED'",
             &[
                 Text(key),
@@ -661,6 +661,7 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
                 Bytes(journal),
                 OptText(report.prompt.as_deref()),
                 Flag(report.described),
+                OptText(read.fingerprint.as_deref()),
             ],
         )?;
         fenced(changed, lease)?;
@@ -680,7 +681,7 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
                 ],
             )?;
         }
-        for u in uses {
+        for u in &read.uses {
             // A run of the same revision before (one that failed after
             // committing nothing) left none; a takeover's are replaced.
             tx.exec(
@@ -1196,6 +1197,66 @@ impl<B: Backend> Ledger for SqlStore<B> {
                 })
             },
         )
+    }
+
+    fn inputs(
+        &mut self,
+        job: &str,
+        from: Option<Timestamp>,
+        until: Option<Timestamp>,
+        limit: usize,
+    ) -> Result<Vec<InputsRecord>> {
+        if !self.backend.needs_tables() {
+            return Ok(Vec::new());
+        }
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.rows(
+            "read what DONE windows read",
+            "SELECT key, revision, {t window_start}, {t window_end}, inputs,
+                pruned_at IS NOT NULL OR journal IS NULL
+             FROM {runs}
+             WHERE job = $1 AND state = 'DONE'
+               AND window_start >= {time $2} AND window_start < {time $3}
+             ORDER BY window_start
+             LIMIT $4",
+            &[Text(job), Lower(from), Upper(until), Int(limit)],
+            &mut |r| {
+                Ok(InputsRecord {
+                    key: WindowKey::from_stored(r.text(0)?),
+                    revision: r.count(1)?,
+                    window_start: r.time(2)?,
+                    window_end: r.time(3)?,
+                    fingerprint: r.opt_text(4)?,
+                    pruned: r.flag(5)?,
+                })
+            },
+        )
+    }
+
+    fn mark_stale(
+        &mut self,
+        key: &WindowKey,
+        revision: u32,
+        about: &str,
+        cause: &str,
+        now: Timestamp,
+    ) -> Result<bool> {
+        let changed = self.write_one(
+            "mark a window stale",
+            "INSERT INTO {stale} (key, revision, job, about, cause, since)
+             SELECT key, revision, job, $3, $4, {now} FROM {runs}
+             WHERE key = $1 AND revision = $2 AND state = 'DONE'
+             ON CONFLICT (key, revision, about) DO UPDATE SET
+                cause = excluded.cause, since = excluded.since",
+            &[
+                Text(key.as_str()),
+                Int(i64::from(revision)),
+                Text(about),
+                Text(cause),
+            ],
+            now,
+        )?;
+        Ok(changed > 0)
     }
 
     fn uses(&mut self, key: &WindowKey) -> Result<Vec<UpstreamUse>> {
@@ -1749,6 +1810,7 @@ fn rerun<T: Tx>(
             fence = $4, owner = $5, lease_expires_at = {after $6}, attempt = 1, component = $7,
             report = NULL, report_cursor = NULL, journal = NULL, error = NULL, retryable = false,
             retry_at = NULL, digest_prompt = NULL, described = false, pruned_at = NULL,
+            inputs = NULL,
             created_at = {now}, updated_at = {now}, owner_process = $8
          WHERE key = $1 AND fence = $2",
         &[

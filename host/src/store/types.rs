@@ -854,6 +854,35 @@ pub struct UpstreamUse {
     pub report_digest: String,
 }
 
+/// What a run read besides its report, recorded with it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunInputs {
+    /// The upstream windows it used (`[[needs]]`).
+    pub uses: Vec<UpstreamUse>,
+    /// What it read from its source: the rows' fingerprint and the
+    /// query's digest, as `jobhost check` compares them.
+    pub fingerprint: Option<String>,
+}
+
+/// A DONE window's record of what it read from its source, for `jobhost
+/// check`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputsRecord {
+    /// The window.
+    pub key: WindowKey,
+    /// Its current revision.
+    pub revision: u32,
+    /// Its bounds.
+    pub window_start: Timestamp,
+    /// Its bounds.
+    pub window_end: Timestamp,
+    /// The fingerprint recorded with its report (`None`: a run before
+    /// fingerprints, or with no source).
+    pub fingerprint: Option<String>,
+    /// Whether its journal was pruned.
+    pub pruned: bool,
+}
+
 /// A mark on a DONE window whose answer may be wrong now: an upstream
 /// window it used got a new revision. It goes when the window gets one.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,6 +10,7 @@
 //! (`| head`) ends a listing quietly.
 
 mod backfill;
+mod check;
 mod compile;
 mod daemon;
 mod digest;
@@ -41,6 +42,7 @@ use crate::run::receipt::{Event, Receipt};
 use crate::store;
 
 use backfill::BackfillArgs;
+use check::CheckArgs;
 use compile::CompileArgs;
 use daemon::DaemonArgs;
 use digest::DigestArgs;
@@ -103,6 +105,9 @@ enum Command {
     /// Run a DONE window again on purpose, as a new revision whose messages
     /// carry new idempotency keys.
     Rerun(RerunArgs),
+    /// Read each DONE window's source again and mark the windows whose rows
+    /// changed since their run STALE: exit 0 none changed, 6 some did.
+    Check(CheckArgs),
     /// Try a FAILED or ABANDONED window, or a committed report whose
     /// delivery waits out its backoff, again now, as a new series of
     /// attempts (its messages keep their idempotency keys).
@@ -187,6 +192,7 @@ pub fn main_with(runtime: &Runtime) -> i32 {
         Command::Backfill(args) => backfill::main(args, runtime),
         Command::Rerun(args) => rerun::rerun(args, runtime),
         Command::Retry(args) => rerun::retry(args, runtime),
+        Command::Check(args) => check::main(args, runtime),
         Command::Forget(args) => forget::main(args),
         Command::Pause(args) => pause::pause(args),
         Command::Resume(args) => pause::resume(args),

@@ -17,6 +17,7 @@
 
 mod batch;
 mod cursor;
+mod fingerprint;
 mod naive;
 pub mod postgres;
 pub mod sqlite;
@@ -31,6 +32,7 @@ use crate::core::error::{Error, Result};
 pub use batch::{Batch, Column, ColumnData, ColumnInfo, ColumnKind, TextData};
 use cursor::{Reader, StartFailure};
 pub use cursor::{RowCursor, SourceInterrupt};
+pub use fingerprint::{Fingerprint, RowChanges, changes, row_digests};
 pub use naive::NaiveTimes;
 pub use table::{Cell, Table};
 
@@ -66,6 +68,11 @@ impl Source {
     /// Whether this is [`Source::upstream`]'s place for the run to fill.
     pub fn is_upstream(&self) -> bool {
         self.kind.upstream()
+    }
+
+    /// The query it runs over each window, when it runs one.
+    pub fn query(&self) -> Option<&str> {
+        self.kind.query()
     }
 
     /// Where the rows come from, as messages show it: a file, or a URL
@@ -115,6 +122,11 @@ trait SourceKind: std::fmt::Debug + Send + Sync + 'static {
     /// Whether the run fills this source itself ([`Source::upstream`]).
     fn upstream(&self) -> bool {
         false
+    }
+
+    /// The query it runs, when it runs one.
+    fn query(&self) -> Option<&str> {
+        None
     }
 }
 

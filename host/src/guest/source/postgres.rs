@@ -254,6 +254,10 @@ fn scan(sql: &str) -> Scan {
 }
 
 impl SourceKind for PostgresSpec {
+    fn query(&self) -> Option<&str> {
+        Some(&self.query)
+    }
+
     fn location(&self) -> String {
         self.url.to_string()
     }

@@ -116,6 +116,10 @@ impl From<SqliteSpec> for Source {
 }
 
 impl SourceKind for SqliteSpec {
+    fn query(&self) -> Option<&str> {
+        Some(&self.query)
+    }
+
     fn location(&self) -> String {
         self.path.display().to_string()
     }

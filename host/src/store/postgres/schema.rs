@@ -180,6 +180,7 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE jobhost_runs DROP CONSTRAINT IF EXISTS jobhost_runs_state_check;
     ALTER TABLE jobhost_runs ADD CONSTRAINT jobhost_runs_state_check CHECK (state IN
         ('CLAIMED', 'PREPARED', 'DONE', 'FAILED', 'ABANDONED', 'SKIPPED', 'WAITING')) NOT VALID;
+    ALTER TABLE jobhost_runs ADD COLUMN IF NOT EXISTS inputs text;  -- rows read, and the query
     DROP INDEX IF EXISTS jobhost_runs_unfinished;
     CREATE INDEX jobhost_runs_unfinished ON jobhost_runs (job, window_start)
         WHERE state IN ('CLAIMED', 'PREPARED', 'WAITING')

@@ -257,7 +257,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
         reason           TEXT,              -- why this revision was made (a rerun)
         pruned_at        INTEGER,           -- unix seconds, UTC
         owner_process    TEXT,
-        skip_reason      TEXT               -- why skipped, or what a WAITING window waits for
+        skip_reason      TEXT,              -- why skipped, or what a WAITING window waits for
+        inputs           TEXT               -- the fingerprint of the source's rows read, and the query's digest
     ) STRICT;
     INSERT INTO runs_v9 (key, job, window_start, window_end, timezone, state, fence, owner,
         lease_expires_at, attempt, component, report, report_cursor, journal, error, retryable,

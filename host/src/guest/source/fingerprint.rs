@@ -1,0 +1,255 @@
+//! What a run read, in a few bytes: the count of the rows its guest
+//! received and a sum of a digest of each, which neither the order of the
+//! rows nor the size of the batches changes. A run records it with its
+//! report; `jobhost check` reads the window's source again, compares, and
+//! only when the two differ counts what changed, row by row, against the
+//! rows the journal kept.
+
+use std::collections::HashMap;
+
+use sha2::{Digest, Sha256};
+
+use super::batch::{Batch, ColumnData, TextData};
+
+/// The rows a run's guest received, as a count and an order-free sum.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fingerprint {
+    /// Rows received.
+    pub rows: u64,
+    /// The sum, modulo 2^128, of the first 16 bytes of each row's digest.
+    pub sum: u128,
+    /// Whether the guest read its cursor to the end (the last cursor it
+    /// opened).
+    pub complete: bool,
+    /// How many cursors it opened.
+    pub sessions: u32,
+}
+
+impl Fingerprint {
+    /// A cursor opened.
+    pub fn opened(&mut self) {
+        self.sessions = self.sessions.saturating_add(1);
+        self.complete = false;
+    }
+
+    /// A batch received (`None`: the end of the rows).
+    pub fn add(&mut self, batch: Option<&Batch>) {
+        match batch {
+            None => self.complete = true,
+            Some(b) => each_row(b, &mut |digest| {
+                self.rows += 1;
+                self.sum = self.sum.wrapping_add(digest);
+            }),
+        }
+    }
+
+    /// As stored: `v1 rows=N sum=HEX complete=0|1 sessions=N`.
+    pub fn text(&self) -> String {
+        format!(
+            "v1 rows={} sum={:032x} complete={} sessions={}",
+            self.rows,
+            self.sum,
+            u8::from(self.complete),
+            self.sessions
+        )
+    }
+
+    /// Read back from [`Fingerprint::text`]; `None` for anything else.
+    pub fn parse(text: &str) -> Option<Fingerprint> {
+        let mut words = text.split(' ');
+        if words.next()? != "v1" {
+            return None;
+        }
+        let mut f = Fingerprint::default();
+        for word in words {
+            let (name, value) = word.split_once('=')?;
+            match name {
+                "rows" => f.rows = value.parse().ok()?,
+                "sum" => f.sum = u128::from_str_radix(value, 16).ok()?,
+                "complete" => f.complete = value == "1",
+                "sessions" => f.sessions = value.parse().ok()?,
+                _ => {}
+            }
+        }
+        Some(f)
+    }
+}
+
+/// How the rows of two reads of one window differ, by row digests: rows
+/// only the second holds, rows only the first holds, and of those, the
+/// pairs taken as one row changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RowChanges {
+    /// Rows only in the second read, past those paired as changed.
+    pub more: u64,
+    /// Rows only in the first read, past those paired as changed.
+    pub fewer: u64,
+    /// Rows gone and rows come, paired one for one.
+    pub changed: u64,
+}
+
+impl RowChanges {
+    /// `3 rows more, 1 fewer, 2 changed`, leaving out what is 0 (`no row
+    /// differs` when nothing does).
+    pub fn words(&self) -> String {
+        let mut parts = Vec::new();
+        if self.more > 0 {
+            parts.push(format!(
+                "{} row{} more",
+                self.more,
+                if self.more == 1 { "" } else { "s" }
+            ));
+        }
+        if self.fewer > 0 {
+            parts.push(format!("{} fewer", self.fewer));
+        }
+        if self.changed > 0 {
+            parts.push(format!("{} changed", self.changed));
+        }
+        if parts.is_empty() {
+            "no row differs".to_string()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// The row digests of `batches`, counted.
+pub fn row_digests<'a>(batches: impl IntoIterator<Item = &'a Batch>) -> HashMap<u128, u64> {
+    let mut out: HashMap<u128, u64> = HashMap::new();
+    for b in batches {
+        each_row(b, &mut |d| *out.entry(d).or_default() += 1);
+    }
+    out
+}
+
+/// How `after` differs from `before`, both as [`row_digests`] counts them.
+pub fn changes(before: &HashMap<u128, u64>, after: &HashMap<u128, u64>) -> RowChanges {
+    let only = |a: &HashMap<u128, u64>, b: &HashMap<u128, u64>| -> u64 {
+        a.iter()
+            .map(|(d, n)| n.saturating_sub(b.get(d).copied().unwrap_or(0)))
+            .sum()
+    };
+    let (came, went) = (only(after, before), only(before, after));
+    let changed = came.min(went);
+    RowChanges {
+        more: came - changed,
+        fewer: went - changed,
+        changed,
+    }
+}
+
+/// Calls `each` with the digest of every row of `b`, in order.
+fn each_row(b: &Batch, each: &mut dyn FnMut(u128)) {
+    let mut hasher = Sha256::new();
+    for r in 0..b.rows as usize {
+        for (i, c) in b.columns.iter().enumerate() {
+            // The column's place, so that equal values in other columns
+            // make another row.
+            hasher.update((i as u32).to_le_bytes());
+            let null = c
+                .nulls
+                .as_ref()
+                .is_some_and(|n| n.get(r / 8).is_some_and(|byte| byte & (1 << (r % 8)) != 0));
+            if null {
+                hasher.update([0u8]);
+                continue;
+            }
+            match &c.data {
+                ColumnData::Integer(v) => {
+                    hasher.update([1u8]);
+                    hasher.update(v.get(r).copied().unwrap_or(0).to_le_bytes());
+                }
+                ColumnData::Real(v) => {
+                    hasher.update([2u8]);
+                    hasher.update(v.get(r).copied().unwrap_or(0.0).to_bits().to_le_bytes());
+                }
+                ColumnData::Text(t) => {
+                    hasher.update([3u8]);
+                    bytes(&mut hasher, slice(t, r));
+                }
+                ColumnData::TextDict { values, indices } => {
+                    hasher.update([3u8]);
+                    let at = indices.get(r).map_or(usize::MAX, |i| *i as usize);
+                    bytes(&mut hasher, slice(values, at));
+                }
+                ColumnData::Blob(t) => {
+                    hasher.update([4u8]);
+                    bytes(&mut hasher, slice(t, r));
+                }
+            }
+        }
+        let digest = hasher.finalize_reset();
+        let mut first = [0u8; 16];
+        first.copy_from_slice(&digest[..16]);
+        each(u128::from_le_bytes(first));
+    }
+}
+
+fn bytes(hasher: &mut Sha256, v: &[u8]) {
+    hasher.update((v.len() as u64).to_le_bytes());
+    hasher.update(v);
+}
+
+/// Value `i` of packed data (empty when out of range: a validated batch
+/// has none).
+fn slice(t: &TextData, i: usize) -> &[u8] {
+    match (t.offsets.get(i), t.offsets.get(i.wrapping_add(1))) {
+        (Some(&a), Some(&b)) => t.data.get(a as usize..b as usize).unwrap_or(&[]),
+        _ => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::batch::Column;
+    use super::*;
+
+    fn ints(values: &[i64]) -> Batch {
+        Batch {
+            rows: values.len() as u32,
+            columns: vec![Column {
+                nulls: None,
+                data: ColumnData::Integer(values.to_vec()),
+            }],
+        }
+    }
+
+    #[test]
+    fn neither_order_nor_batches_change_the_fingerprint_and_a_row_does() {
+        let mut one = Fingerprint::default();
+        one.opened();
+        one.add(Some(&ints(&[1, 2, 3])));
+        one.add(None);
+        let mut other = Fingerprint::default();
+        other.opened();
+        other.add(Some(&ints(&[3])));
+        other.add(Some(&ints(&[2, 1])));
+        other.add(None);
+        assert_eq!(one, other);
+        assert!(one.complete);
+        let mut more = other;
+        more.add(Some(&ints(&[4])));
+        assert_ne!(one.sum, more.sum);
+        assert_eq!(Fingerprint::parse(&one.text()), Some(one));
+        assert_eq!(Fingerprint::parse("v2 rows=1"), None);
+    }
+
+    #[test]
+    fn changes_pair_a_row_gone_with_a_row_come() {
+        let before = row_digests([&ints(&[1, 2, 3, 3])]);
+        let after = row_digests([&ints(&[1, 2, 3, 9, 10])]);
+        let c = changes(&before, &after);
+        assert_eq!(
+            c,
+            RowChanges {
+                more: 1,
+                fewer: 0,
+                changed: 1
+            }
+        );
+        assert_eq!(c.words(), "1 row more, 1 changed");
+        let same = changes(&before, &before);
+        assert_eq!(same.words(), "no row differs");
+    }
+}
