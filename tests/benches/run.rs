@@ -128,6 +128,8 @@ fn main() {
     let mut wasm = Vec::new();
     let mut native_rows = Vec::new();
     let mut native_batches = Vec::new();
+    let mut fingerprints = Vec::new();
+    let host_batches = read_host_batches(&big.db);
     let mut checks = (0u64, 0u64, 0u64);
     let mut journal_bytes = 0;
     for store in &big_stores {
@@ -160,6 +162,18 @@ fn main() {
         let t = Instant::now();
         checks.2 = aggregate_batches_natively(&big.db);
         native_batches.push(t.elapsed());
+
+        // What a run adds for `jobhost check`: the fingerprint of every
+        // row its guest receives.
+        let t = Instant::now();
+        let mut f = source::Fingerprint::default();
+        f.opened();
+        for b in &host_batches {
+            f.add(Some(b));
+        }
+        f.add(None);
+        fingerprints.push(t.elapsed());
+        assert_eq!(f.rows, checks.1);
     }
     assert_eq!(checks.0, checks.1, "all three paths saw the same rows");
     assert_eq!(checks.1, checks.2);
@@ -180,11 +194,19 @@ fn main() {
         "1M rows native, host batches + guest Digest",
         &native_batches,
     );
+    report(
+        "1M rows: the fingerprint a run records of them",
+        &fingerprints,
+    );
     let m = |v: &[Duration]| median(v).as_secs_f64();
     println!(
         "ratio guest / native row loop: {:.2}x; guest / native same-code: {:.2}x",
         m(&wasm) / m(&native_rows),
         m(&wasm) / m(&native_batches)
+    );
+    println!(
+        "the fingerprint is {:.1}% of the 1M-row run",
+        100.0 * m(&fingerprints) / m(&wasm)
     );
     println!(
         "journal of the 1M-row run: {:.1} MiB compressed",
@@ -342,6 +364,29 @@ fn aggregate_rows_natively(db: &Path) -> u64 {
         );
     }
     sales.finish()
+}
+
+/// The window's rows as the host hands them over, in batches of 8192.
+fn read_host_batches(db: &Path) -> Vec<source::Batch> {
+    let spec = SourceSpec {
+        path: db.to_path_buf(),
+        query: QUERY.to_string(),
+        naive: jobhost::guest::source::NaiveTimes::Utc,
+    };
+    let start = jiff::Timestamp::from_second(DAY_START).expect("start");
+    let end = jiff::Timestamp::from_second(DAY_END).expect("end");
+    let mut access = SourceAccess::new(
+        Some(spec),
+        start,
+        end,
+        std::num::NonZeroU32::new(8192).unwrap(),
+    );
+    let mut cursor = access.open().expect("open");
+    let mut out = Vec::new();
+    while let Some(batch) = cursor.next_batch(8192).expect("batch") {
+        out.push(batch);
+    }
+    out
 }
 
 /// The guest's own `Digest`, compiled natively, over the host's batches

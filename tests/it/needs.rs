@@ -845,3 +845,78 @@ fn a_query_that_reads_random_numbers_is_said_not_to_be_comparable_rather_than_gu
     );
     assert!(history(&store).iter().all(|r| r.get("stale").is_none()));
 }
+
+#[test]
+fn a_daemon_with_freshness_reads_recent_done_days_again_at_a_quiet_moment_and_marks_the_changed_one()
+ {
+    let dir = scratch();
+    let db = sales_db(dir.path(), 2000);
+    let store = dir.path().join("store.db");
+    let daily = job(dir.path(), "daily", "day", "", &[]);
+    let backfill = jobhost(&[
+        "backfill",
+        "--config",
+        s(&daily),
+        "--store",
+        s(&store),
+        "--now",
+        "2026-11-06T00:30:00Z",
+        "--from",
+        "2026-11-01",
+        "--to",
+        "2026-11-06",
+    ]);
+    assert_eq!(backfill.code, 0, "{}", backfill.stderr);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    for day in ["2026-10-31T12:00:00Z", "2026-11-04T23:59:00Z"] {
+        let ts = day.parse::<jiff::Timestamp>().unwrap().as_second();
+        conn.execute(
+            "INSERT INTO sales (ts, region, product, quantity, amount) VALUES (?1, 'eu', 'late', 1, 9.5)",
+            [ts],
+        )
+        .unwrap();
+    }
+    // Changed after its run, and also a day older than the recheck reaches.
+    let conn2 = conn;
+    conn2
+        .execute(
+            "UPDATE sales SET amount = amount + 1 WHERE id = (SELECT min(id) FROM sales WHERE ts >= ?1)",
+            ["2026-11-01T00:00:00Z".parse::<jiff::Timestamp>().unwrap().as_second()],
+        )
+        .unwrap();
+    drop(conn2);
+    let text = std::fs::read_to_string(&daily).unwrap();
+    std::fs::write(&daily, format!("{text}\n[freshness]\nrecheck = \"3d\"\n")).unwrap();
+    let out = daemon_command(
+        &[&daily],
+        s(&store),
+        "2026-11-06T00:30:00Z",
+        "2026-11-06T06:00:00Z",
+    )
+    .output()
+    .unwrap();
+    let run = to_run(out);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let checks: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["event"] == "check")
+        .collect();
+    assert_eq!(checks.len(), 1, "{}", run.stdout);
+    assert_eq!(checks[0]["key"], "daily:2026-11-04");
+    assert_eq!(checks[0]["detail"], "inputs changed: 1 row more");
+    let stale: Vec<String> = history(&store)
+        .iter()
+        .filter(|r| r.get("stale").is_some())
+        .map(|r| r["key"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(stale, ["daily:2026-11-04"], "the 1st is older than 3 days");
+
+    // A job that reads no source again is refused before anything runs.
+    let text = std::fs::read_to_string(&daily).unwrap();
+    std::fs::write(&daily, text.replace("recheck = \"3d\"", "recheck = \"3w\"")).unwrap();
+    let bad = run_job(&daily, &store, "2026-11-06T00:30:00Z");
+    assert_eq!(bad.code, 2, "{}", bad.stdout);
+    assert!(bad.stdout.contains("freshness.recheck"), "{}", bad.stdout);
+}

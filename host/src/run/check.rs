@@ -71,7 +71,8 @@ pub fn volatile(query: &str) -> Option<&'static str> {
 }
 
 /// Checks `job`'s DONE windows that start in `[from, until)`, oldest
-/// first; `each` hears of each as it is done.
+/// first; `each` hears of each as it is done, and says whether to go on
+/// (a daemon stops when its next wake-up comes near).
 ///
 /// # Errors
 ///
@@ -82,7 +83,7 @@ pub fn check(
     job: &Job,
     (from, until): (Option<Timestamp>, Option<Timestamp>),
     runtime: &Runtime,
-    each: &mut dyn FnMut(&Checked),
+    each: &mut dyn FnMut(&Checked) -> bool,
 ) -> Result<Vec<Checked>> {
     let source = match &job.source {
         None => {
@@ -136,8 +137,11 @@ pub fn check(
             detail,
             marked,
         };
-        each(&checked);
+        let go_on = each(&checked);
         out.push(checked);
+        if !go_on {
+            break;
+        }
     }
     Ok(out)
 }

@@ -436,7 +436,17 @@ struct Memory {
     /// Each job as last looked at, and when it needs the daemon next: a
     /// wake-up before then leaves it alone unless its settings changed.
     next: std::collections::HashMap<String, (Arc<Job>, Timestamp)>,
+    /// When each job with `[freshness]` last had its DONE windows read
+    /// again.
+    checked_at: std::collections::HashMap<String, Timestamp>,
 }
+
+/// How often a job's DONE windows are read again (`[freshness]`).
+const RECHECK_EVERY: Duration = Duration::from_secs(6 * 3600);
+
+/// A moment is quiet enough to read DONE windows again when the next
+/// wake-up is at least this far; the check stops half this before it.
+const QUIET: Duration = Duration::from_secs(60);
 
 /// How often `[retention]` is applied.
 const PRUNE_EVERY: Duration = Duration::from_secs(86_400);
@@ -468,6 +478,9 @@ fn run_loop(
         };
         let wake = wake_all(&round, &due);
         let wake = wake.into_iter().chain(later).min();
+        if let Some(w) = wake {
+            recheck_if_quiet(&jobs, opts, w, out, &memory);
+        }
         if stopping(opts) {
             return Ok(());
         }
@@ -481,6 +494,73 @@ fn run_loop(
             h.expect(wake, format!("sleeping until {}", rfc3339(wake)));
         }
         sleep_until(opts, wake, set);
+    }
+}
+
+/// At a quiet moment (the next wake-up [`QUIET`] away or more), reads
+/// again the DONE windows of the one job with `[freshness]` whose last
+/// check is the oldest and at least [`RECHECK_EVERY`] ago, as `jobhost
+/// check` does: one window at a time on the loop's thread (so one check
+/// at a time), stopping before the next wake-up nears; a window whose
+/// rows changed is marked STALE and said in a `check` line.
+fn recheck_if_quiet(
+    jobs: &[Arc<Job>],
+    opts: &Options<'_>,
+    wake: Timestamp,
+    out: &Output,
+    memory: &Mutex<Memory>,
+) {
+    let now = opts.clock.now();
+    if stopping(opts)
+        || now.duration_until(wake) < SignedDuration::try_from(QUIET).unwrap_or_default()
+    {
+        return;
+    }
+    let deadline = wake
+        .checked_sub(SignedDuration::try_from(QUIET / 2).unwrap_or_default())
+        .unwrap_or(wake);
+    let job = {
+        let mut m = memory.lock().unwrap_or_else(PoisonError::into_inner);
+        let last = |j: &Job| m.checked_at.get(j.name().as_str()).copied();
+        let every = SignedDuration::try_from(RECHECK_EVERY).unwrap_or_default();
+        let pick = jobs
+            .iter()
+            .filter(|j| j.recheck.is_some())
+            .filter(|j| last(j).is_none_or(|t| now.duration_since(t) >= every))
+            .min_by_key(|j| last(j))
+            .cloned();
+        if let Some(j) = &pick {
+            m.checked_at.insert(j.name().as_str().to_string(), now);
+        }
+        pick
+    };
+    let Some(job) = job else { return };
+    let Some(back) = job.recheck.and_then(|r| SignedDuration::try_from(r).ok()) else {
+        return;
+    };
+    let since = now.checked_sub(back).unwrap_or(now);
+    expect(
+        opts,
+        job.lease,
+        &format!("checking job `{}`'s DONE windows", job.name()),
+    );
+    let runtime = opts.runtime.at(Some(now));
+    let checked = crate::run::check::check(&job, (Some(since), None), &runtime, &mut |c| {
+        if c.result == "changed" {
+            emit(out, &serde_json::to_string(c).unwrap_or_default());
+        }
+        !stopping(opts) && opts.clock.now() < deadline
+    });
+    if let Err(e) = checked {
+        crate::core::text::say(
+            "error",
+            &format!(
+                "job `{}`: cannot read its DONE windows again ([freshness]): {e:#}; trying \
+                 again in {} h",
+                job.name(),
+                RECHECK_EVERY.as_secs() / 3600
+            ),
+        );
     }
 }
 

@@ -58,6 +58,9 @@ pub struct Job {
     /// Upstream jobs in the same store whose windows a window of this job
     /// needs DONE before it runs (`[[needs]]`; see [`crate::run::needs`]).
     pub needs: Vec<JobName>,
+    /// How far back the daemon reads DONE windows' sources again to find
+    /// rows that changed after their run (`[freshness] recheck`).
+    pub recheck: Option<Duration>,
     /// How the commands printed for this job name it (`--config FILE`),
     /// so that they paste.
     pub target: Target,

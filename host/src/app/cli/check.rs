@@ -47,7 +47,7 @@ pub(super) fn main(args: CheckArgs, runtime: &Runtime) -> Result<i32, Error> {
             _ => {}
         }
         if written.is_err() {
-            return;
+            return false;
         }
         written = if args.json {
             super::write_json(&mut out, c)
@@ -64,6 +64,7 @@ pub(super) fn main(args: CheckArgs, runtime: &Runtime) -> Result<i32, Error> {
             };
             out.line(&printable(&format!("{what:<8} {}{detail}", c.key)))
         };
+        written.is_ok()
     })?;
     written?;
     say(

@@ -117,7 +117,22 @@ pub struct ConfigFile {
     /// a window of this job runs.
     #[serde(default)]
     pub needs: Vec<NeedFile>,
+    /// What the daemon reads again of DONE windows to find rows that
+    /// changed after their run.
+    pub freshness: Option<FreshnessFile>,
 }
+
+/// `[freshness]`: the daemon's `jobhost check` of recent DONE windows.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FreshnessFile {
+    /// DONE windows that started up to this long ago are read again:
+    /// `12h`, `3d` (hours or days).
+    pub recheck: String,
+}
+
+/// The longest `[freshness] recheck`.
+const MAX_RECHECK_DAYS: u64 = 90;
 
 /// `[[needs]]`: one upstream job.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -421,6 +436,14 @@ impl JobConfig {
                  and the job names none: add `[[needs]] job = \"NAME\"` for each job it builds on",
             ));
         }
+        let recheck = self.recheck()?;
+        if recheck.is_some() && source.as_ref().is_none_or(Source::is_upstream) {
+            return Err(Error::input(
+                "`[freshness] recheck` reads the job's `[source]` again, and the job reads none \
+                 (or reads its upstream jobs' reports, whose changes mark it STALE on their \
+                 own): remove `[freshness]`",
+            ));
+        }
         Ok(Job {
             schedule,
             catch_up,
@@ -439,8 +462,42 @@ impl JobConfig {
             digest,
             retention: self.retention()?,
             needs,
+            recheck,
             target: self.target(),
         })
+    }
+
+    /// How far back the daemon reads DONE windows again (`[freshness]
+    /// recheck`), if it does.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` for a duration that is not hours or days from an hour
+    /// to [`MAX_RECHECK_DAYS`] days.
+    pub fn recheck(&self) -> Result<Option<Duration>> {
+        let Some(f) = &self.file.freshness else {
+            return Ok(None);
+        };
+        let text = f.recheck.trim();
+        let seconds = text
+            .strip_suffix('d')
+            .and_then(|n| n.parse::<u64>().ok())
+            .map(|n| n.saturating_mul(86_400))
+            .or_else(|| {
+                text.strip_suffix('h')
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .map(|n| n.saturating_mul(3600))
+            });
+        match seconds {
+            Some(s) if (3600..=MAX_RECHECK_DAYS * 86_400).contains(&s) => {
+                Ok(Some(Duration::from_secs(s)))
+            }
+            _ => Err(Error::input(format!(
+                "invalid `freshness.recheck = \"{}\"`: give hours or days, from \"1h\" to \
+                 \"{MAX_RECHECK_DAYS}d\" (\"3d\": DONE windows of the last 3 days are read again)",
+                crate::core::text::printable(&crate::core::text::echoed(text, 40))
+            ))),
+        }
     }
 
     /// The upstream jobs the job needs (`[[needs]]`), in the file's order.
