@@ -920,3 +920,140 @@ fn a_daemon_with_freshness_reads_recent_done_days_again_at_a_quiet_moment_and_ma
     assert_eq!(bad.code, 2, "{}", bad.stdout);
     assert!(bad.stdout.contains("freshness.recheck"), "{}", bad.stdout);
 }
+
+#[test]
+fn replay_since_with_plan_lists_exactly_the_windows_a_new_component_changes_and_rerun_plan_reruns_them_and_no_other()
+ {
+    let dir = scratch();
+    sales_db(dir.path(), 2000);
+    let store = dir.path().join("store.db");
+    let now = "2026-11-10T00:30:00Z";
+    let cfg = job(dir.path(), "daily", "day", "", &[]);
+    let candidate = guests().top_products.display().to_string();
+    // Three days already run by the candidate, two by the live component.
+    let backfill = |from: &str, to: &str, component: Option<&str>| {
+        let mut args = vec![
+            "backfill",
+            "--config",
+            s(&cfg),
+            "--store",
+            s(&store),
+            "--now",
+            now,
+            "--from",
+            from,
+            "--to",
+            to,
+        ];
+        if let Some(c) = component {
+            args.extend(["--component", c]);
+        }
+        let r = jobhost(&args);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    };
+    backfill("2026-11-03", "2026-11-06", Some(&candidate));
+    backfill("2026-11-06", "2026-11-08", None);
+    let plan = dir.path().join("plan.json");
+    let replay = jobhost(&[
+        "replay",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&store),
+        "--since",
+        "2026-11-04T00:00:00Z",
+        "--component",
+        &candidate,
+        "--plan",
+        s(&plan),
+    ]);
+    assert_eq!(replay.code, 1, "{}{}", replay.stdout, replay.stderr);
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let keys: Vec<&str> = written["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["daily:2026-11-06", "daily:2026-11-07"], "{written}");
+    assert_eq!(written["replayed"], 4, "from the 4th on");
+    assert_eq!(written["windows"][0]["destinations"][0], "digest");
+    assert_eq!(written["windows"][0]["revision"], 1);
+
+    // Refused while the job still runs the live component.
+    let rerun = |component: Option<&str>| {
+        let mut args = vec![
+            "rerun",
+            "--plan",
+            s(&plan),
+            "--config",
+            s(&cfg),
+            "--store",
+            s(&store),
+            "--now",
+            now,
+            "--reason",
+            "new top products report",
+        ];
+        if let Some(c) = component {
+            args.extend(["--component", c]);
+        }
+        jobhost(&args)
+    };
+    let refused = rerun(None);
+    assert_eq!(refused.code, 2, "{}{}", refused.stdout, refused.stderr);
+    assert!(
+        refused.stderr.contains("the plan was made with"),
+        "{}",
+        refused.stderr
+    );
+    let ran = rerun(Some(&candidate));
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let receipts: Vec<(String, i64)> = ran
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| {
+            assert_eq!(v["event"], "ran", "{v}");
+            (
+                v["key"].as_str().unwrap().to_string(),
+                v["revision"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        receipts,
+        [
+            ("daily:2026-11-06".to_string(), 2),
+            ("daily:2026-11-07".to_string(), 2)
+        ]
+    );
+    let revisions: Vec<(String, i64)> = history(&store)
+        .iter()
+        .map(|r| {
+            (
+                r["key"].as_str().unwrap().to_string(),
+                r["revision"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    for (key, revision) in revisions {
+        let want = if key == "daily:2026-11-06" || key == "daily:2026-11-07" {
+            2
+        } else {
+            1
+        };
+        assert_eq!(revision, want, "{key}");
+    }
+    // Run again, the plan reruns nothing more: each window is past the
+    // revision it names.
+    let again = rerun(Some(&candidate));
+    assert!(
+        again
+            .stdout
+            .lines()
+            .all(|l| l.contains("\"reason\":\"done\"")),
+        "{}",
+        again.stdout
+    );
+}

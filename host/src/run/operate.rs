@@ -444,6 +444,59 @@ pub fn rerun_stale(
     Ok(outcomes)
 }
 
+/// `jobhost rerun --plan FILE`: reruns exactly the windows of `plan`,
+/// each only at the revision the plan replayed (a window rerun since is
+/// answered `done`), as `rerun` does, once the job runs the component the
+/// plan was made with; `each` hears of every run as it ends.
+///
+/// # Errors
+///
+/// `Error::Input` for a plan of another job, or made with another
+/// component than the job's (naming both), or a key that is not one of
+/// the job's windows.
+pub fn rerun_plan(
+    job: &Job,
+    plan: &crate::run::replay::RerunPlan,
+    reason: &str,
+    runtime: &Runtime,
+    each: &mut dyn FnMut(&Outcome),
+) -> Result<Vec<Outcome>> {
+    if plan.job != job.name().as_str() {
+        return Err(Error::input(format!(
+            "the plan is for job `{}`, not `{}`: give the config of the job it was made for",
+            crate::core::text::printable(&plan.job),
+            job.name()
+        )));
+    }
+    let cache = crate::guest::cache::CompileCache::new(job.cache_dir.clone());
+    let digest = crate::guest::sandbox::ComponentFile::open(&job.component, &cache)?.digest();
+    if digest != plan.component {
+        return Err(Error::input(format!(
+            "the job runs component {digest}, and the plan was made with {}: point the \
+             config's `component` at the component the plan was made with (or give it with \
+             --component) before rerunning",
+            crate::core::text::printable(&plan.component)
+        )));
+    }
+    let windows = plan
+        .windows
+        .iter()
+        .map(|w| Ok((window_of(job, &w.key, runtime)?, w.revision)))
+        .collect::<Result<Vec<_>>>()?;
+    let mut outcomes = Vec::new();
+    for (window, revision) in windows {
+        let asked = Asked::Rerun {
+            reason: reason.to_string(),
+            of_revision: Some(revision),
+            by: actor_id(),
+        };
+        let outcome = run_asked(job, &window, &asked, runtime);
+        each(&outcome);
+        outcomes.push(outcome);
+    }
+    Ok(outcomes)
+}
+
 /// `jobhost retry KEY`: tries the window `key` of `job` again now, as a
 /// new series of attempts: a FAILED or ABANDONED window runs again (or, with
 /// its report committed, delivers it), and a committed report whose

@@ -795,6 +795,136 @@ pub fn last_recorded(store: &mut dyn Ledger, job: &str, n: usize) -> Result<Vec<
     Ok(keys)
 }
 
+/// The job's windows starting at `since` or later that have a committed
+/// report and journal, oldest first, with their revision.
+///
+/// # Errors
+///
+/// `Error::Input` when there is none; `Error::Store`.
+pub fn recorded_since(
+    store: &mut dyn Ledger,
+    job: &str,
+    since: Timestamp,
+) -> Result<Vec<(WindowKey, u32)>> {
+    let mut rows: Vec<_> = store
+        .history_from(job, Some(since))?
+        .into_iter()
+        .filter(|r| r.report.is_some() && r.journal_bytes.is_some())
+        .collect();
+    rows.sort_by_key(|r| r.window_start);
+    let keys: Vec<(WindowKey, u32)> = rows.into_iter().map(|r| (r.key, r.revision)).collect();
+    if keys.is_empty() {
+        return Err(Error::input(format!(
+            "job `{job}` has no run since {} with a committed report and journal to replay; \
+             `{}` lists its runs",
+            crate::core::clock::rfc3339(since),
+            crate::core::command::process_target().command(&format!("history --job {job}"))
+        )));
+    }
+    Ok(keys)
+}
+
+/// The destinations that would receive a message other than the one
+/// recorded (a changed body or content type, a message more or fewer), in
+/// name order.
+pub fn changed_destinations(recording: &Recording, messages: &[StagedMessage]) -> Vec<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let longest = recording.messages.len().max(messages.len());
+    for i in 0..longest {
+        match (recording.messages.get(i), messages.get(i)) {
+            (Some(a), Some(b)) => {
+                if a.destination != b.destination {
+                    out.insert(a.destination.clone());
+                    out.insert(b.destination.clone());
+                } else if a.content_type != b.content_type
+                    || (a.body != b.body && !recording.bodies_pruned)
+                {
+                    out.insert(b.destination.clone());
+                }
+            }
+            (Some(only), None) | (None, Some(only)) => {
+                out.insert(only.destination.clone());
+            }
+            (None, None) => {}
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// A rerun plan: the windows whose report or messages the component
+/// `component` changes, as `replay --plan` writes it and `rerun --plan`
+/// reads it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RerunPlan {
+    /// The plan's format, 1.
+    pub plan: u32,
+    /// The job.
+    pub job: String,
+    /// `sha256:<hex>` of the component the windows were replayed with.
+    pub component: String,
+    /// When the plan was made.
+    pub made_at: String,
+    /// How many windows were replayed.
+    pub replayed: usize,
+    /// The windows whose output changes, oldest first.
+    pub windows: Vec<PlannedRerun>,
+    /// Windows that could not be compared (diverged or failed), not in
+    /// the plan.
+    pub not_compared: Vec<String>,
+}
+
+/// One window of a [`RerunPlan`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlannedRerun {
+    /// The window.
+    pub key: String,
+    /// The revision replayed: the rerun is of this one only.
+    pub revision: u32,
+    /// What differs.
+    pub differences: Vec<String>,
+    /// The destinations that would receive a changed message.
+    pub destinations: Vec<String>,
+}
+
+/// The most bytes of a plan file read.
+pub const MAX_PLAN_BYTES: u64 = 64 << 20;
+
+impl RerunPlan {
+    /// Reads a plan file.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the file and what is wrong with it.
+    pub fn read(path: &std::path::Path) -> Result<RerunPlan> {
+        use std::io::Read as _;
+        let shown = crate::core::text::printable(&path.display().to_string()).into_owned();
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_PLAN_BYTES + 1).read_to_string(&mut text))
+            .map_err(|e| Error::input(format!("cannot read the plan `{shown}`: {e}")))?;
+        if text.len() as u64 > MAX_PLAN_BYTES {
+            return Err(Error::input(format!(
+                "the plan `{shown}` is over {} MiB: not a plan `replay --plan` wrote",
+                MAX_PLAN_BYTES >> 20
+            )));
+        }
+        let plan: RerunPlan = serde_json::from_str(&text).map_err(|e| {
+            Error::input(format!(
+                "the plan `{shown}` is not one `jobhost replay --plan` wrote: {e}"
+            ))
+        })?;
+        if plan.plan != 1 {
+            return Err(Error::input(format!(
+                "the plan `{shown}` has format {}; this jobhost reads format 1",
+                plan.plan
+            )));
+        }
+        Ok(plan)
+    }
+}
+
 fn instant((s, ns): (i64, u32)) -> Result<Timestamp> {
     i32::try_from(ns)
         .ok()

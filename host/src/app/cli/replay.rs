@@ -18,7 +18,7 @@ use crate::store;
 #[derive(Debug, clap::Args)]
 pub(super) struct ReplayArgs {
     /// The run's window key, as `history` shows it.
-    #[arg(value_name = "KEY", required_unless_present_any = ["file", "last"])]
+    #[arg(value_name = "KEY", required_unless_present_any = ["file", "last", "since"])]
     key: Option<String>,
     /// The claim store: a SQLite file or a postgres:// URL [default: $JOBHOST_STORE, else the store of --config, else ~/.local/state/jobhost/jobhost.db].
     #[arg(long, value_name = "PATH|URL", env = "JOBHOST_STORE")]
@@ -36,9 +36,22 @@ pub(super) struct ReplayArgs {
     /// journal, all with the component --component names (a swap preview).
     #[arg(long, value_name = "N", conflicts_with = "key", requires = "component")]
     last: Option<String>,
-    /// With --last: the job whose windows to replay [default: the config's
-    /// job, else the store's only job].
-    #[arg(long, value_name = "NAME", requires = "last")]
+    /// Replay every window of the job from this instant on that has a
+    /// committed report and journal, with the component --component names.
+    #[arg(
+        long,
+        value_name = "TIME",
+        conflicts_with_all = ["key", "last", "file"],
+        requires = "component"
+    )]
+    since: Option<String>,
+    /// With --last or --since: write the windows whose report or messages
+    /// the component changes to this file, for `jobhost rerun --plan`.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["key", "file"])]
+    plan: Option<PathBuf>,
+    /// With --last or --since: the job whose windows to replay [default:
+    /// the config's job, else the store's only job].
+    #[arg(long, value_name = "NAME")]
     job: Option<String>,
     /// Replay with this component instead of the recorded one.
     #[arg(long, value_name = "PATH")]
@@ -92,8 +105,18 @@ fn replay(args: ReplayArgs) -> Result<i32, Error> {
             .clone()
             .or_else(crate::guest::cache::CompileCache::default_dir),
     );
-    if let Some(n) = last {
-        return replay_last(&args, n, &params, &sandbox, &cache);
+    let since = args
+        .since
+        .as_deref()
+        .map(|t| crate::core::clock::parse_instant("--since", t))
+        .transpose()?;
+    if last.is_some() || since.is_some() {
+        return replay_many(&args, (last, since), &params, &sandbox, &cache);
+    }
+    if args.job.is_some() || args.plan.is_some() {
+        return Err(Error::input(
+            "--job and --plan go with --last N or --since TIME: they name the windows replayed",
+        ));
     }
     let (key, mut recording) = match (&args.file, &args.key) {
         (Some(file), _) => {
@@ -207,12 +230,13 @@ fn last_count(text: &str) -> Result<usize, Error> {
     }
 }
 
-/// `replay --last N`: the job's newest N recorded windows against one
-/// component, compiled once; one line (or JSON object) per window and a
-/// summary.
-fn replay_last(
+/// `replay --last N` and `replay --since TIME`: the job's newest N
+/// recorded windows, or those from an instant on, against one component,
+/// compiled once; one line (or JSON object) per window and a summary; with
+/// `--plan`, the windows whose output changes written to a file.
+fn replay_many(
     args: &ReplayArgs,
-    asked: usize,
+    (last, since): (Option<usize>, Option<jiff::Timestamp>),
     params: &[(String, String)],
     sandbox: &crate::guest::sandbox::Sandbox,
     cache: &crate::guest::cache::CompileCache,
@@ -234,7 +258,17 @@ fn replay_last(
         (None, None) => None,
     };
     let job = replay::pick_job(store.as_mut(), job.as_deref())?;
-    let keys = replay::last_recorded(store.as_mut(), &job, asked)?;
+    let keys: Vec<(crate::core::window::WindowKey, Option<u32>)> = match since {
+        Some(t) => replay::recorded_since(store.as_mut(), &job, t)?
+            .into_iter()
+            .map(|(k, r)| (k, Some(r)))
+            .collect(),
+        None => replay::last_recorded(store.as_mut(), &job, last.unwrap_or(1))?
+            .into_iter()
+            .map(|k| (k, None))
+            .collect(),
+    };
+    let asked = last.unwrap_or(keys.len());
     // Clap makes --last require --component.
     let path = args.component.clone().unwrap_or_default();
     let component = sandbox.load(
@@ -251,12 +285,19 @@ fn replay_last(
         } else {
             String::new()
         };
+        let which = match since {
+            Some(t) => format!(
+                "the {} window(s) of {job} since {}",
+                keys.len(),
+                crate::core::clock::rfc3339(t)
+            ),
+            None => format!("the last {} window(s) of {job}{fewer}", keys.len()),
+        };
         writeln!(
             out,
             "{}",
             printable(&format!(
-                "replaying the last {} window(s) of {job}{fewer} with {} ({})",
-                keys.len(),
+                "replaying {which} with {} ({})",
                 component.digest,
                 path.display()
             ))
@@ -265,19 +306,50 @@ fn replay_last(
     }
     let mut tally = Tally::default();
     let mut said: Option<Vec<replay::Overridden>> = None;
-    for key in &keys {
-        let replayed = Recording::from_store(store.as_mut(), key).and_then(|mut recording| {
+    let mut planned = Vec::new();
+    let mut not_compared = Vec::new();
+    for (key, revision) in &keys {
+        let replayed = match revision {
+            Some(n) => Recording::from_revision(store.as_mut(), key, *n),
+            None => Recording::from_store(store.as_mut(), key),
+        }
+        .and_then(|mut recording| {
             let overridden = recording.override_params(params);
             let replayed = replay::replay(sandbox, &component, &recording)?;
+            let destinations = match &replayed {
+                replay::Replayed::Report { messages, .. } => {
+                    replay::changed_destinations(&recording, messages)
+                }
+                replay::Replayed::Failed { .. } => Vec::new(),
+            };
+            let revision = recording.journal.context.revision;
             Ok((
                 replay::judge(&recording, replayed),
                 overridden,
                 Some(recording.component),
+                (revision, destinations),
             ))
         });
         // A window that cannot be replayed is said as such; the others go on.
-        let (verdict, overridden, recorded) =
-            replayed.unwrap_or_else(|e| (Verdict::Failed(e.chain()), Vec::new(), None));
+        let (verdict, overridden, recorded, (revision, destinations)) =
+            replayed.unwrap_or_else(|e| {
+                (
+                    Verdict::Failed(e.chain()),
+                    Vec::new(),
+                    None,
+                    (0, Vec::new()),
+                )
+            });
+        match &verdict {
+            Verdict::Different(diffs) => planned.push(replay::PlannedRerun {
+                key: key.to_string(),
+                revision,
+                differences: diffs.clone(),
+                destinations,
+            }),
+            Verdict::Diverged(_) | Verdict::Failed(_) => not_compared.push(key.to_string()),
+            Verdict::Identical { .. } => {}
+        }
         tally.add(&verdict);
         if args.json {
             super::write_json(
@@ -328,5 +400,55 @@ fn replay_last(
     } else {
         writeln!(out, "{tally}").map_err(written)?;
     }
+    if let Some(file) = &args.plan {
+        let plan = replay::RerunPlan {
+            plan: 1,
+            job: job.to_string(),
+            component: component.digest.clone(),
+            made_at: crate::core::clock::rfc3339(jiff::Timestamp::now()),
+            replayed: keys.len(),
+            windows: planned,
+            not_compared,
+        };
+        write_plan(file, &plan)?;
+        crate::core::text::say(
+            "note",
+            &printable(&format!(
+                "wrote the plan {}: {} window(s) to rerun{}; `jobhost rerun --plan {} \
+                 --component {} --reason TEXT` reruns them once the job runs that component",
+                file.display(),
+                plan.windows.len(),
+                if plan.not_compared.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({} window(s) could not be compared and are not in it)",
+                        plan.not_compared.len()
+                    )
+                },
+                file.display(),
+                path.display()
+            )),
+        );
+    }
     Ok(tally.exit_code())
+}
+
+/// Writes `plan` to `file` whole or not at all (a file beside it, renamed).
+fn write_plan(file: &Path, plan: &crate::run::replay::RerunPlan) -> Result<(), Error> {
+    let shown = printable(&file.display().to_string()).into_owned();
+    let text = serde_json::to_string_pretty(plan)
+        .map_err(|e| Error::host("cannot encode the plan").because(e))?;
+    let dir = file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| Error::input(format!("cannot write the plan `{shown}`: {e}")))?;
+    tmp.write_all(text.as_bytes())
+        .and_then(|()| tmp.write_all(b"\n"))
+        .map_err(|e| Error::input(format!("cannot write the plan `{shown}`: {e}")))?;
+    tmp.persist(file)
+        .map_err(|e| Error::input(format!("cannot write the plan `{shown}`: {}", e.error)))?;
+    Ok(())
 }

@@ -14,13 +14,18 @@ use crate::run::{Outcome, Runtime};
 #[derive(Debug, clap::Args)]
 pub(super) struct RerunArgs {
     /// The DONE window's key, as `history` shows it (or its label).
-    #[arg(value_name = "KEY", required_unless_present = "stale")]
+    #[arg(value_name = "KEY", required_unless_present_any = ["stale", "plan"])]
     key: Option<String>,
     /// Instead of one KEY: every DONE window of the job marked STALE (an
     /// upstream window it used got a new revision), oldest first, each as
     /// its next revision.
-    #[arg(long, conflicts_with = "key")]
+    #[arg(long, conflicts_with_all = ["key", "plan"])]
     stale: bool,
+    /// Instead of one KEY: exactly the windows of a plan `jobhost replay
+    /// --plan` wrote, each as its next revision, once the job runs the
+    /// component the plan was made with.
+    #[arg(long, value_name = "FILE", conflicts_with = "key")]
+    plan: Option<std::path::PathBuf>,
     /// With --stale: then the stale windows of the jobs of this folder
     /// that need the job, directly or through others, in dependency order
     /// (a rerun can make the windows that used it stale in turn).
@@ -49,6 +54,9 @@ pub(super) struct RetryArgs {
 /// `jobhost rerun KEY`: exit codes as for `run`. `jobhost rerun --stale`:
 /// one receipt per window, the worst exit code.
 pub(super) fn rerun(args: RerunArgs, runtime: &Runtime) -> Result<i32, Error> {
+    if let Some(plan) = &args.plan {
+        return rerun_plan(&args, plan, runtime);
+    }
     let Some(key) = &args.key else {
         return rerun_stale(&args, runtime);
     };
@@ -56,6 +64,30 @@ pub(super) fn rerun(args: RerunArgs, runtime: &Runtime) -> Result<i32, Error> {
         let reason = needed_reason("--reason", &args.reason)?;
         operate::rerun(job, key, &reason, runtime)
     })
+}
+
+/// `jobhost rerun --plan FILE`: one receipt per window, the worst exit
+/// code.
+fn rerun_plan(args: &RerunArgs, file: &std::path::Path, runtime: &Runtime) -> Result<i32, Error> {
+    let level = args.job.level()?;
+    let reason = needed_reason("--reason", &args.reason)?;
+    let plan = crate::run::replay::RerunPlan::read(file)?;
+    let config = args.job.load()?;
+    let job = config.job(&env)?;
+    crate::run::refuse_ephemeral_store(&job)?;
+    let runtime = runtime.at(config.now()?.or(runtime.now));
+    let mut printed = Ok(0);
+    let mut worst = 0;
+    operate::rerun_plan(&job, &plan, &reason, &runtime, &mut |outcome| {
+        if printed.is_ok() {
+            printed = print_receipt(outcome, level);
+            if let Ok(code) = &printed {
+                worst = worst.max(*code);
+            }
+        }
+    })?;
+    printed?;
+    Ok(worst)
 }
 
 /// `jobhost rerun --stale [--jobs DIR]`.
@@ -97,9 +129,12 @@ fn rerun_stale(args: &RerunArgs, runtime: &Runtime) -> Result<i32, Error> {
         operate::rerun_stale(job, &reason, &runtime, &mut |outcome| {
             if printed.is_ok() {
                 printed = print_receipt(outcome, level);
+                if let Ok(code) = &printed {
+                    worst = worst.max(*code);
+                }
             }
         })?;
-        worst = worst.max(printed?);
+        printed?;
     }
     Ok(worst)
 }
