@@ -1057,3 +1057,129 @@ fn replay_since_with_plan_lists_exactly_the_windows_a_new_component_changes_and_
         again.stdout
     );
 }
+
+/// `cfg` with `[shadow] component = PATH` added.
+fn with_shadow(cfg: &Path, component: &str) {
+    let text = std::fs::read_to_string(cfg).unwrap();
+    std::fs::write(
+        cfg,
+        format!("{text}\n[shadow]\ncomponent = \"{component}\"\n"),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_shadow_candidate_runs_beside_each_live_run_is_counted_agreed_or_differed_and_never_delivers() {
+    let dir = scratch();
+    sales_db(dir.path(), 2000);
+    let now = "2026-11-10T00:30:00Z";
+    let candidate = guests().top_products.display().to_string();
+    // The same days without a shadow, for the live deliveries to compare.
+    let plain_dir = scratch();
+    sales_db(plain_dir.path(), 2000);
+    let plain = job(plain_dir.path(), "daily", "day", "", &[]);
+    let plain_store = plain_dir.path().join("store.db");
+    let cfg = job(dir.path(), "daily", "day", "", &[]);
+    with_shadow(&cfg, &candidate);
+    let store = dir.path().join("store.db");
+    let backfill = |cfg: &Path, store: &Path, from: &str, to: &str, component: Option<&str>| {
+        let mut args = vec![
+            "backfill",
+            "--config",
+            s(cfg),
+            "--store",
+            s(store),
+            "--now",
+            now,
+            "--from",
+            from,
+            "--to",
+            to,
+        ];
+        if let Some(c) = component {
+            args.extend(["--component", c]);
+        }
+        let r = jobhost(&args);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r
+    };
+    // Two days whose live component is the candidate itself (agreed), three
+    // with the reference report (differed).
+    let first = backfill(&cfg, &store, "2026-11-03", "2026-11-05", Some(&candidate));
+    let second = backfill(&cfg, &store, "2026-11-05", "2026-11-08", None);
+    backfill(
+        &plain,
+        &plain_store,
+        "2026-11-03",
+        "2026-11-05",
+        Some(&candidate),
+    );
+    backfill(&plain, &plain_store, "2026-11-05", "2026-11-08", None);
+    let verdicts: Vec<String> = first
+        .stdout
+        .lines()
+        .chain(second.stdout.lines())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| v["shadow"]["verdict"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        verdicts,
+        ["agreed", "agreed", "differed", "differed", "differed"]
+    );
+    // The live deliveries are byte for byte those of the same runs
+    // without a shadow; the shadow sent nothing.
+    assert_eq!(
+        std::fs::read(dir.path().join("daily.jsonl")).unwrap(),
+        std::fs::read(plain_dir.path().join("daily.jsonl")).unwrap()
+    );
+    let st = jobhost(&[
+        "status",
+        "--json",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&store),
+        "--now",
+        now,
+    ]);
+    let st: Value = serde_json::from_str(st.stdout.trim()).unwrap();
+    assert_eq!(st["shadow"]["agreed"], 2, "{st}");
+    assert_eq!(st["shadow"]["differed"], 3);
+    assert_eq!(st["shadow"]["failed"], 0);
+    let detail = jobhost(&["history", "daily:2026-11-06", "--store", s(&store)]);
+    assert!(
+        detail.stdout.contains("differed") && detail.stdout.contains("report summary"),
+        "{}",
+        detail.stdout
+    );
+}
+
+#[test]
+fn a_shadow_that_traps_or_loops_changes_nothing_of_the_live_run() {
+    for mode in ["panic", "spin"] {
+        let dir = scratch();
+        sales_db(dir.path(), 500);
+        let store = dir.path().join("store.db");
+        let cfg = job(
+            dir.path(),
+            "daily",
+            "day",
+            &format!("[params]\nmode = \"{mode}\""),
+            &[],
+        );
+        // The probe ignores what it reads: the shadow probes, the live
+        // report is the reference one.
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        let text = text.replace("[params]", "[limits]\ntimeout_seconds = 2\n\n[params]");
+        std::fs::write(&cfg, text).unwrap();
+        with_shadow(&cfg, &guests().probe.display().to_string());
+        let r = run_job(&cfg, &store, "2026-11-09T00:30:00Z");
+        assert_eq!(r.code, 0, "{mode}: {}{}", r.stdout, r.stderr);
+        let receipt = r.receipt();
+        assert_eq!(receipt["event"], "ran", "{mode}: {receipt}");
+        assert_eq!(receipt["shadow"]["verdict"], "failed", "{mode}: {receipt}");
+        assert_eq!(row(&store, "daily:2026-11-08")["state"], "DONE");
+        let delivered = std::fs::read_to_string(dir.path().join("daily.jsonl")).unwrap();
+        assert_eq!(delivered.lines().count(), 1, "{mode}");
+    }
+}

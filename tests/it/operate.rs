@@ -793,7 +793,7 @@ fn downgrade(store: &str) {
                  jobhost_forgotten;
              DROP INDEX jobhost_runs_prunable;
              ALTER TABLE jobhost_runs DROP COLUMN revision, DROP COLUMN reason, DROP COLUMN pruned_at;
-             DROP TABLE jobhost_uses, jobhost_stale;
+             DROP TABLE jobhost_uses, jobhost_stale, jobhost_shadows;
              DELETE FROM jobhost_schema WHERE version > 3;"
         ))
         .unwrap();
@@ -808,7 +808,7 @@ fn downgrade(store: &str) {
              DROP TABLE pauses; DROP TABLE forgotten; DROP INDEX runs_prunable;
              ALTER TABLE runs DROP COLUMN revision; ALTER TABLE runs DROP COLUMN reason;
              ALTER TABLE runs DROP COLUMN pruned_at; ALTER TABLE runs DROP COLUMN owner_process;
-             DROP TABLE uses; DROP TABLE stale;
+             DROP TABLE uses; DROP TABLE stale; DROP TABLE shadows;
              PRAGMA user_version = 4;",
         )
         .unwrap();

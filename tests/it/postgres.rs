@@ -716,9 +716,10 @@ fn a_store_in_a_schema_with_a_mixed_case_name_opens_and_keeps_its_runs() {
     assert_eq!(first.event(), "ran", "{}", first.stderr);
     assert_eq!(second.receipt()["reason"], "done", "{}", second.stdout);
     assert_eq!(
-        tables, 13,
+        tables, 14,
         "the tables (runs, outbox, cursors, schedule, digests, revisions, revision messages, \
-         audit, pauses, forgotten, uses, stale, schema) went into the schema the URL names"
+         audit, pauses, forgotten, uses, stale, shadows, schema) went into the schema the URL \
+         names"
     );
 }
 
@@ -812,7 +813,7 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
              ALTER TABLE jobhost_runs DROP CONSTRAINT jobhost_runs_state_check;
              ALTER TABLE jobhost_runs ADD CONSTRAINT jobhost_runs_state_check CHECK (state IN
                  ('CLAIMED', 'PREPARED', 'DONE', 'FAILED', 'ABANDONED'));
-             DROP TABLE jobhost_uses, jobhost_stale;
+             DROP TABLE jobhost_uses, jobhost_stale, jobhost_shadows;
              DELETE FROM jobhost_schema WHERE version > 1;",
         )
         .unwrap();

@@ -69,6 +69,20 @@ pub fn show(d: &RunDetail, out: &mut dyn Write) -> std::io::Result<()> {
             for why in &d.stale {
                 lines.push(format!("  STALE: {why}"));
             }
+            if let Some(sh) = &d.shadow {
+                lines.push(format!(
+                    "  shadow {} {}{}",
+                    sh.component,
+                    sh.verdict,
+                    sh.error
+                        .as_deref()
+                        .map(|e| format!(": {e}"))
+                        .unwrap_or_default()
+                ));
+                for diff in &sh.differences {
+                    lines.push(format!("    {diff}"));
+                }
+            }
             for u in &d.used {
                 lines.push(format!(
                     "  used {} revision {} (report {})",

@@ -731,6 +731,25 @@ pub struct RunDetail {
     pub stale: Vec<String>,
     /// The upstream windows the current revision used (`[[needs]]`).
     pub used: Vec<UsedFacts>,
+    /// The `[shadow]` candidate's run beside the current revision.
+    pub shadow: Option<ShadowFacts>,
+}
+
+/// A `[shadow]` candidate's run beside a window's live run.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShadowFacts {
+    /// `sha256:<hex>` of the candidate.
+    pub component: String,
+    /// `agreed`, `differed` or `failed`.
+    pub verdict: String,
+    /// What differs from the live run, as `replay` says it.
+    pub differences: Vec<String>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Its report (`null` once pruned, or when it failed).
+    pub summary: Option<String>,
+    /// When it ran.
+    pub at: String,
 }
 
 /// An upstream window a run used.
@@ -774,9 +793,13 @@ pub fn run_detail(
     if run.is_none() && revisions.is_empty() {
         return Ok(None);
     }
-    let (stale, used) = match &run {
-        Some(_) => (reads.stale(None, Some(key), 100)?, reads.uses(key)?),
-        None => (Vec::new(), Vec::new()),
+    let (stale, used, shadow) = match &run {
+        Some(_) => (
+            reads.stale(None, Some(key), 100)?,
+            reads.uses(key)?,
+            reads.shadow(key)?,
+        ),
+        None => (Vec::new(), Vec::new(), None),
     };
     let (messages, bodies) = match &run {
         Some(_) => (reads.message_records(key)?, reads.messages(key)?),
@@ -876,5 +899,13 @@ pub fn run_detail(
                 report_digest: u.report_digest,
             })
             .collect(),
+        shadow: shadow.map(|sh| ShadowFacts {
+            component: sh.component,
+            verdict: sh.verdict,
+            differences: sh.differences,
+            error: sh.error,
+            summary: long(sh.report.as_deref()),
+            at: rfc3339(sh.at),
+        }),
     }))
 }

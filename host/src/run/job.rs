@@ -61,6 +61,10 @@ pub struct Job {
     /// How far back the daemon reads DONE windows' sources again to find
     /// rows that changed after their run (`[freshness] recheck`).
     pub recheck: Option<Duration>,
+    /// A candidate component run after each live run on its journaled
+    /// input, its output stored beside the live one and never delivered
+    /// (`[shadow]`).
+    pub shadow: Option<PathBuf>,
     /// How the commands printed for this job name it (`--config FILE`),
     /// so that they paste.
     pub target: Target,

@@ -33,10 +33,11 @@ use crate::run::open::open_store;
 use crate::run::receipt::{
     Event, MessageInfo, Receipt, ReportInfo, SkipReason, Warning, WarningKind,
 };
+use crate::run::replay::{Recording, Replayed, Verdict};
 use crate::run::{Outcome, Runtime};
 use crate::store::{
     ClaimRequest, Failure, Lease, LocalProcesses, PendingMessage, Purpose, RunInputs, RunRecord,
-    RunState, Store, UpstreamUse, window_mismatch,
+    RunState, ShadowRun, Store, UpstreamUse, window_mismatch,
 };
 
 /// Runs the job's newest due window once, in `runtime`.
@@ -226,6 +227,9 @@ struct Prepared {
 struct Executed {
     pending: Vec<PendingMessage>,
     prompt: Option<String>,
+    /// What a `[shadow]` candidate is run on, once the live run is
+    /// delivered: the live run's report, messages and journal.
+    shadow: Option<crate::run::replay::Recording>,
 }
 
 impl<'a> Run<'a> {
@@ -333,6 +337,9 @@ impl<'a> Run<'a> {
             },
         };
         self.deliver(store, &lease, &executed.pending, resumed, receipt)?;
+        if let Some(recording) = &executed.shadow {
+            self.shadow(store, &lease, recording, receipt);
+        }
         Ok(receipt
             .done()
             .then(|| (Wanted::new(self.key, executed.prompt), opened)))
@@ -587,6 +594,7 @@ impl<'a> Run<'a> {
         Ok(Executed {
             pending: store.pending_messages(&self.key)?,
             prompt,
+            shadow: None,
         })
     }
 
@@ -757,6 +765,18 @@ impl<'a> Run<'a> {
             now,
         )?;
         self.reach(Boundary::AfterPrepare);
+        let shadow = self.job.shadow.as_ref().and_then(|_| {
+            let journal = crate::guest::journal::Journal::decode(&success.journal).ok()?;
+            Some(crate::run::replay::Recording {
+                journal,
+                stored_journal: success.journal.clone(),
+                component: receipt.component.clone().unwrap_or_default(),
+                report: success.report.clone(),
+                messages: success.messages.clone(),
+                embedded: None,
+                bodies_pruned: false,
+            })
+        });
         let pending = success
             .messages
             .into_iter()
@@ -769,7 +789,76 @@ impl<'a> Run<'a> {
         Ok(Executed {
             pending,
             prompt: success.report.prompt,
+            shadow,
         })
+    }
+
+    /// Runs the job's `[shadow]` candidate on the live run's journaled
+    /// input, as a replay does (no source, no delivery), and records what
+    /// it gave beside the live run: agreed, differed (with the
+    /// differences) or failed. Nothing of it changes the live run's
+    /// outcome; a failure to record it is said on stderr.
+    fn shadow(
+        &self,
+        store: &mut dyn Store,
+        lease: &Lease,
+        recording: &Recording,
+        receipt: &mut Receipt,
+    ) {
+        let Some(path) = &self.job.shadow else { return };
+        let now = self.clock.lease_now();
+        let ran = (|| -> Result<ShadowRun> {
+            let sandbox = self.runtime.sandbox()?;
+            let cache = self.cache();
+            let candidate = sandbox.load(&mut ComponentFile::open(path, &cache)?, &cache)?;
+            let replayed = crate::run::replay::replay(&sandbox, &candidate, recording)?;
+            let (report, messages) = match &replayed {
+                Replayed::Report { report, messages } => {
+                    (Some(report.summary.clone()), Some(shown_messages(messages)))
+                }
+                Replayed::Failed { .. } => (None, None),
+            };
+            let (verdict, differences, error) = match crate::run::replay::judge(recording, replayed)
+            {
+                Verdict::Identical { .. } => ("agreed", Vec::new(), None),
+                Verdict::Different(d) => ("differed", d, None),
+                Verdict::Diverged(why) | Verdict::Failed(why) => ("failed", Vec::new(), Some(why)),
+            };
+            Ok(ShadowRun {
+                key: self.key.clone(),
+                revision: lease.revision,
+                component: candidate.digest.clone(),
+                verdict: verdict.to_string(),
+                report,
+                messages,
+                differences,
+                error,
+                at: now,
+            })
+        })();
+        let run = ran.unwrap_or_else(|e| ShadowRun {
+            key: self.key.clone(),
+            revision: lease.revision,
+            component: path.display().to_string(),
+            verdict: "failed".to_string(),
+            report: None,
+            messages: None,
+            differences: Vec::new(),
+            error: Some(e.chain()),
+            at: now,
+        });
+        if let Err(e) = store.record_shadow(&run, now) {
+            crate::core::text::say(
+                "warning",
+                &format!("could not record the shadow run of `{}`: {e:#}", self.key),
+            );
+        }
+        receipt.shadow = Some(crate::run::receipt::ShadowInfo {
+            component: run.component,
+            verdict: run.verdict,
+            differences: run.differences.len(),
+            error: run.error,
+        });
     }
 
     /// Delivers a PREPARED run's messages and fills in the receipt.
@@ -835,4 +924,21 @@ fn check_same_window(run: &RunRecord, window: &Window) -> Result<()> {
         run.window_end,
         &run.timezone,
     ))
+}
+
+/// A shadow run's messages as stored: one JSON object each, the body as
+/// text (a body that is not UTF-8 has its bytes replaced).
+fn shown_messages(messages: &[crate::store::StagedMessage]) -> String {
+    let list: Vec<serde_json::Value> = messages
+        .iter()
+        .map(|m| {
+            serde_json::json!({
+                "seq": m.seq,
+                "destination": m.destination,
+                "content_type": m.content_type,
+                "body": String::from_utf8_lossy(&m.body),
+            })
+        })
+        .collect();
+    serde_json::Value::from(list).to_string()
 }

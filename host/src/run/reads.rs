@@ -8,8 +8,8 @@ use jiff::Timestamp;
 use crate::core::error::Result;
 use crate::core::window::{JobName, WindowKey};
 use crate::store::{
-    Ledger, MessageRecord, Pause, RangeQuery, Revision, RunRecord, RunState, StagedMessage,
-    StaleMark, UpstreamUse,
+    Ledger, MessageRecord, Pause, RangeQuery, Revision, RunRecord, RunState, ShadowRun,
+    StagedMessage, StaleMark, UpstreamUse,
 };
 
 /// A counted, read-only view of a store.
@@ -144,6 +144,26 @@ impl<'a> Reads<'a> {
     /// The store's.
     pub fn uses(&mut self, key: &WindowKey) -> Result<Vec<UpstreamUse>> {
         let v = self.store.uses(key)?;
+        Ok(self.counted(v.len(), v))
+    }
+
+    /// [`Ledger::shadow`].
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    pub fn shadow(&mut self, key: &WindowKey) -> Result<Option<ShadowRun>> {
+        let v = self.store.shadow(key)?;
+        Ok(self.counted(usize::from(v.is_some()), v))
+    }
+
+    /// [`Ledger::shadow_counts`].
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    pub fn shadow_counts(&mut self, job: &str) -> Result<Vec<(String, u64)>> {
+        let v = self.store.shadow_counts(job)?;
         Ok(self.counted(v.len(), v))
     }
 }

@@ -111,6 +111,21 @@ impl SkipReason {
     }
 }
 
+/// A `[shadow]` candidate's run beside this one.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShadowInfo {
+    /// `sha256:<hex>` of the candidate (its path, when it could not be
+    /// loaded).
+    pub component: String,
+    /// `agreed`, `differed` or `failed`.
+    pub verdict: String,
+    /// How many differences `history KEY` lists.
+    pub differences: usize,
+    /// Why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// What a warning is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -208,6 +223,9 @@ pub struct Receipt {
     /// most [`crate::run::needs::LISTED`]) and upstream jobs with no row.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waits_for: Option<crate::run::needs::WaitsFor>,
+    /// What the job's `[shadow]` candidate gave on this run's input.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowInfo>,
     /// A sentence expanding on `reason`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
@@ -272,6 +290,7 @@ impl Receipt {
             warnings: Vec::new(),
             reason: None,
             waits_for: None,
+            shadow: None,
             detail: None,
             attempt: None,
             fence: None,

@@ -135,6 +135,8 @@ pub struct Status {
     /// Stale marks on DONE windows, newest window first (at most
     /// [`BOUNDED_ROWS`]).
     pub stale: Vec<StaleMark>,
+    /// How many `[shadow]` runs of current revisions ended each way.
+    pub shadow: Vec<(String, u64)>,
 }
 
 /// The most rows of each kind [`status_bounded`] reads: windows that need
@@ -240,11 +242,13 @@ pub fn status_bounded(
     });
     runs.dedup_by(|a, b| a.key == b.key);
     let stale = s.stale(Some(job), None, BOUNDED_ROWS)?;
+    let shadow = s.shadow_counts(job)?;
     let mut status = judge(schedule, now, expected, &runs, holes, paused)?;
     if status.health == Health::Healthy && !stale.is_empty() {
         status.health = Health::Stale;
     }
     status.stale = stale;
+    status.shadow = shadow;
     Ok(status)
 }
 
@@ -368,6 +372,7 @@ fn judge(
         waiting_late,
         expected_waits_for,
         stale: Vec::new(),
+        shadow: Vec::new(),
     })
 }
 
@@ -419,6 +424,21 @@ pub struct StatusReport {
     /// `jobhost rerun --stale ...`: runs them again, when there are any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rerun_stale_command: Option<String>,
+    /// How many `[shadow]` runs agreed with, differed from and failed
+    /// beside the live ones (current revisions); absent with none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowCounts>,
+}
+
+/// Shadow runs by outcome.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct ShadowCounts {
+    /// The candidate's report and messages were the live run's, bit for bit.
+    pub agreed: u64,
+    /// They differed (`history KEY` shows how).
+    pub differed: u64,
+    /// The candidate failed, trapped or ran out of time.
+    pub failed: u64,
 }
 
 /// A DONE window marked stale.
@@ -665,6 +685,19 @@ impl Status {
                 .collect(),
             rerun_stale_command: (!self.stale.is_empty())
                 .then(|| target.command("rerun --stale --reason TEXT")),
+            shadow: (!self.shadow.is_empty()).then(|| {
+                let n = |v: &str| {
+                    self.shadow
+                        .iter()
+                        .find(|(w, _)| w == v)
+                        .map_or(0, |(_, n)| *n)
+                };
+                ShadowCounts {
+                    agreed: n("agreed"),
+                    differed: n("differed"),
+                    failed: n("failed"),
+                }
+            }),
         }
     }
 }

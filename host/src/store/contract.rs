@@ -12,8 +12,8 @@ use jiff::{SignedDuration, Timestamp};
 use super::{
     Actor, Archived, Attempted, AuditLine, Claim, ClaimRequest, DigestNote, Failure, Forgotten,
     FreshClaims, InputsRecord, Lease, MessageRecord, Pause, PendingMessage, Pruned, RangeQuery,
-    Revision, RunInputs, RunRecord, RunState, Skip, StagedMessage, StaleMark, StoredReport,
-    UpstreamUse,
+    Revision, RunInputs, RunRecord, RunState, ShadowRun, Skip, StagedMessage, StaleMark,
+    StoredReport, UpstreamUse,
 };
 use crate::core::error::Result;
 use crate::core::window::{JobName, Window, WindowKey};
@@ -353,6 +353,30 @@ pub trait Ledger {
         cause: &str,
         now: Timestamp,
     ) -> Result<bool>;
+
+    /// Records a candidate component's run beside a live run (replacing
+    /// one recorded for the same revision), if the window is still at that
+    /// revision; whether it did.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn record_shadow(&mut self, run: &ShadowRun, now: Timestamp) -> Result<bool>;
+
+    /// The shadow run of the current revision of `key`, if any.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn shadow(&mut self, key: &WindowKey) -> Result<Option<ShadowRun>>;
+
+    /// How many of `job`'s shadow runs of current revisions ended each
+    /// way (`agreed`, `differed`, `failed`), those with none left out.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn shadow_counts(&mut self, job: &str) -> Result<Vec<(String, u64)>>;
 
     /// The upstream windows the current revision of `key` used, in the
     /// order its run read them.

@@ -17,8 +17,8 @@ use super::{
     Actor, Archived, Attempted, AuditAction, AuditLine, Claim, ClaimRequest, ClaimStore, Decision,
     DigestNote, DigestRecord, Existing, Failure, Fence, Forgotten, FreshClaims, InputsRecord,
     Lease, Ledger, MessageRecord, MessageState, Pause, PendingMessage, Pruned, RangeQuery,
-    Revision, RunInputs, RunRecord, RunState, Skip, StagedMessage, StaleMark, StoredReport,
-    UpstreamUse, decide, decided, fenced, lease_lost, undelivered,
+    Revision, RunInputs, RunRecord, RunState, ShadowRun, Skip, StagedMessage, StaleMark,
+    StoredReport, UpstreamUse, decide, decided, fenced, lease_lost, undelivered,
 };
 use crate::core::error::{Error, Result};
 use crate::core::failpoint::{Boundary, Failpoints};
@@ -503,6 +503,14 @@ impl<B: Backend> SqlStore<B> {
         let body_bytes = tx.query(what, bodies, &args, &mut |r| r.int(0))?;
         tx.exec(what, drop_bodies, &[args[0], args[1], Bytes(&[])])?;
         tx.exec(what, mark, &[args[0], args[1], Flag(keep_journals)])?;
+        // A shadow run's output goes with the run's bodies; its verdict and
+        // differences stay.
+        tx.exec(
+            what,
+            "UPDATE {shadows} SET report = NULL, messages = NULL
+             WHERE key IN {keys $1} AND revision || ' ' || key IN {keys $2}",
+            &[args[0], args[1]],
+        )?;
         tx.commit(what)?;
         let journal_bytes: i64 = if keep_journals {
             0
@@ -1257,6 +1265,78 @@ impl<B: Backend> Ledger for SqlStore<B> {
             now,
         )?;
         Ok(changed > 0)
+    }
+
+    fn record_shadow(&mut self, run: &ShadowRun, now: Timestamp) -> Result<bool> {
+        let differences = json_list(run.differences.iter().cloned());
+        let changed = self.write_one(
+            "record a shadow run",
+            "INSERT INTO {shadows} (key, revision, job, component, verdict, report, messages,
+                differences, error, at)
+             SELECT key, revision, job, $3, $4, $5, $6, $7, $8, {now} FROM {runs}
+             WHERE key = $1 AND revision = $2
+             ON CONFLICT (key, revision) DO UPDATE SET
+                component = excluded.component, verdict = excluded.verdict,
+                report = excluded.report, messages = excluded.messages,
+                differences = excluded.differences, error = excluded.error, at = excluded.at",
+            &[
+                Text(run.key.as_str()),
+                Int(i64::from(run.revision)),
+                Text(&run.component),
+                Text(&run.verdict),
+                OptText(run.report.as_deref()),
+                OptText(run.messages.as_deref()),
+                Text(&differences),
+                OptText(run.error.as_deref()),
+            ],
+            now,
+        )?;
+        Ok(changed > 0)
+    }
+
+    fn shadow(&mut self, key: &WindowKey) -> Result<Option<ShadowRun>> {
+        if !self.backend.needs_tables() {
+            return Ok(None);
+        }
+        self.row(
+            "read a shadow run",
+            "SELECT s.key, s.revision, s.component, s.verdict, s.report, s.messages,
+                s.differences, s.error, {t s.at}
+             FROM {shadows} s JOIN {runs} r ON r.key = s.key AND r.revision = s.revision
+             WHERE s.key = $1",
+            &[Text(key.as_str())],
+            &mut |r| {
+                let differences: Vec<String> =
+                    serde_json::from_str(&r.text(6)?).unwrap_or_default();
+                Ok(ShadowRun {
+                    key: WindowKey::from_stored(r.text(0)?),
+                    revision: r.count(1)?,
+                    component: r.text(2)?,
+                    verdict: r.text(3)?,
+                    report: r.opt_text(4)?,
+                    messages: r.opt_text(5)?,
+                    differences,
+                    error: r.opt_text(7)?,
+                    at: r.time(8)?,
+                })
+            },
+        )
+    }
+
+    fn shadow_counts(&mut self, job: &str) -> Result<Vec<(String, u64)>> {
+        if !self.backend.needs_tables() {
+            return Ok(Vec::new());
+        }
+        self.rows(
+            "count shadow runs",
+            "SELECT s.verdict, count(*) FROM {shadows} s
+             JOIN {runs} r ON r.key = s.key AND r.revision = s.revision
+             WHERE s.job = $1
+             GROUP BY s.verdict
+             ORDER BY s.verdict",
+            &[Text(job)],
+            &mut |r| Ok((r.text(0)?, r.int(1)?.unsigned_abs())),
+        )
     }
 
     fn uses(&mut self, key: &WindowKey) -> Result<Vec<UpstreamUse>> {

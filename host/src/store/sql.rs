@@ -227,6 +227,7 @@ pub(crate) const TABLES: &[&str] = &[
     "run_counts",
     "uses",
     "stale",
+    "shadows",
 ];
 
 #[cfg(test)]

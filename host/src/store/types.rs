@@ -883,6 +883,29 @@ pub struct InputsRecord {
     pub pruned: bool,
 }
 
+/// A candidate component's run beside a window's live run (`[shadow]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShadowRun {
+    /// The window.
+    pub key: WindowKey,
+    /// The live run's revision.
+    pub revision: u32,
+    /// `sha256:<hex>` of the candidate.
+    pub component: String,
+    /// `agreed`, `differed` or `failed`.
+    pub verdict: String,
+    /// Its report (`None` when it failed, or once pruned).
+    pub report: Option<String>,
+    /// Its messages as JSON (`None` when it failed, or once pruned).
+    pub messages: Option<String>,
+    /// What differs from the live run, as `replay` says it.
+    pub differences: Vec<String>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// When it ran.
+    pub at: Timestamp,
+}
+
 /// A mark on a DONE window whose answer may be wrong now: an upstream
 /// window it used got a new revision. It goes when the window gets one.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -262,6 +262,21 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
             }
         };
         let mut notes = Vec::new();
+        if !st.shadow.is_empty() {
+            let n = |v: &str| {
+                st.shadow
+                    .iter()
+                    .find(|(w, _)| w == v)
+                    .map_or(0, |(_, n)| *n)
+            };
+            notes.push(format!(
+                "shadow runs: {} agreed, {} differed, {} failed (`history KEY` shows a window's \
+                 differences)",
+                n("agreed"),
+                n("differed"),
+                n("failed")
+            ));
+        }
         for r in st.unfinished.iter().take(3) {
             let what = match r.state {
                 crate::store::RunState::Prepared => format!(

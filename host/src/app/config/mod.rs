@@ -120,6 +120,16 @@ pub struct ConfigFile {
     /// What the daemon reads again of DONE windows to find rows that
     /// changed after their run.
     pub freshness: Option<FreshnessFile>,
+    /// A candidate component run beside each live run, never delivered.
+    pub shadow: Option<ShadowFile>,
+}
+
+/// `[shadow]`: a candidate component run on each live run's input.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShadowFile {
+    /// The candidate `.wasm`, relative to the config file.
+    pub component: PathBuf,
 }
 
 /// `[freshness]`: the daemon's `jobhost check` of recent DONE windows.
@@ -463,6 +473,7 @@ impl JobConfig {
             retention: self.retention()?,
             needs,
             recheck,
+            shadow: file.shadow.as_ref().map(|s| from_file(&s.component)),
             target: self.target(),
         })
     }

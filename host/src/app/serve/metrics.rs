@@ -50,6 +50,13 @@ struct StoreJobHealth {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StoreJobVerdict {
+    jobhost_job: String,
+    store: String,
+    verdict: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StoreLabel {
     store: String,
 }
@@ -161,6 +168,7 @@ pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> 
     let health = Family::<StoreJobHealth, Gauge>::default();
     let holes = Family::<StoreJob, Gauge>::default();
     let stale = Family::<StoreJob, Gauge>::default();
+    let shadows = Family::<StoreJobVerdict, Gauge>::default();
     let reachable = Family::<StoreLabel, Gauge>::default();
     let queries = Gauge::<i64>::default();
     let mut count = ReadCount::default();
@@ -245,6 +253,15 @@ pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> 
         stale
             .get_or_create(&label)
             .set(i64::try_from(stale_windows.len()).unwrap_or(i64::MAX));
+        for (verdict, n) in &st.shadow {
+            shadows
+                .get_or_create(&StoreJobVerdict {
+                    jobhost_job: job.clone(),
+                    store: store.clone(),
+                    verdict: verdict.clone(),
+                })
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
     }
     queries.set(i64::from(count.queries));
     let refused = Gauge::<i64>::default();
@@ -293,6 +310,12 @@ pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> 
         "DONE windows of the job whose answer may be wrong now (an upstream window they used \
          got a new revision), up to 200",
         stale,
+    );
+    registry.register(
+        "jobhost_shadow_runs",
+        "Runs of the job's [shadow] candidate beside its live runs (current revisions), by \
+         verdict: agreed, differed, failed",
+        shadows,
     );
     registry.register(
         "jobhost_store_up",

@@ -204,7 +204,21 @@ const MIGRATIONS: &[&str] = &[
         since            timestamptz NOT NULL,
         PRIMARY KEY (key, revision, about)
     );
-    CREATE INDEX jobhost_stale_by_job ON jobhost_stale (job, key);",
+    CREATE INDEX jobhost_stale_by_job ON jobhost_stale (job, key);
+    CREATE TABLE jobhost_shadows (
+        key              text NOT NULL,
+        revision         bigint NOT NULL,
+        job              text NOT NULL,
+        component        text NOT NULL,
+        verdict          text NOT NULL CHECK (verdict IN ('agreed', 'differed', 'failed')),
+        report           text,
+        messages         text,
+        differences      text NOT NULL,
+        error            text,
+        at               timestamptz NOT NULL,
+        PRIMARY KEY (key, revision)
+    );
+    CREATE INDEX jobhost_shadows_by_job ON jobhost_shadows (job, verdict);",
 ];
 
 /// The transaction-scoped advisory lock that serialises migrations ("jobhost"

@@ -314,5 +314,21 @@ pub(super) const MIGRATIONS: &[&str] = &[
         since            INTEGER NOT NULL,   -- unix seconds, UTC
         PRIMARY KEY (key, revision, about)
     ) STRICT;
-    CREATE INDEX stale_by_job ON stale (job, key);",
+    CREATE INDEX stale_by_job ON stale (job, key);
+    -- A candidate component's run beside a window's live run ([shadow]):
+    -- on the live run's journaled input, never delivered.
+    CREATE TABLE shadows (
+        key              TEXT NOT NULL,
+        revision         INTEGER NOT NULL,
+        job              TEXT NOT NULL,
+        component        TEXT NOT NULL,     -- sha256:<hex> of the candidate
+        verdict          TEXT NOT NULL CHECK (verdict IN ('agreed', 'differed', 'failed')),
+        report           TEXT,              -- dropped when the run is pruned
+        messages         TEXT,              -- JSON; dropped when the run is pruned
+        differences      TEXT NOT NULL,     -- JSON list of the readable differences
+        error            TEXT,              -- why it failed
+        at               INTEGER NOT NULL,  -- unix seconds, UTC
+        PRIMARY KEY (key, revision)
+    ) STRICT;
+    CREATE INDEX shadows_by_job ON shadows (job, verdict);",
 ];
