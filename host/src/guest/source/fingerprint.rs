@@ -1,13 +1,13 @@
 //! What a run read, in a few bytes: the count of the rows its guest
 //! received and a sum of a digest of each, which neither the order of the
-//! rows nor the size of the batches changes. A run records it with its
+//! rows nor the size of the batches changes. The digest is XXH3's 128
+//! bits: fast enough to take as rows cross into the guest (about 20 ns a
+//! row), and made to tell changed data apart, not to resist a forger. A run records it with its
 //! report; `jobhost check` reads the window's source again, compares, and
 //! only when the two differ counts what changed, row by row, against the
 //! rows the journal kept.
 
 use std::collections::HashMap;
-
-use sha2::{Digest, Sha256};
 
 use super::batch::{Batch, ColumnData, TextData};
 
@@ -16,7 +16,7 @@ use super::batch::{Batch, ColumnData, TextData};
 pub struct Fingerprint {
     /// Rows received.
     pub rows: u64,
-    /// The sum, modulo 2^128, of the first 16 bytes of each row's digest.
+    /// The sum, modulo 2^128, of each row's digest.
     pub sum: u128,
     /// Whether the guest read its cursor to the end (the last cursor it
     /// opened).
@@ -139,56 +139,57 @@ pub fn changes(before: &HashMap<u128, u64>, after: &HashMap<u128, u64>) -> RowCh
     }
 }
 
-/// Calls `each` with the digest of every row of `b`, in order.
+/// Calls `each` with the digest of every row of `b`, in order: XXH3-128
+/// of the row's values, each with its column's place and a type tag, text
+/// and bytes with their length.
 fn each_row(b: &Batch, each: &mut dyn FnMut(u128)) {
-    let mut hasher = Sha256::new();
+    let mut row: Vec<u8> = Vec::with_capacity(256);
     for r in 0..b.rows as usize {
+        row.clear();
         for (i, c) in b.columns.iter().enumerate() {
             // The column's place, so that equal values in other columns
             // make another row.
-            hasher.update((i as u32).to_le_bytes());
+            row.extend_from_slice(&(i as u32).to_le_bytes());
             let null = c
                 .nulls
                 .as_ref()
                 .is_some_and(|n| n.get(r / 8).is_some_and(|byte| byte & (1 << (r % 8)) != 0));
             if null {
-                hasher.update([0u8]);
+                row.push(0);
                 continue;
             }
             match &c.data {
                 ColumnData::Integer(v) => {
-                    hasher.update([1u8]);
-                    hasher.update(v.get(r).copied().unwrap_or(0).to_le_bytes());
+                    row.push(1);
+                    row.extend_from_slice(&v.get(r).copied().unwrap_or(0).to_le_bytes());
                 }
                 ColumnData::Real(v) => {
-                    hasher.update([2u8]);
-                    hasher.update(v.get(r).copied().unwrap_or(0.0).to_bits().to_le_bytes());
+                    row.push(2);
+                    let bits = v.get(r).copied().unwrap_or(0.0).to_bits();
+                    row.extend_from_slice(&bits.to_le_bytes());
                 }
                 ColumnData::Text(t) => {
-                    hasher.update([3u8]);
-                    bytes(&mut hasher, slice(t, r));
+                    row.push(3);
+                    bytes(&mut row, slice(t, r));
                 }
                 ColumnData::TextDict { values, indices } => {
-                    hasher.update([3u8]);
+                    row.push(3);
                     let at = indices.get(r).map_or(usize::MAX, |i| *i as usize);
-                    bytes(&mut hasher, slice(values, at));
+                    bytes(&mut row, slice(values, at));
                 }
                 ColumnData::Blob(t) => {
-                    hasher.update([4u8]);
-                    bytes(&mut hasher, slice(t, r));
+                    row.push(4);
+                    bytes(&mut row, slice(t, r));
                 }
             }
         }
-        let digest = hasher.finalize_reset();
-        let mut first = [0u8; 16];
-        first.copy_from_slice(&digest[..16]);
-        each(u128::from_le_bytes(first));
+        each(xxhash_rust::xxh3::xxh3_128(&row));
     }
 }
 
-fn bytes(hasher: &mut Sha256, v: &[u8]) {
-    hasher.update((v.len() as u64).to_le_bytes());
-    hasher.update(v);
+fn bytes(row: &mut Vec<u8>, v: &[u8]) {
+    row.extend_from_slice(&(v.len() as u64).to_le_bytes());
+    row.extend_from_slice(v);
 }
 
 /// Value `i` of packed data (empty when out of range: a validated batch
