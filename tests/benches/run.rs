@@ -366,8 +366,9 @@ fn aggregate_rows_natively(db: &Path) -> u64 {
     sales.finish()
 }
 
-/// The window's rows as the host hands them over, in batches of 8192.
-fn read_host_batches(db: &Path) -> Vec<source::Batch> {
+/// The window's rows of `db` as the host hands them to a guest, in
+/// batches of up to 8192: the access and its open cursor.
+fn host_cursor(db: &Path) -> (SourceAccess, source::RowCursor) {
     let spec = SourceSpec {
         path: db.to_path_buf(),
         query: QUERY.to_string(),
@@ -381,7 +382,13 @@ fn read_host_batches(db: &Path) -> Vec<source::Batch> {
         end,
         std::num::NonZeroU32::new(8192).unwrap(),
     );
-    let mut cursor = access.open().expect("open");
+    let cursor = access.open().expect("open");
+    (access, cursor)
+}
+
+/// The window's rows as the host hands them over, in batches of 8192.
+fn read_host_batches(db: &Path) -> Vec<source::Batch> {
+    let (_access, mut cursor) = host_cursor(db);
     let mut out = Vec::new();
     while let Some(batch) = cursor.next_batch(8192).expect("batch") {
         out.push(batch);
@@ -394,20 +401,7 @@ fn read_host_batches(db: &Path) -> Vec<source::Batch> {
 fn aggregate_batches_natively(db: &Path) -> u64 {
     use jobhost_sdk::testing::{BatchBuilder, RawColumn, RawData, RawText};
     use jobhost_sdk::{ColumnInfo, ColumnKind};
-    let spec = SourceSpec {
-        path: db.to_path_buf(),
-        query: QUERY.to_string(),
-        naive: jobhost::guest::source::NaiveTimes::Utc,
-    };
-    let start = jiff::Timestamp::from_second(DAY_START).expect("start");
-    let end = jiff::Timestamp::from_second(DAY_END).expect("end");
-    let mut access = SourceAccess::new(
-        Some(spec),
-        start,
-        end,
-        std::num::NonZeroU32::new(8192).unwrap(),
-    );
-    let mut cursor = access.open().expect("open");
+    let (_access, mut cursor) = host_cursor(db);
     let columns: Vec<ColumnInfo> = cursor
         .columns()
         .iter()

@@ -69,6 +69,39 @@ fn status(cfg: &Path, store: &Path, now: &str) -> Run {
     ])
 }
 
+/// `jobhost backfill` of `cfg` from `from` to `to` at `now`, with `extra`
+/// flags; it must succeed.
+fn backfill(cfg: &Path, store: &Path, now: &str, (from, to): (&str, &str), extra: &[&str]) -> Run {
+    let mut args = vec![
+        "backfill",
+        "--config",
+        s(cfg),
+        "--store",
+        s(store),
+        "--now",
+        now,
+        "--from",
+        from,
+        "--to",
+        to,
+    ];
+    args.extend_from_slice(extra);
+    let r = jobhost(&args);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r
+}
+
+/// The keys of the windows `history` shows stale, sorted.
+fn stale_keys(store: &Path) -> Vec<String> {
+    let mut keys: Vec<String> = history(store)
+        .iter()
+        .filter(|r| r.get("stale").is_some())
+        .map(|r| r["key"].as_str().unwrap().to_string())
+        .collect();
+    keys.sort();
+    keys
+}
+
 #[test]
 fn a_weekly_job_waits_for_the_days_it_needs_names_them_and_runs_once_the_seventh_is_done() {
     let dir = scratch();
@@ -182,20 +215,13 @@ fn the_daemon_starts_a_waiting_window_as_soon_as_its_last_upstream_window_is_don
     // The days come due an hour after midnight; the week at midnight.
     let daily = job(dir.path(), "daily", "day", "delay_seconds = 3600", &[]);
     let weekly = job(dir.path(), "weekly", "week", "", &["daily"]);
-    let backfill = jobhost(&[
-        "backfill",
-        "--config",
-        s(&daily),
-        "--store",
-        s(&store),
-        "--now",
+    backfill(
+        &daily,
+        &store,
         "2026-11-08T12:00:00Z",
-        "--from",
-        "2026-10-26",
-        "--to",
-        "2026-11-08",
-    ]);
-    assert_eq!(backfill.code, 0, "{}", backfill.stderr);
+        ("2026-10-26", "2026-11-08"),
+        &[],
+    );
     let r = run_for(&weekly, &store, "2026-11-08T12:00:00Z", "2026-W44");
     assert_eq!(r.event(), "ran", "{}", r.stdout);
 
@@ -356,20 +382,7 @@ fn a_weekly_report_reads_the_daily_reports_a_daily_rerun_makes_exactly_that_week
     let daily = job(dir.path(), "daily", "day", "", &[]);
     let weekly = weekly_over_reports(dir.path());
     let now = "2026-11-17T00:30:00Z";
-    let backfill = jobhost(&[
-        "backfill",
-        "--config",
-        s(&daily),
-        "--store",
-        s(&store),
-        "--now",
-        now,
-        "--from",
-        "2026-11-02",
-        "--to",
-        "2026-11-16",
-    ]);
-    assert_eq!(backfill.code, 0, "{}", backfill.stderr);
+    backfill(&daily, &store, now, ("2026-11-02", "2026-11-16"), &[]);
     for week in ["2026-W45", "2026-W46"] {
         let r = run_for(&weekly, &store, now, week);
         assert_eq!(r.event(), "ran", "{}{}", r.stdout, r.stderr);
@@ -466,12 +479,7 @@ fn a_weekly_report_reads_the_daily_reports_a_daily_rerun_makes_exactly_that_week
     assert!(st.stdout.contains("1 DONE window(s)"), "{}", st.stdout);
     let daily_status = status(&daily, &store, now);
     assert_eq!(daily_status.code, 0, "{}", daily_status.stdout);
-    let stale: Vec<String> = history(&store)
-        .iter()
-        .filter(|r| r.get("stale").is_some())
-        .map(|r| r["key"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(stale, ["weekly:2026-W45"]);
+    assert_eq!(stale_keys(&store), ["weekly:2026-W45"]);
     assert!(
         detail("weekly:2026-W45")["stale"][0]
             .as_str()
@@ -569,20 +577,7 @@ fn rerun_stale_over_a_folder_reruns_the_dependents_in_order_and_backfill_only_st
     let second = daily_over(dir.path(), "second", "daily");
     let third = daily_over(dir.path(), "third", "second");
     for cfg in [&daily, &second, &third] {
-        let r = jobhost(&[
-            "backfill",
-            "--config",
-            s(cfg),
-            "--store",
-            s(&store),
-            "--now",
-            now,
-            "--from",
-            "2026-11-05",
-            "--to",
-            "2026-11-08",
-        ]);
-        assert_eq!(r.code, 0, "{}", r.stderr);
+        backfill(cfg, &store, now, ("2026-11-05", "2026-11-08"), &[]);
     }
     let rerun = |key: &str| {
         let r = jobhost(&[
@@ -599,19 +594,10 @@ fn rerun_stale_over_a_folder_reruns_the_dependents_in_order_and_backfill_only_st
         ]);
         assert_eq!(r.code, 0, "{}", r.stderr);
     };
-    let stale_keys = || -> Vec<String> {
-        let mut keys: Vec<String> = history(&store)
-            .iter()
-            .filter(|r| r.get("stale").is_some())
-            .map(|r| r["key"].as_str().unwrap().to_string())
-            .collect();
-        keys.sort();
-        keys
-    };
 
     // A day of the first job again: only the second job's day uses it.
     rerun("daily:2026-11-06");
-    assert_eq!(stale_keys(), ["second:2026-11-06"]);
+    assert_eq!(stale_keys(&store), ["second:2026-11-06"]);
     // Over the folder, the second job's day is rerun, which makes the
     // third's stale, which is rerun after it.
     let r = jobhost(&[
@@ -648,31 +634,23 @@ fn rerun_stale_over_a_folder_reruns_the_dependents_in_order_and_backfill_only_st
             ("third:2026-11-06".to_string(), 2)
         ]
     );
-    assert!(stale_keys().is_empty(), "{:?}", stale_keys());
+    assert!(stale_keys(&store).is_empty(), "{:?}", stale_keys(&store));
 
     // `backfill --only stale` reruns the stale windows of its range and
     // nothing else.
     rerun("daily:2026-11-05");
     rerun("daily:2026-11-07");
-    assert_eq!(stale_keys(), ["second:2026-11-05", "second:2026-11-07"]);
-    let b = jobhost(&[
-        "backfill",
-        "--config",
-        s(&second),
-        "--store",
-        s(&store),
-        "--now",
+    assert_eq!(
+        stale_keys(&store),
+        ["second:2026-11-05", "second:2026-11-07"]
+    );
+    let b = backfill(
+        &second,
+        &store,
         now,
-        "--from",
-        "2026-11-05",
-        "--to",
-        "2026-11-07",
-        "--only",
-        "stale",
-        "--reason",
-        "upstream rerun",
-    ]);
-    assert_eq!(b.code, 0, "{}{}", b.stdout, b.stderr);
+        ("2026-11-05", "2026-11-07"),
+        &["--only", "stale", "--reason", "upstream rerun"],
+    );
     let ran: Vec<String> = b
         .stdout
         .lines()
@@ -681,7 +659,7 @@ fn rerun_stale_over_a_folder_reruns_the_dependents_in_order_and_backfill_only_st
         .collect();
     assert_eq!(ran, ["second:2026-11-05"]);
     assert_eq!(
-        stale_keys(),
+        stale_keys(&store),
         ["second:2026-11-07", "third:2026-11-05"],
         "the one outside the range stays stale; the one that used the rerun is now"
     );
@@ -711,20 +689,7 @@ fn a_row_written_into_a_done_day_after_its_run_makes_check_mark_that_day_stale_a
     let store = dir.path().join("store.db");
     let now = "2026-11-07T00:30:00Z";
     let daily = job(dir.path(), "daily", "day", "", &[]);
-    let backfill = jobhost(&[
-        "backfill",
-        "--config",
-        s(&daily),
-        "--store",
-        s(&store),
-        "--now",
-        now,
-        "--from",
-        "2026-11-02",
-        "--to",
-        "2026-11-06",
-    ]);
-    assert_eq!(backfill.code, 0, "{}", backfill.stderr);
+    backfill(&daily, &store, now, ("2026-11-02", "2026-11-06"), &[]);
     let check = || {
         jobhost(&[
             "check",
@@ -782,12 +747,7 @@ fn a_row_written_into_a_done_day_after_its_run_makes_check_mark_that_day_stale_a
     assert_eq!(changed[0].2, "inputs changed: 1 row more");
     let st = status(&daily, &store, now);
     assert_eq!(st.code, 6, "{}", st.stdout);
-    let stale: Vec<String> = history(&store)
-        .iter()
-        .filter(|r| r.get("stale").is_some())
-        .map(|r| r["key"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(stale, ["daily:2026-11-04"]);
+    assert_eq!(stale_keys(&store), ["daily:2026-11-04"]);
 
     // Rerun, it reads the late row, and a check finds nothing changed.
     let again = jobhost(&[
@@ -853,20 +813,13 @@ fn a_daemon_with_freshness_reads_recent_done_days_again_at_a_quiet_moment_and_ma
     let db = sales_db(dir.path(), 2000);
     let store = dir.path().join("store.db");
     let daily = job(dir.path(), "daily", "day", "", &[]);
-    let backfill = jobhost(&[
-        "backfill",
-        "--config",
-        s(&daily),
-        "--store",
-        s(&store),
-        "--now",
+    backfill(
+        &daily,
+        &store,
         "2026-11-06T00:30:00Z",
-        "--from",
-        "2026-11-01",
-        "--to",
-        "2026-11-06",
-    ]);
-    assert_eq!(backfill.code, 0, "{}", backfill.stderr);
+        ("2026-11-01", "2026-11-06"),
+        &[],
+    );
     let conn = rusqlite::Connection::open(&db).unwrap();
     for day in ["2026-10-31T12:00:00Z", "2026-11-04T23:59:00Z"] {
         let ts = day.parse::<jiff::Timestamp>().unwrap().as_second();
@@ -906,12 +859,11 @@ fn a_daemon_with_freshness_reads_recent_done_days_again_at_a_quiet_moment_and_ma
     assert_eq!(checks.len(), 1, "{}", run.stdout);
     assert_eq!(checks[0]["key"], "daily:2026-11-04");
     assert_eq!(checks[0]["detail"], "inputs changed: 1 row more");
-    let stale: Vec<String> = history(&store)
-        .iter()
-        .filter(|r| r.get("stale").is_some())
-        .map(|r| r["key"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(stale, ["daily:2026-11-04"], "the 1st is older than 3 days");
+    assert_eq!(
+        stale_keys(&store),
+        ["daily:2026-11-04"],
+        "the 1st is older than 3 days"
+    );
 
     // A job that reads no source again is refused before anything runs.
     let text = std::fs::read_to_string(&daily).unwrap();
@@ -931,28 +883,9 @@ fn replay_since_with_plan_lists_exactly_the_windows_a_new_component_changes_and_
     let cfg = job(dir.path(), "daily", "day", "", &[]);
     let candidate = guests().top_products.display().to_string();
     // Three days already run by the candidate, two by the live component.
-    let backfill = |from: &str, to: &str, component: Option<&str>| {
-        let mut args = vec![
-            "backfill",
-            "--config",
-            s(&cfg),
-            "--store",
-            s(&store),
-            "--now",
-            now,
-            "--from",
-            from,
-            "--to",
-            to,
-        ];
-        if let Some(c) = component {
-            args.extend(["--component", c]);
-        }
-        let r = jobhost(&args);
-        assert_eq!(r.code, 0, "{}", r.stderr);
-    };
-    backfill("2026-11-03", "2026-11-06", Some(&candidate));
-    backfill("2026-11-06", "2026-11-08", None);
+    let with = ["--component", candidate.as_str()];
+    backfill(&cfg, &store, now, ("2026-11-03", "2026-11-06"), &with);
+    backfill(&cfg, &store, now, ("2026-11-06", "2026-11-08"), &[]);
     let plan = dir.path().join("plan.json");
     let replay = jobhost(&[
         "replay",
@@ -1082,39 +1015,19 @@ fn a_shadow_candidate_runs_beside_each_live_run_is_counted_agreed_or_differed_an
     let cfg = job(dir.path(), "daily", "day", "", &[]);
     with_shadow(&cfg, &candidate);
     let store = dir.path().join("store.db");
-    let backfill = |cfg: &Path, store: &Path, from: &str, to: &str, component: Option<&str>| {
-        let mut args = vec![
-            "backfill",
-            "--config",
-            s(cfg),
-            "--store",
-            s(store),
-            "--now",
-            now,
-            "--from",
-            from,
-            "--to",
-            to,
-        ];
-        if let Some(c) = component {
-            args.extend(["--component", c]);
-        }
-        let r = jobhost(&args);
-        assert_eq!(r.code, 0, "{}", r.stderr);
-        r
-    };
     // Two days whose live component is the candidate itself (agreed), three
     // with the reference report (differed).
-    let first = backfill(&cfg, &store, "2026-11-03", "2026-11-05", Some(&candidate));
-    let second = backfill(&cfg, &store, "2026-11-05", "2026-11-08", None);
+    let with = ["--component", candidate.as_str()];
+    let first = backfill(&cfg, &store, now, ("2026-11-03", "2026-11-05"), &with);
+    let second = backfill(&cfg, &store, now, ("2026-11-05", "2026-11-08"), &[]);
     backfill(
         &plain,
         &plain_store,
-        "2026-11-03",
-        "2026-11-05",
-        Some(&candidate),
+        now,
+        ("2026-11-03", "2026-11-05"),
+        &with,
     );
-    backfill(&plain, &plain_store, "2026-11-05", "2026-11-08", None);
+    backfill(&plain, &plain_store, now, ("2026-11-05", "2026-11-08"), &[]);
     let verdicts: Vec<String> = first
         .stdout
         .lines()

@@ -76,18 +76,41 @@ fn rerun_plan(args: &RerunArgs, file: &std::path::Path, runtime: &Runtime) -> Re
     let job = config.job(&env)?;
     crate::run::refuse_ephemeral_store(&job)?;
     let runtime = runtime.at(config.now()?.or(runtime.now));
-    let mut printed = Ok(0);
-    let mut worst = 0;
-    operate::rerun_plan(&job, &plan, &reason, &runtime, &mut |outcome| {
-        if printed.is_ok() {
-            printed = print_receipt(outcome, level);
-            if let Ok(code) = &printed {
-                worst = worst.max(*code);
+    let mut receipts = Receipts::new(level);
+    operate::rerun_plan(&job, &plan, &reason, &runtime, &mut |o| receipts.print(o))?;
+    receipts.worst()
+}
+
+/// The receipts of a command that runs several windows, printed as each
+/// run ends (until stdout fails), and the worst exit code among them.
+struct Receipts {
+    level: ReceiptLevel,
+    printed: Result<i32, Error>,
+    worst: i32,
+}
+
+impl Receipts {
+    fn new(level: ReceiptLevel) -> Receipts {
+        Receipts {
+            level,
+            printed: Ok(0),
+            worst: 0,
+        }
+    }
+
+    fn print(&mut self, outcome: &Outcome) {
+        if self.printed.is_ok() {
+            self.printed = print_receipt(outcome, self.level);
+            if let Ok(code) = &self.printed {
+                self.worst = self.worst.max(*code);
             }
         }
-    })?;
-    printed?;
-    Ok(worst)
+    }
+
+    /// The worst exit code, or the error that stopped the printing.
+    fn worst(self) -> Result<i32, Error> {
+        self.printed.map(|_| self.worst)
+    }
 }
 
 /// `jobhost rerun --stale [--jobs DIR]`.
@@ -123,20 +146,11 @@ fn rerun_stale(args: &RerunArgs, runtime: &Runtime) -> Result<i32, Error> {
                 .filter_map(|i| all.get_mut(i).and_then(Option::take)),
         );
     }
-    let mut worst = 0;
+    let mut receipts = Receipts::new(level);
     for job in &jobs {
-        let mut printed = Ok(0);
-        operate::rerun_stale(job, &reason, &runtime, &mut |outcome| {
-            if printed.is_ok() {
-                printed = print_receipt(outcome, level);
-                if let Ok(code) = &printed {
-                    worst = worst.max(*code);
-                }
-            }
-        })?;
-        printed?;
+        operate::rerun_stale(job, &reason, &runtime, &mut |o| receipts.print(o))?;
     }
-    Ok(worst)
+    receipts.worst()
 }
 
 /// `jobhost retry KEY`: exit codes as for `run`.
