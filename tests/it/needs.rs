@@ -91,6 +91,21 @@ fn backfill(cfg: &Path, store: &Path, now: &str, (from, to): (&str, &str), extra
     r
 }
 
+/// Each receipt's key and revision, every one of a run that ran.
+fn ran_revisions(r: &Run) -> Vec<(String, i64)> {
+    r.stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| {
+            assert_eq!(v["event"], "ran", "{v}");
+            (
+                v["key"].as_str().unwrap().to_string(),
+                v["revision"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// The keys of the windows `history` shows stale, sorted.
 fn stale_keys(store: &Path) -> Vec<String> {
     let mut keys: Vec<String> = history(store)
@@ -615,18 +630,7 @@ fn rerun_stale_over_a_folder_reruns_the_dependents_in_order_and_backfill_only_st
         "daily:2026-11-06 was rerun",
     ]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
-    let done: Vec<(String, i64)> = r
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .map(|v| {
-            assert_eq!(v["event"], "ran", "{v}");
-            (
-                v["key"].as_str().unwrap().to_string(),
-                v["revision"].as_i64().unwrap(),
-            )
-        })
-        .collect();
+    let done = ran_revisions(&r);
     assert_eq!(
         done,
         [
@@ -942,18 +946,7 @@ fn replay_since_with_plan_lists_exactly_the_windows_a_new_component_changes_and_
     );
     let ran = rerun(Some(&candidate));
     assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
-    let receipts: Vec<(String, i64)> = ran
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .map(|v| {
-            assert_eq!(v["event"], "ran", "{v}");
-            (
-                v["key"].as_str().unwrap().to_string(),
-                v["revision"].as_i64().unwrap(),
-            )
-        })
-        .collect();
+    let receipts = ran_revisions(&ran);
     assert_eq!(
         receipts,
         [
