@@ -1,6 +1,8 @@
 //! Owners frozen (SIGSTOP, from outside, at a random instant of their
 //! delivery) past a short lease while another process takes their window
-//! over: once let go (SIGCONT), the frozen owner must send nothing more.
+//! over: once let go (SIGCONT), the frozen owner must begin no send. (A
+//! request it had begun to write when frozen, its last look passed, ends
+//! when it goes on: a destination refuses it by its fence header.)
 //! Four cases: SQLite and PostgreSQL, at-least-once and at-most-once
 //! destinations. Leases here are real (2 s, on the host's clock for SQLite
 //! and the database's for PostgreSQL), so the trials wait them out.
@@ -75,11 +77,14 @@ fn trial_config(dir: &Path, sink: &Sink, mode: &str) -> PathBuf {
     )
 }
 
-/// Sends sent under fence 1 (the frozen owner's claim).
-fn first_fence_sends(sink: &Sink) -> usize {
+/// Sends under fence 1 (the frozen owner's claim) begun at `after` or
+/// later: a request whose first bytes came before it was under way when
+/// the owner was frozen (its last look passed before the freeze), and is
+/// not one sent after the takeover.
+fn first_fence_sends_begun(sink: &Sink, after: Instant) -> usize {
     sink.requests()
         .iter()
-        .filter(|q| q.header("jobhost-fence") == Some("1"))
+        .filter(|q| q.header("jobhost-fence") == Some("1") && q.began >= after)
         .count()
 }
 
@@ -200,9 +205,11 @@ fn trial(backend: Backend, mode: &str, delay: Duration, test: &str) -> Trial {
         assert_eq!(r["fence"], 2, "the taker holds the next fence: {r}");
         break;
     }
-    let before = first_fence_sends(&sink);
+    // The owner has been frozen since before the taker's claim: anything
+    // it begins to send from here on was begun after the takeover.
+    let let_go = Instant::now();
     let woke = resume(owner);
-    let sent_after = first_fence_sends(&sink) > before;
+    let sent_after = first_fence_sends_begun(&sink, let_go) > 0;
     if sent_after {
         // What the owner said of it, for a person to see why.
         use std::io::Write;

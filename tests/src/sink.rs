@@ -27,6 +27,8 @@ pub struct Request {
     pub body: Vec<u8>,
     /// Refused as a stale sender's (its fence was lower than one seen).
     pub stale: bool,
+    /// When its first line had arrived: the sender had begun to send it.
+    pub began: std::time::Instant,
     /// When the whole request had arrived.
     pub arrived: std::time::Instant,
 }
@@ -250,6 +252,7 @@ fn serve(conn: TcpStream, tls: Option<Arc<rustls::ServerConfig>>, state: &Mutex<
     if reader.read_line(&mut line).unwrap_or(0) == 0 {
         return;
     }
+    let began = std::time::Instant::now();
     let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
     let mut headers = Vec::new();
     let mut length = 0usize;
@@ -309,6 +312,7 @@ fn serve(conn: TcpStream, tls: Option<Arc<rustls::ServerConfig>>, state: &Mutex<
             headers,
             body,
             stale,
+            began,
             arrived: std::time::Instant::now(),
         });
         st.in_flight += 1;
