@@ -1089,3 +1089,47 @@ fn a_shadow_that_traps_or_loops_changes_nothing_of_the_live_run() {
         assert_eq!(delivered.lines().count(), 1, "{mode}");
     }
 }
+
+#[test]
+fn run_wait_starts_a_waiting_window_as_soon_as_its_last_upstream_window_is_done() {
+    let dir = scratch();
+    sales_db(dir.path(), 2000);
+    let store = dir.path().join("store.db");
+    let now = "2026-11-09T00:30:00Z";
+    let daily = job(dir.path(), "daily", "day", "", &[]);
+    let weekly = job(dir.path(), "weekly", "week", "", &["daily"]);
+    backfill(&daily, &store, now, ("2026-11-02", "2026-11-08"), &[]);
+    // A cron line for the week, started before the last day's run ends.
+    let mut cmd = job_command(&weekly, &store, now);
+    cmd.args(["--for", "2026-W45", "--wait", "120"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let waiting = cmd.spawn().unwrap();
+    // It is WAITING in the store meanwhile, for every host to see.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while history(&store)
+        .iter()
+        .all(|r| r["key"] != "weekly:2026-W45")
+    {
+        assert!(std::time::Instant::now() < deadline, "never recorded");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(row(&store, "weekly:2026-W45")["state"], "WAITING");
+    let started = std::time::Instant::now();
+    let day = run_for(&daily, &store, now, "2026-11-08");
+    assert_eq!(day.event(), "ran", "{}", day.stdout);
+    let week = to_run(waiting.wait_with_output().unwrap());
+    assert_eq!(week.code, 0, "{}{}", week.stdout, week.stderr);
+    assert_eq!(week.receipt()["event"], "ran", "{}", week.stdout);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "it ran once its upstream was done, not at the end of its wait"
+    );
+    // Without the day, a short wait ends as `waiting`.
+    let w46 = {
+        let mut cmd = job_command(&weekly, &store, "2026-11-16T00:30:00Z");
+        cmd.args(["--for", "2026-W46", "--wait", "1"]);
+        to_run(cmd.output().unwrap())
+    };
+    assert_eq!(w46.receipt()["reason"], "waiting", "{}", w46.stdout);
+}

@@ -102,6 +102,10 @@ pub struct Runtime {
     /// `jobhost run` does for its one run (and only once it knows the
     /// window needs its component).
     pub sandbox: Option<Arc<Sandbox>>,
+    /// How long a run of a window whose upstream windows are not all DONE
+    /// waits for them (`run --wait`), looking again every second, before
+    /// it answers `waiting`; `None`: it answers at once.
+    pub wait_for_needs: Option<std::time::Duration>,
 }
 
 impl Runtime {

@@ -40,6 +40,10 @@ use crate::store::{
     RunState, ShadowRun, Store, UpstreamUse, window_mismatch,
 };
 
+/// How often `run --wait` looks again at the upstream windows a window
+/// needs.
+const NEEDS_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Runs the job's newest due window once, in `runtime`.
 pub fn run(job: &Job, runtime: &Runtime) -> Outcome {
     run_window(job, None, runtime)
@@ -401,23 +405,37 @@ impl<'a> Run<'a> {
         if committed {
             return Ok(Some(Vec::new()));
         }
-        let needs = needs::check(store, &self.window, &self.job.needs)?;
+        let mut needs = needs::check(store, &self.window, &self.job.needs)?;
         if needs.met() {
             return Ok(Some(needs.done));
         }
+        if let Some(wait) = self.runtime.wait_for_needs {
+            // Recorded WAITING first, so every host sees what it waits for;
+            // then looked at again until the upstream is DONE or the wait
+            // is over.
+            self.record_wait(store, row, &needs.words())?;
+            let until = std::time::Instant::now() + wait;
+            let stop = self.runtime.stop;
+            while std::time::Instant::now() < until
+                && !stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst))
+            {
+                std::thread::sleep(
+                    NEEDS_POLL.min(until.saturating_duration_since(std::time::Instant::now())),
+                );
+                needs = needs::check(store, &self.window, &self.job.needs)?;
+                if needs.met() {
+                    return Ok(Some(needs.done));
+                }
+            }
+        }
         let words = needs.words();
-        let recorded = match row.map(|r| (r.state, r.skip_reason.as_deref())) {
-            // Looked at again and still waiting for the same: nothing to
-            // write.
-            Some((RunState::Waiting, Some(was))) if was == words => true,
-            None | Some((RunState::Waiting, _)) => store.record_waiting(
-                &self.window,
-                &words,
-                &crate::run::owner_id(),
-                self.clock.lease_now(),
-            )?,
-            Some(_) => false,
+        let row = if self.runtime.wait_for_needs.is_some() {
+            // Recorded before the wait: read again.
+            store.peek(&self.key)?.map(Box::new)
+        } else {
+            row.cloned().map(Box::new)
         };
+        let recorded = self.record_wait(store, row.as_deref(), &words)?;
         receipt.waits_for = Some(needs.waits_for());
         receipt.skip(
             SkipReason::Waiting,
@@ -433,6 +451,28 @@ impl<'a> Run<'a> {
             ),
         );
         Ok(None)
+    }
+
+    /// Records the window WAITING with `words` when it has no row, or is
+    /// WAITING with other words; whether it is WAITING now.
+    fn record_wait(
+        &self,
+        store: &mut dyn Store,
+        row: Option<&RunRecord>,
+        words: &str,
+    ) -> Result<bool> {
+        Ok(match row.map(|r| (r.state, r.skip_reason.as_deref())) {
+            // Looked at again and still waiting for the same: nothing to
+            // write.
+            Some((RunState::Waiting, Some(was))) if was == words => true,
+            None | Some((RunState::Waiting, _)) => store.record_waiting(
+                &self.window,
+                words,
+                &crate::run::owner_id(),
+                self.clock.lease_now(),
+            )?,
+            Some(_) => false,
+        })
     }
 
     /// Everything the user supplied is checked before the claim, so bad

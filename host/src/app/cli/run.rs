@@ -53,6 +53,12 @@ pub(super) struct RunArgs {
     /// $JOBHOST_RECEIPT, else full].
     #[arg(long, value_name = "full|brief")]
     receipt: Option<String>,
+    /// For a job with `[[needs]]`: when an upstream window the window needs
+    /// is not DONE yet, wait up to this many seconds for it, looking again
+    /// every second, and run the window as soon as it is (else answer
+    /// `waiting`) [default: answer at once].
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    wait: Option<u64>,
 }
 
 impl RunArgs {
@@ -89,7 +95,8 @@ pub(super) fn main(args: RunArgs, runtime: &Runtime) -> Result<i32, Error> {
         .and_then(|c| Ok((c.job(&env)?, c.now()?)));
     let outcome = match job {
         Ok((job, now)) => {
-            let runtime = runtime.at(now.or(runtime.now));
+            let mut runtime = runtime.at(now.or(runtime.now));
+            runtime.wait_for_needs = args.wait.map(std::time::Duration::from_secs);
             match &args.for_window {
                 Some(text) => crate::run::run_for(&job, text, &runtime),
                 None => crate::run::run(&job, &runtime),
