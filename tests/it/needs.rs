@@ -106,6 +106,21 @@ fn ran_revisions(r: &Run) -> Vec<(String, i64)> {
         .collect()
 }
 
+/// The lines of `jobhost daemon` over `configs` in virtual time from
+/// `now` until `until`; it must exit 0.
+fn daemon_lines(configs: &[&Path], store: &Path, now: &str, until: &str) -> Vec<Value> {
+    let run = to_run(
+        daemon_command(configs, s(store), now, until)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// The keys of the windows `history` shows stale, sorted.
 fn stale_keys(store: &Path) -> Vec<String> {
     let mut keys: Vec<String> = history(store)
@@ -240,21 +255,12 @@ fn the_daemon_starts_a_waiting_window_as_soon_as_its_last_upstream_window_is_don
     let r = run_for(&weekly, &store, "2026-11-08T12:00:00Z", "2026-W44");
     assert_eq!(r.event(), "ran", "{}", r.stdout);
 
-    let out = daemon_command(
+    let lines = daemon_lines(
         &[&daily, &weekly],
-        s(&store),
+        &store,
         "2026-11-08T23:00:00Z",
         "2026-11-09T01:30:00Z",
-    )
-    .output()
-    .unwrap();
-    let run = to_run(out);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let lines: Vec<Value> = run
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    );
     let of = |key: &str| -> Vec<&Value> { lines.iter().filter(|l| l["key"] == key).collect() };
     let week = of("weekly:2026-W45");
     assert_eq!(week.first().unwrap()["reason"], "waiting", "{week:?}");
@@ -844,23 +850,16 @@ fn a_daemon_with_freshness_reads_recent_done_days_again_at_a_quiet_moment_and_ma
     drop(conn2);
     let text = std::fs::read_to_string(&daily).unwrap();
     std::fs::write(&daily, format!("{text}\n[freshness]\nrecheck = \"3d\"\n")).unwrap();
-    let out = daemon_command(
+    let checks: Vec<Value> = daemon_lines(
         &[&daily],
-        s(&store),
+        &store,
         "2026-11-06T00:30:00Z",
         "2026-11-06T06:00:00Z",
     )
-    .output()
-    .unwrap();
-    let run = to_run(out);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let checks: Vec<Value> = run
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|v| v["event"] == "check")
-        .collect();
-    assert_eq!(checks.len(), 1, "{}", run.stdout);
+    .into_iter()
+    .filter(|v| v["event"] == "check")
+    .collect();
+    assert_eq!(checks.len(), 1, "{checks:?}");
     assert_eq!(checks[0]["key"], "daily:2026-11-04");
     assert_eq!(checks[0]["detail"], "inputs changed: 1 row more");
     assert_eq!(
