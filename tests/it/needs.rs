@@ -332,15 +332,16 @@ fn needs_that_make_a_cycle_are_refused_before_anything_runs_and_so_is_a_job_that
     );
 }
 
-/// A weekly job over the daily job's reports (`type = "upstream"`): the
-/// sandbox probe echoes the rows it reads as its report and sends them.
-fn weekly_over_reports(dir: &Path) -> PathBuf {
-    let path = dir.join("weekly.toml");
+/// Job `name` (`window`) over `upstream`'s reports (`type = "upstream"`):
+/// the sandbox probe, in `mode` (`echo`, or `echo-send`, which also sends
+/// what it read to `<name>.jsonl`), reports the rows it reads.
+fn over_reports(dir: &Path, name: &str, window: &str, upstream: &str, mode: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
     std::fs::write(
         &path,
         format!(
-            r#"job = "weekly"
-window = "week"
+            r#"job = "{name}"
+window = "{window}"
 timezone = "UTC"
 component = "{}"
 
@@ -348,14 +349,14 @@ component = "{}"
 type = "upstream"
 
 [params]
-mode = "echo-send"
+mode = "{mode}"
 
 [destinations.digest]
 type = "file"
-path = "weekly.jsonl"
+path = "{name}.jsonl"
 
 [[needs]]
-job = "daily"
+job = "{upstream}"
 "#,
             guests().probe.display()
         ),
@@ -401,7 +402,7 @@ fn a_weekly_report_reads_the_daily_reports_a_daily_rerun_makes_exactly_that_week
     sales_db(dir.path(), 2000);
     let store = dir.path().join("store.db");
     let daily = job(dir.path(), "daily", "day", "", &[]);
-    let weekly = weekly_over_reports(dir.path());
+    let weekly = over_reports(dir.path(), "weekly", "week", "daily", "echo-send");
     let now = "2026-11-17T00:30:00Z";
     backfill(&daily, &store, now, ("2026-11-02", "2026-11-16"), &[]);
     for week in ["2026-W45", "2026-W46"] {
@@ -560,33 +561,6 @@ fn a_weekly_report_reads_the_daily_reports_a_daily_rerun_makes_exactly_that_week
     assert_eq!(cells["2026-W45"], "done");
 }
 
-/// A daily job over another daily job's reports (the probe echoes them).
-fn daily_over(dir: &Path, name: &str, upstream: &str) -> PathBuf {
-    let path = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &path,
-        format!(
-            r#"job = "{name}"
-window = "day"
-timezone = "UTC"
-component = "{}"
-
-[source]
-type = "upstream"
-
-[params]
-mode = "echo"
-
-[[needs]]
-job = "{upstream}"
-"#,
-            guests().probe.display()
-        ),
-    )
-    .unwrap();
-    path
-}
-
 #[test]
 fn rerun_stale_over_a_folder_reruns_the_dependents_in_order_and_backfill_only_stale_reruns_only_stale_windows()
  {
@@ -595,8 +569,8 @@ fn rerun_stale_over_a_folder_reruns_the_dependents_in_order_and_backfill_only_st
     let store = dir.path().join("store.db");
     let now = "2026-11-09T12:00:00Z";
     let daily = job(dir.path(), "daily", "day", "", &[]);
-    let second = daily_over(dir.path(), "second", "daily");
-    let third = daily_over(dir.path(), "third", "second");
+    let second = over_reports(dir.path(), "second", "day", "daily", "echo");
+    let third = over_reports(dir.path(), "third", "day", "second", "echo");
     for cfg in [&daily, &second, &third] {
         backfill(cfg, &store, now, ("2026-11-05", "2026-11-08"), &[]);
     }

@@ -16,7 +16,7 @@ use crate::core::error::{Error, Result};
 use crate::guest::journal::{Entry, Journal};
 use crate::guest::source::{Fingerprint, Source, SourceAccess, changes, row_digests};
 use crate::run::{Job, Runtime};
-use crate::store::InputsRecord;
+use crate::store::{InputsRecord, Store};
 
 /// The most windows one check reads again.
 pub const MAX_CHECKED: usize = 10_000;
@@ -102,31 +102,21 @@ pub fn check(
         Some(s) => s,
     };
     let query = source.query().unwrap_or_default();
-    let digest = {
-        use sha2::Digest as _;
-        format!(
-            "sha256:{}",
-            hex::encode(sha2::Sha256::digest(query.as_bytes()))
-        )
-    };
-    let records = {
-        let mut store = crate::store::open(&job.store)?;
-        store.inputs(job.name().as_str(), from, until, MAX_CHECKED)?
-    };
+    let digest = source.query_digest().unwrap_or_default();
+    // One store for the check: its reads, and the marks it makes.
+    let mut store = crate::store::open(&job.store)?;
+    let records = store.inputs(job.name().as_str(), from, until, MAX_CHECKED)?;
     let now = runtime.clock().lease_now();
     let mut out = Vec::with_capacity(records.len());
     for r in records {
-        let (result, detail) = match one(job, source, &digest, query, &r) {
+        let (result, detail) = match one(job, store.as_mut(), source, (&digest, query), &r) {
             Ok(Found::Same) => ("same", None),
             Ok(Found::Changed(cause)) => ("changed", Some(cause)),
             Ok(Found::Unknown(why)) => ("unknown", Some(why)),
             Err(e) => ("unknown", Some(format!("{e:#}"))),
         };
         let marked = match (&detail, result) {
-            (Some(cause), "changed") => {
-                let mut store = crate::store::open(&job.store)?;
-                store.mark_stale(&r.key, r.revision, INPUTS, cause, now)?
-            }
+            (Some(cause), "changed") => store.mark_stale(&r.key, r.revision, INPUTS, cause, now)?,
             _ => false,
         };
         let checked = Checked {
@@ -153,7 +143,15 @@ enum Found {
     Unknown(String),
 }
 
-fn one(job: &Job, source: &Source, digest: &str, query: &str, r: &InputsRecord) -> Result<Found> {
+/// What the check of window `r` finds: `query` is the job's query now,
+/// `digest` its digest.
+fn one(
+    job: &Job,
+    store: &mut dyn Store,
+    source: &Source,
+    (digest, query): (&str, &str),
+    r: &InputsRecord,
+) -> Result<Found> {
     let Some(recorded) = r.fingerprint.as_deref() else {
         return Ok(Found::Unknown(
             "its run recorded no fingerprint of its rows (it ran before `jobhost check` \
@@ -229,7 +227,6 @@ fn one(job: &Job, source: &Source, digest: &str, query: &str, r: &InputsRecord) 
     let journal = if r.pruned {
         None
     } else {
-        let mut store = crate::store::open(&job.store)?;
         store.journal(&r.key)?
     };
     let before = journal

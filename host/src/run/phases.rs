@@ -783,15 +783,8 @@ impl<'a> Run<'a> {
             .job
             .source
             .as_ref()
-            .and_then(|source| source.query())
-            .map(|query| {
-                use sha2::Digest as _;
-                format!(
-                    "{} query=sha256:{}",
-                    success.read.text(),
-                    hex::encode(sha2::Sha256::digest(query.as_bytes()))
-                )
-            });
+            .and_then(Source::query_digest)
+            .map(|query| format!("{} query={query}", success.read.text()));
         let read = RunInputs {
             uses: uses.to_vec(),
             fingerprint,

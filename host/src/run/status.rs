@@ -135,8 +135,9 @@ pub struct Status {
     /// Stale marks on DONE windows, newest window first (at most
     /// [`BOUNDED_ROWS`]).
     pub stale: Vec<StaleMark>,
-    /// How many `[shadow]` runs of current revisions ended each way.
-    pub shadow: Vec<(String, u64)>,
+    /// How many `[shadow]` runs of current revisions ended each way
+    /// (`None`: the job has none).
+    pub shadow: Option<ShadowCounts>,
 }
 
 /// The most rows of each kind [`status_bounded`] reads: windows that need
@@ -242,7 +243,7 @@ pub fn status_bounded(
     });
     runs.dedup_by(|a, b| a.key == b.key);
     let stale = s.stale(Some(job), None, BOUNDED_ROWS)?;
-    let shadow = s.shadow_counts(job)?;
+    let shadow = ShadowCounts::of(&s.shadow_counts(job)?);
     let mut status = judge(schedule, now, expected, &runs, holes, paused)?;
     if status.health == Health::Healthy && !stale.is_empty() {
         status.health = Health::Stale;
@@ -372,7 +373,7 @@ fn judge(
         waiting_late,
         expected_waits_for,
         stale: Vec::new(),
-        shadow: Vec::new(),
+        shadow: None,
     })
 }
 
@@ -431,7 +432,7 @@ pub struct StatusReport {
 }
 
 /// Shadow runs by outcome.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ShadowCounts {
     /// The candidate's report and messages were the live run's, bit for bit.
     pub agreed: u64,
@@ -439,6 +440,27 @@ pub struct ShadowCounts {
     pub differed: u64,
     /// The candidate failed, trapped or ran out of time.
     pub failed: u64,
+}
+
+impl ShadowCounts {
+    /// From the store's counts by verdict; `None` when there are none.
+    pub fn of(counts: &[(String, u64)]) -> Option<ShadowCounts> {
+        let n = |v: &str| counts.iter().find(|(w, _)| w == v).map_or(0, |(_, n)| *n);
+        (!counts.is_empty()).then(|| ShadowCounts {
+            agreed: n("agreed"),
+            differed: n("differed"),
+            failed: n("failed"),
+        })
+    }
+
+    /// Each verdict with its count.
+    pub fn by_verdict(&self) -> [(&'static str, u64); 3] {
+        [
+            ("agreed", self.agreed),
+            ("differed", self.differed),
+            ("failed", self.failed),
+        ]
+    }
 }
 
 /// A DONE window marked stale.
@@ -685,19 +707,7 @@ impl Status {
                 .collect(),
             rerun_stale_command: (!self.stale.is_empty())
                 .then(|| target.command("rerun --stale --reason TEXT")),
-            shadow: (!self.shadow.is_empty()).then(|| {
-                let n = |v: &str| {
-                    self.shadow
-                        .iter()
-                        .find(|(w, _)| w == v)
-                        .map_or(0, |(_, n)| *n)
-                };
-                ShadowCounts {
-                    agreed: n("agreed"),
-                    differed: n("differed"),
-                    failed: n("failed"),
-                }
-            }),
+            shadow: self.shadow,
         }
     }
 }

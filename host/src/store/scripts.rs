@@ -12,7 +12,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use super::sql::Val::{After, Bytes, Flag, Int, Lower, OptText, Text, Time, Upper};
-use super::sql::{Backend, Fail, Kind, Row, Tx, Val};
+use super::sql::{Backend, Fail, Kind, Row, Tx, Val, damaged};
 use super::{
     Actor, Archived, Attempted, AuditAction, AuditLine, Claim, ClaimRequest, ClaimStore, Decision,
     DigestNote, DigestRecord, Existing, Failure, Fence, Forgotten, FreshClaims, InputsRecord,
@@ -1306,8 +1306,9 @@ impl<B: Backend> Ledger for SqlStore<B> {
              WHERE s.key = $1",
             &[Text(key.as_str())],
             &mut |r| {
-                let differences: Vec<String> =
-                    serde_json::from_str(&r.text(6)?).unwrap_or_default();
+                // Written by `record_shadow` as a JSON list of strings.
+                let differences: Vec<String> = serde_json::from_str(&r.text(6)?)
+                    .map_err(|_| damaged(6, "a shadow run's differences"))?;
                 Ok(ShadowRun {
                     key: WindowKey::from_stored(r.text(0)?),
                     revision: r.count(1)?,

@@ -69,16 +69,23 @@ pub(super) fn rerun(args: RerunArgs, runtime: &Runtime) -> Result<i32, Error> {
 /// `jobhost rerun --plan FILE`: one receipt per window, the worst exit
 /// code.
 fn rerun_plan(args: &RerunArgs, file: &std::path::Path, runtime: &Runtime) -> Result<i32, Error> {
-    let level = args.job.level()?;
-    let reason = needed_reason("--reason", &args.reason)?;
+    let (job, runtime, reason, mut receipts) = several(args, runtime)?;
     let plan = crate::run::replay::RerunPlan::read(file)?;
+    operate::rerun_plan(&job, &plan, &reason, &runtime, &mut |o| receipts.print(o))?;
+    receipts.worst()
+}
+
+/// What a rerun of several windows (`--plan`, `--stale`) starts from: the
+/// job of `--config` (its store refused if it dies with its machine), the
+/// runtime at the config's `now`, the reason, and where the receipts go.
+fn several(args: &RerunArgs, runtime: &Runtime) -> Result<(Job, Runtime, String, Receipts), Error> {
+    let receipts = Receipts::new(args.job.level()?);
+    let reason = needed_reason("--reason", &args.reason)?;
     let config = args.job.load()?;
     let job = config.job(&env)?;
     crate::run::refuse_ephemeral_store(&job)?;
     let runtime = runtime.at(config.now()?.or(runtime.now));
-    let mut receipts = Receipts::new(level);
-    operate::rerun_plan(&job, &plan, &reason, &runtime, &mut |o| receipts.print(o))?;
-    receipts.worst()
+    Ok((job, runtime, reason, receipts))
 }
 
 /// The receipts of a command that runs several windows, printed as each
@@ -115,12 +122,7 @@ impl Receipts {
 
 /// `jobhost rerun --stale [--jobs DIR]`.
 fn rerun_stale(args: &RerunArgs, runtime: &Runtime) -> Result<i32, Error> {
-    let level = args.job.level()?;
-    let reason = needed_reason("--reason", &args.reason)?;
-    let config = args.job.load()?;
-    let first = config.job(&env)?;
-    crate::run::refuse_ephemeral_store(&first)?;
-    let runtime = runtime.at(config.now()?.or(runtime.now));
+    let (first, runtime, reason, mut receipts) = several(args, runtime)?;
     let mut jobs = vec![first];
     if let Some(dir) = &args.jobs {
         let mut all = Vec::new();
@@ -146,7 +148,6 @@ fn rerun_stale(args: &RerunArgs, runtime: &Runtime) -> Result<i32, Error> {
                 .filter_map(|i| all.get_mut(i).and_then(Option::take)),
         );
     }
-    let mut receipts = Receipts::new(level);
     for job in &jobs {
         operate::rerun_stale(job, &reason, &runtime, &mut |o| receipts.print(o))?;
     }

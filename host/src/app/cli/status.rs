@@ -262,19 +262,11 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
             }
         };
         let mut notes = Vec::new();
-        if !st.shadow.is_empty() {
-            let n = |v: &str| {
-                st.shadow
-                    .iter()
-                    .find(|(w, _)| w == v)
-                    .map_or(0, |(_, n)| *n)
-            };
+        if let Some(c) = &st.shadow {
             notes.push(format!(
                 "shadow runs: {} agreed, {} differed, {} failed (`history KEY` shows a window's \
                  differences)",
-                n("agreed"),
-                n("differed"),
-                n("failed")
+                c.agreed, c.differed, c.failed
             ));
         }
         for r in st.unfinished.iter().take(3) {

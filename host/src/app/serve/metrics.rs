@@ -253,14 +253,14 @@ pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> 
         stale
             .get_or_create(&label)
             .set(i64::try_from(stale_windows.len()).unwrap_or(i64::MAX));
-        for (verdict, n) in &st.shadow {
+        for (verdict, n) in st.shadow.iter().flat_map(|c| c.by_verdict()) {
             shadows
                 .get_or_create(&StoreJobVerdict {
                     jobhost_job: job.clone(),
                     store: store.clone(),
-                    verdict: verdict.clone(),
+                    verdict: verdict.to_string(),
                 })
-                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
     }
     queries.set(i64::from(count.queries));

@@ -75,6 +75,14 @@ impl Source {
         self.kind.query()
     }
 
+    /// `sha256:<hex>` of [`Source::query`], as a run records it with the
+    /// fingerprint of what it read, when it runs one.
+    pub fn query_digest(&self) -> Option<String> {
+        use sha2::Digest as _;
+        self.query()
+            .map(|q| format!("sha256:{}", hex::encode(sha2::Sha256::digest(q.as_bytes()))))
+    }
+
     /// Where the rows come from, as messages show it: a file, or a URL
     /// with its password as `***`.
     pub fn location(&self) -> String {
