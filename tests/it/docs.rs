@@ -50,6 +50,18 @@ fn documents() -> Vec<PathBuf> {
 /// there, beside the config in `dir`.
 fn provide_ca_files(dir: &Path, body: &str) {
     for line in body.lines() {
+        // A signing key named as `[signing] key_file` shows it.
+        if let Some(rest) = line.trim_start().strip_prefix("key_file = \"")
+            && let Some((name, _)) = rest.split_once('"')
+        {
+            let path = dir.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let _ = std::fs::remove_file(&path);
+            std::fs::write(&path, jobhost::store::chain::Signer::generate().unwrap()).unwrap();
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .unwrap();
+            continue;
+        }
         let Some(rest) = line.trim_start().strip_prefix("ca_file = \"") else {
             continue;
         };

@@ -5,6 +5,7 @@
 mod alerts;
 mod bad_input;
 mod browser;
+mod chain;
 mod compile;
 mod compile_cache;
 mod concurrency;

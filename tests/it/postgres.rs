@@ -125,8 +125,17 @@ fn several_hosts_racing_the_same_windows_on_postgres_run_each_window_once() {
     };
     assert_eq!(
         (versions, distinct),
-        (8, 8),
-        "each of the eight migrations was applied once"
+        (9, 9),
+        "each of the nine migrations was applied once"
+    );
+    // Eighteen hosts appended to the job's one chain: it holds, with no
+    // gap and no fork, and accounts for every row.
+    let verified = jobhost(&["verify", "--store", &db.url()]);
+    assert_eq!(verified.code, 0, "{}{}", verified.stdout, verified.stderr);
+    assert!(
+        verified.stdout.contains("every row accounted for"),
+        "{}",
+        verified.stdout
     );
 }
 
@@ -716,9 +725,10 @@ fn a_store_in_a_schema_with_a_mixed_case_name_opens_and_keeps_its_runs() {
     assert_eq!(first.event(), "ran", "{}", first.stderr);
     assert_eq!(second.receipt()["reason"], "done", "{}", second.stdout);
     assert_eq!(
-        tables, 14,
+        tables, 17,
         "the tables (runs, outbox, cursors, schedule, digests, revisions, revision messages, \
-         audit, pauses, forgotten, uses, stale, shadows, schema) went into the schema the URL \
+         audit, pauses, forgotten, uses, stale, shadows, chain, chain heads, chain adopted, \
+         schema) went into the schema the URL \
          names"
     );
 }
@@ -814,6 +824,8 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
              ALTER TABLE jobhost_runs ADD CONSTRAINT jobhost_runs_state_check CHECK (state IN
                  ('CLAIMED', 'PREPARED', 'DONE', 'FAILED', 'ABANDONED'));
              DROP TABLE jobhost_uses, jobhost_stale, jobhost_shadows;
+             DROP TABLE jobhost_chain, jobhost_chain_heads, jobhost_chain_adopted;
+             ALTER TABLE jobhost_outbox DROP COLUMN entry;
              DELETE FROM jobhost_schema WHERE version > 1;",
         )
         .unwrap();
@@ -870,5 +882,5 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
 }

@@ -50,5 +50,9 @@ fn many_processes_on_a_fresh_store_run_the_window_exactly_once() {
         assert_eq!(h.len(), 1);
         assert_eq!(h[0]["state"], "DONE");
         assert_eq!(h[0]["fence"], 1);
+        // Twelve processes appended to one chain: it holds, and accounts
+        // for every row.
+        let verified = jobhost(&["verify", "--store", s(&store)]);
+        assert_eq!(verified.code, 0, "trial {trial}: {}", verified.stdout);
     }
 }

@@ -256,6 +256,19 @@ fn reads_then_migrates_keeping_every_row(f: &dyn Fixture, dir: &Path, fresh_vers
         now,
     ]);
     assert_eq!(json(&status)["health"], "healthy", "{}", status.stdout);
+
+    // The rows the previous release wrote are adopted by the chain, which
+    // covers what happened since: the store verifies.
+    let verified = jobhost(&["verify", "--store", st]);
+    assert_eq!(verified.code, 0, "{}{}", verified.stdout, verified.stderr);
+    assert!(
+        verified
+            .stdout
+            .contains("from before the chain (covered from their next change)")
+            && verified.stdout.contains("every row accounted for"),
+        "{}",
+        verified.stdout
+    );
 }
 
 // ---- SQLite ----

@@ -26,7 +26,15 @@ pub fn store_location(
     flag: Option<PathBuf>,
     config: Option<&Path>,
 ) -> Result<StoreLocation, Error> {
-    // With `--store`, the config is not read at all.
+    // A verb's changes are signed with the job's key, as its runs' are.
+    if let Some(c) = config {
+        JobConfig::load(&RunFlags {
+            config: Some(c.to_path_buf()),
+            ..RunFlags::default()
+        })?
+        .use_signing_key()?;
+    }
+    // With `--store`, the config's store is not read at all.
     let config = if flag.is_some() { None } else { config };
     JobConfig::load(&RunFlags {
         store: flag,

@@ -237,6 +237,17 @@ impl Deliverer<'_, '_> {
         let mut withheld = 0;
         let margin = last_look::margin(self.d.settings.lease);
         let gate = dest.gate();
+        let signature = crate::store::chain::signer()
+            .zip(p.entry.as_deref())
+            .map(|(s, e)| {
+                crate::store::chain::MessageSignature::sign(
+                    &s,
+                    &m.idempotency_key,
+                    &m.destination,
+                    &m.body,
+                    e,
+                )
+            });
         loop {
             self.reach(Boundary::BeforeSend);
             // The destination's caps, shared by every run of this process
@@ -254,6 +265,7 @@ impl Deliverer<'_, '_> {
                 fence: Some(self.d.lease.fence),
                 maybe_there: self.d.resumed || p.attempts > 0 || info.attempts > 1,
                 now: self.d.clock.lease_now(),
+                signature: signature.as_ref(),
             };
             let (store, lease, clock) = (&mut *self.d.store, self.d.lease, self.d.clock);
             let mut still_ours = || {

@@ -16,6 +16,7 @@ use crate::core::window::WindowKey;
 use crate::effects::last_look::LastLook;
 use crate::effects::sent::{SendFailure, Sent, Uncertainty};
 use crate::store::StagedMessage;
+use crate::store::chain::MessageSignature;
 
 /// Appends the message as one JSON line and syncs it, holding an exclusive
 /// lock on the file (every jobhost process writing it takes the same lock)
@@ -39,6 +40,7 @@ pub(super) fn append(
     key: &WindowKey,
     m: &StagedMessage,
     maybe_there: bool,
+    signature: Option<&MessageSignature>,
     still_ours: &mut dyn FnMut() -> Result<Option<LastLook>>,
 ) -> Result<Sent> {
     let fail = |message: String| {
@@ -130,7 +132,7 @@ pub(super) fn append(
             ));
         }
     }
-    let line = file_line(key, m);
+    let line = file_line(key, m, signature);
     // The whole line, then fsync, so a crash after DONE cannot lose it. If
     // the write fails part way (a full disk), the file is cut back to where
     // it was, so a retry never appends after half a line.
@@ -248,8 +250,13 @@ fn find_key(file: &mut std::fs::File, from: u64, idempotency_key: &str) -> std::
 
 /// The JSON line a file destination receives: the body inline as JSON when
 /// it is JSON, as a string when it is UTF-8 text, else base64.
-fn file_line(key: &WindowKey, m: &StagedMessage) -> String {
+fn file_line(key: &WindowKey, m: &StagedMessage, signature: Option<&MessageSignature>) -> String {
     let mut obj = serde_json::Map::new();
+    if let Some(sig) = signature.and_then(|s| serde_json::to_value(s).ok()) {
+        // The same fields as an HTTP delivery's header, for a reader of
+        // the file to check the line's body with the public key.
+        obj.insert("signature".into(), sig);
+    }
     obj.insert("idempotency_key".into(), m.idempotency_key.clone().into());
     obj.insert("key".into(), key.as_str().into());
     obj.insert("seq".into(), m.seq.into());
@@ -262,6 +269,10 @@ fn file_line(key: &WindowKey, m: &StagedMessage) -> String {
     let json_body = is_json
         .then(|| serde_json::from_slice::<serde_json::Value>(&m.body).ok())
         .flatten();
+    // A signed line keeps the body's exact bytes, which its signature's
+    // digest covers: JSON inline only when it reads back byte for byte.
+    let json_body = json_body
+        .filter(|v| signature.is_none() || serde_json::to_vec(v).is_ok_and(|b| b == m.body));
     match (json_body, std::str::from_utf8(&m.body)) {
         (Some(value), _) => {
             obj.insert("body".into(), value);
@@ -281,6 +292,27 @@ fn file_line(key: &WindowKey, m: &StagedMessage) -> String {
     let mut line = serde_json::Value::Object(obj).to_string();
     line.push('\n');
     line
+}
+
+/// The bytes a file destination's line may have been made from: its
+/// `body` compact as JSON, or as text when it is a string, or its
+/// `body_base64` decoded (a signature's digest tells which).
+pub fn line_bodies(line: &serde_json::Value) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    if let Some(b) = line.get("body") {
+        if let Ok(json) = serde_json::to_vec(b) {
+            out.push(json);
+        }
+        if let Some(text) = b.as_str() {
+            out.push(text.as_bytes().to_vec());
+        }
+    }
+    if let Some(b) = line.get("body_base64").and_then(serde_json::Value::as_str)
+        && let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(b)
+    {
+        out.push(bytes);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -311,10 +343,10 @@ mod tests {
         let path = dir.path().join("out.jsonl");
         let key = WindowKey::from_stored("j:2026-11-08".into());
         let mut ours = || Ok(None);
-        let line = file_line(&key, &message(1));
+        let line = file_line(&key, &message(1), None);
         // The crash kept the object but not its newline.
         std::fs::write(&path, line.trim_end()).unwrap();
-        let sent = append("d", &path, &key, &message(1), true, &mut ours).unwrap();
+        let sent = append("d", &path, &key, &message(1), true, None, &mut ours).unwrap();
         assert_eq!(
             sent,
             Sent::Delivered {
@@ -334,14 +366,14 @@ mod tests {
         let path = dir.path().join("out.jsonl");
         let key = WindowKey::from_stored("j:2026-11-08".into());
         let mut ours = || Ok(None);
-        let whole = file_line(&key, &message(1));
+        let whole = file_line(&key, &message(1), None);
         std::fs::write(&path, format!("{whole}{}", "x".repeat(20_000))).unwrap();
-        append("d", &path, &key, &message(2), false, &mut ours).unwrap();
+        append("d", &path, &key, &message(2), false, None, &mut ours).unwrap();
         let got = lines(&path);
         assert_eq!((got.len(), &got[1]["seq"]), (2, &serde_json::json!(2)));
 
         std::fs::write(&path, "y".repeat(9000)).unwrap();
-        append("d", &path, &key, &message(3), false, &mut ours).unwrap();
+        append("d", &path, &key, &message(3), false, None, &mut ours).unwrap();
         assert_eq!(lines(&path).len(), 1);
     }
 
@@ -351,7 +383,7 @@ mod tests {
         let path = dir.path().join("out.jsonl");
         let key = WindowKey::from_stored("j:2026-11-08".into());
         let mut lost = || Err(crate::Error::LeaseLost("taken over".into()));
-        assert!(append("d", &path, &key, &message(1), false, &mut lost).is_err());
+        assert!(append("d", &path, &key, &message(1), false, None, &mut lost).is_err());
         assert_eq!(std::fs::read(&path).unwrap(), b"");
     }
 
@@ -373,7 +405,7 @@ mod tests {
             clock.sleep(Duration::from_secs(10));
             Ok(Some(look))
         };
-        let sent = append("d", &path, &key, &message(1), false, &mut paused).unwrap();
+        let sent = append("d", &path, &key, &message(1), false, None, &mut paused).unwrap();
         assert_eq!(sent, Sent::Withheld);
         assert_eq!(std::fs::read(&path).unwrap(), b"");
     }
@@ -388,12 +420,12 @@ mod tests {
             content_type: "application/json".into(),
             body: br#"{"a":1}"#.to_vec(),
         };
-        let v: serde_json::Value = serde_json::from_str(&file_line(&key, &m)).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&file_line(&key, &m, None)).unwrap();
         assert_eq!(v["body"]["a"], 1);
         assert_eq!(v["idempotency_key"], "j:2026-11-08#1");
         m.body = vec![0xff, 0x00];
         m.content_type = "application/octet-stream".into();
-        let v: serde_json::Value = serde_json::from_str(&file_line(&key, &m)).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&file_line(&key, &m, None)).unwrap();
         assert_eq!(v["body_base64"], "/wA=");
     }
 
@@ -405,10 +437,10 @@ mod tests {
         let key = WindowKey::from_stored("j:2026-11-08".into());
         let m = message(1);
         assert!(matches!(
-            append("d", &path, &key, &m, true, &mut ours).unwrap(),
+            append("d", &path, &key, &m, true, None, &mut ours).unwrap(),
             Sent::Delivered { .. }
         ));
-        let again = append("d", &path, &key, &m, true, &mut ours).unwrap();
+        let again = append("d", &path, &key, &m, true, None, &mut ours).unwrap();
         assert_eq!(
             again,
             Sent::Delivered {
@@ -434,11 +466,11 @@ mod tests {
         let path = dir.path().join("out.jsonl");
         let key = WindowKey::from_stored("j:2026-11-08".into());
         let m = message(1);
-        let whole = file_line(&key, &m);
+        let whole = file_line(&key, &m, None);
         std::fs::write(&path, format!("{whole}{}", &whole[..20])).unwrap();
         let second = message(2);
         assert!(matches!(
-            append("d", &path, &key, &second, true, &mut ours).unwrap(),
+            append("d", &path, &key, &second, true, None, &mut ours).unwrap(),
             Sent::Delivered { .. }
         ));
         let text = std::fs::read_to_string(&path).unwrap();

@@ -26,6 +26,11 @@ pub const WINDOW_HEADER: &str = "Jobhost-Window";
 /// it grows with every takeover of the window, so an endpoint that keeps
 /// the highest fence it has seen per window can refuse a message from a
 /// process whose claim was taken over (the fencing-token pattern).
+/// The header that carries a signed message's signature (`[signing]`):
+/// its key's id, idempotency key, destination, body digest, the chain
+/// entry that committed it, and the signature over them.
+pub const SIGNATURE_HEADER: &str = "Jobhost-Signature";
+
 pub const FENCE_HEADER: &str = "Jobhost-Fence";
 
 /// The HTTP client every request of the host goes through: statuses are
@@ -90,6 +95,9 @@ pub(super) fn post(
         .header(WINDOW_HEADER, run.key.as_str());
     if let Some(fence) = run.fence {
         req = req.header(FENCE_HEADER, fence.0.to_string());
+    }
+    if let Some(sig) = run.signature {
+        req = req.header(SIGNATURE_HEADER, sig.to_header());
     }
     for (h, v) in t.headers() {
         req = req.header(h.as_str(), v.as_str());

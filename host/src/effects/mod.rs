@@ -8,7 +8,7 @@
 pub mod delivery;
 pub mod destination;
 pub mod digest;
-mod file;
+pub mod file;
 mod http;
 pub mod last_look;
 pub mod ping;

@@ -69,9 +69,15 @@ impl Sender {
         still_ours: &mut dyn FnMut() -> Result<Option<LastLook>>,
     ) -> Result<Sent> {
         let sent = match &dest.target {
-            Target::File { path } => {
-                file::append(name, path, run.key, m, run.maybe_there, still_ours)?
-            }
+            Target::File { path } => file::append(
+                name,
+                path,
+                run.key,
+                m,
+                run.maybe_there,
+                run.signature,
+                still_ours,
+            )?,
             Target::Http(target) => {
                 self.looks.set(run.look.cloned());
                 let agent = self.agent(name, target);

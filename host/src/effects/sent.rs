@@ -75,4 +75,7 @@ pub struct Sending<'a> {
     /// The run's clock reading when it sends (an HTTP-date `Retry-After`
     /// is measured against it).
     pub now: Timestamp,
+    /// The message's signature, when this process signs (`[signing]`) and
+    /// the message was committed by a chain entry.
+    pub signature: Option<&'a crate::store::chain::MessageSignature>,
 }

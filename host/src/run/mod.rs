@@ -22,6 +22,7 @@ pub mod reads;
 pub mod receipt;
 pub mod replay;
 pub mod status;
+pub mod verify;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

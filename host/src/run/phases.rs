@@ -737,6 +737,7 @@ impl<'a> Run<'a> {
             Failure::Permanent
         };
         store.fail(lease, &failure.message, how, None, self.clock.lease_now())?;
+        receipt.entry = store.last_entry();
         match how {
             Failure::Abandon => receipt.fail_as(
                 Event::Abandoned,
@@ -808,8 +809,12 @@ impl<'a> Run<'a> {
                 messages: success.messages.clone(),
                 embedded: None,
                 bodies_pruned: false,
+                chain: Vec::new(),
             })
         });
+        // The messages go on with the entry that committed them, which a
+        // signed delivery names.
+        let entry = store.last_entry();
         let pending = success
             .messages
             .into_iter()
@@ -817,6 +822,7 @@ impl<'a> Run<'a> {
                 message,
                 attempts: 0,
                 in_flight: false,
+                entry: entry.clone(),
             })
             .collect();
         Ok(Executed {
@@ -920,6 +926,8 @@ impl<'a> Run<'a> {
         );
         let modes = |name: &str| self.job.destinations.get(name).map(|d| d.mode);
         receipt.set_messages(infos, &modes);
+        // The chain entry of the last decision: DONE, or the failure.
+        receipt.entry = store.last_entry();
         match result? {
             Ended::Done => {}
             Ended::Retry(why) => receipt.fail(ErrorKind::Delivery, why, Some(true)),

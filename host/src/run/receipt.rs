@@ -239,6 +239,10 @@ pub struct Receipt {
     /// window forgotten after its report was committed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revision: Option<u32>,
+    /// The hash of the chain entry of the run's last decision (DONE, or
+    /// its failure), which `jobhost verify` and a signed message name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entry: Option<String>,
     /// Why the person who asked for this run asked (`rerun`, `backfill
     /// --only failed|all`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -296,6 +300,7 @@ impl Receipt {
             fence: None,
             revision: None,
             because: None,
+            entry: None,
             took_over: None,
             report: None,
             messages: None,

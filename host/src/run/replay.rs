@@ -42,6 +42,11 @@ pub struct Recording {
     /// The delivered messages' bodies were pruned (`prune --keep-journals`):
     /// only their destinations and content types can be compared.
     pub bodies_pruned: bool,
+    /// The chain entries of the run, from the one that claimed its
+    /// revision to its last, with every entry between (what `jobhost verify
+    /// --file` checks offline); none when read from a store or file from
+    /// before the chain.
+    pub chain: Vec<crate::store::chain::Link>,
 }
 
 impl Recording {
@@ -78,6 +83,7 @@ impl Recording {
             messages: store.messages(key)?,
             embedded: None,
             bodies_pruned: run.pruned_at.is_some(),
+            chain: store.chain_of(key, run.revision)?,
         })
     }
 
@@ -134,6 +140,7 @@ impl Recording {
             messages,
             embedded: None,
             bodies_pruned: archived.pruned_at.is_some(),
+            chain: store.chain_of(key, revision)?,
         })
     }
 
@@ -151,6 +158,7 @@ impl Recording {
             messages: self.messages.clone(),
             journal: self.stored_journal.clone(),
             wasm: self.embedded.clone(),
+            chain: self.chain.clone(),
         };
         let plain = postcard::to_stdvec(&body)
             .map_err(|e| Error::host("cannot encode the replay file").because(e))?;
@@ -284,6 +292,9 @@ impl Recording {
             2 => postcard::from_bytes::<FileBodyV2>(&plain)
                 .map_err(|e| damaged(&e))?
                 .into_current(),
+            3 => postcard::from_bytes::<FileBodyV3>(&plain)
+                .map_err(|e| damaged(&e))?
+                .into_current(),
             _ => postcard::from_bytes::<FileBody>(&plain).map_err(|e| damaged(&e))?,
         };
         let digest = body.component.strip_prefix("sha256:").unwrap_or("");
@@ -319,6 +330,7 @@ impl Recording {
             messages: body.messages,
             embedded: body.wasm,
             bodies_pruned: false,
+            chain: body.chain,
         })
     }
 
@@ -439,7 +451,7 @@ const FILE_MAGIC: &[u8; 8] = b"JHREPLAY";
 /// The replay file format this host writes; it reads this one and every
 /// earlier one. 2 added the text `describe` gave; 3 the component's own
 /// bytes (or that the file carries none).
-const FILE_FORMAT: u32 = 3;
+const FILE_FORMAT: u32 = 4;
 
 /// The most a replay file may decompress to.
 const MAX_FILE_PLAIN: u64 = 1 << 30;
@@ -451,8 +463,8 @@ const MAX_FILE_BYTES: u64 = MAX_FILE_PLAIN;
 /// interpreter and all, is about 40 MB).
 pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
 
-/// Format 3: the component's bytes, or `None` for a file exported without
-/// them.
+/// Format 4: the component's bytes, or `None` for a file exported without
+/// them, and the run's chain entries.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct FileBody {
     component: String,
@@ -463,6 +475,31 @@ struct FileBody {
     /// way by postcard, but read byte by byte).
     #[serde(with = "serde_bytes")]
     wasm: Option<Vec<u8>>,
+    chain: Vec<crate::store::chain::Link>,
+}
+
+/// Format 3: no chain entries. Never written any more.
+#[derive(serde::Deserialize)]
+struct FileBodyV3 {
+    component: String,
+    report: StoredReport,
+    messages: Vec<StagedMessage>,
+    journal: Vec<u8>,
+    #[serde(with = "serde_bytes")]
+    wasm: Option<Vec<u8>>,
+}
+
+impl FileBodyV3 {
+    fn into_current(self) -> FileBody {
+        FileBody {
+            component: self.component,
+            report: self.report,
+            messages: self.messages,
+            journal: self.journal,
+            wasm: self.wasm,
+            chain: Vec::new(),
+        }
+    }
 }
 
 /// Format 2: no component. Never written any more.
@@ -482,6 +519,7 @@ impl FileBodyV2 {
             messages: self.messages,
             journal: self.journal,
             wasm: None,
+            chain: Vec::new(),
         }
     }
 }
@@ -515,6 +553,7 @@ impl FileBodyV1 {
             messages: self.messages,
             journal: self.journal,
             wasm: None,
+            chain: Vec::new(),
         }
     }
 }
@@ -1223,8 +1262,9 @@ mod tests {
 
     #[test]
     fn the_component_is_written_as_one_length_and_its_bytes() {
-        // Format 3 as every earlier build wrote it: `Some`, the length as
-        // a varint, the bytes; `None` as one zero byte.
+        // As format 3 wrote it: `Some`, the length as a varint, the bytes;
+        // `None` as one zero byte; then (format 4) the chain's entries, here
+        // none: one zero byte.
         let body = |wasm| FileBody {
             component: String::new(),
             report: StoredReport {
@@ -1236,14 +1276,15 @@ mod tests {
             messages: Vec::new(),
             journal: Vec::new(),
             wasm,
+            chain: Vec::new(),
         };
         let written = postcard::to_allocvec(&body(Some(vec![7; 300]))).unwrap();
-        let tail = [&[1u8, 0xac, 0x02][..], &[7; 300]].concat();
+        let tail = [&[1u8, 0xac, 0x02][..], &[7; 300], &[0]].concat();
         assert!(written.ends_with(&tail), "{written:?}");
         let read: FileBody = postcard::from_bytes(&written).unwrap();
         assert_eq!(read.wasm, Some(vec![7; 300]));
         let written = postcard::to_allocvec(&body(None)).unwrap();
-        assert_eq!(written.last(), Some(&0));
+        assert!(written.ends_with(&[0, 0]));
         assert_eq!(
             postcard::from_bytes::<FileBody>(&written).unwrap().wasm,
             None
@@ -1471,6 +1512,7 @@ mod tests {
             messages: Vec::new(),
             embedded: None,
             bodies_pruned: false,
+            chain: Vec::new(),
         }
     }
 
@@ -1511,6 +1553,7 @@ mod tests {
             messages: Vec::new(),
             journal: r.stored_journal.clone(),
             wasm: Some(b"something else".to_vec()),
+            chain: Vec::new(),
         };
         let e = Recording::from_file(&file_of(FILE_FORMAT, &forged))
             .unwrap_err()

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
+use super::chain::Link;
+use super::verify::ChainRows;
 use super::{
     Actor, Archived, Attempted, AuditLine, Claim, ClaimRequest, DigestNote, Failure, Forgotten,
     FreshClaims, InputsRecord, Lease, MessageRecord, Pause, PendingMessage, Pruned, RangeQuery,
@@ -26,6 +28,12 @@ pub trait ClaimStore {
     /// in it, which is worth saying, since a job that ran before then used
     /// another store.
     fn created(&self) -> bool;
+
+    /// The hash of the last chain entry this store appended, if any (what
+    /// a receipt names).
+    fn last_entry(&self) -> Option<String> {
+        None
+    }
 
     /// Claims the window atomically.
     ///
@@ -518,6 +526,39 @@ pub trait Ledger {
         actor: Actor<'_>,
         now: Timestamp,
     ) -> Result<Pruned>;
+
+    /// The jobs with a chain or rows, in name order (`*` holds what a
+    /// prune of every job recorded); none on a store from before the
+    /// chain.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn chain_jobs(&mut self) -> Result<Vec<String>>;
+
+    /// Up to `limit` entries of `job`'s chain numbered after `after`, in
+    /// order.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn chain(&mut self, job: &str, after: i64, limit: u64) -> Result<Vec<Link>>;
+
+    /// The entries of `job`'s chain from the first about window `key`'s
+    /// revision `revision` to the last about it, every entry between
+    /// included (what an exported run carries).
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn chain_of(&mut self, key: &WindowKey, revision: u32) -> Result<Vec<Link>>;
+
+    /// Everything of `job` that `jobhost verify` compares with its chain.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn chain_rows(&mut self, job: &str) -> Result<ChainRows>;
 }
 
 /// A claim store backend: the protocol and the ledger.

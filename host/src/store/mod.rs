@@ -21,6 +21,7 @@
 //! claimed with; a write that matches no row means another process took the
 //! run over, and the writer must stop without writing or delivering.
 
+pub mod chain;
 mod contract;
 mod decide;
 pub mod durable;
@@ -30,6 +31,7 @@ mod scripts;
 mod sql;
 pub mod sqlite;
 mod types;
+pub mod verify;
 
 use std::sync::Arc;
 use std::time::Duration;

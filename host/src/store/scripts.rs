@@ -11,8 +11,13 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
+use super::chain::{
+    ArchivedFact, AuditFact, Chain, Entry, Head, Link, MessageFact, Outcome, Signer, WindowFact,
+    digest,
+};
 use super::sql::Val::{After, Bytes, Flag, Int, Lower, OptText, Text, Time, Upper};
 use super::sql::{Backend, Fail, Kind, Row, Tx, Val, damaged};
+use super::verify::{ChainRows, MessageRow, RevisionRow, RunRow};
 use super::{
     Actor, Archived, Attempted, AuditAction, AuditLine, Claim, ClaimRequest, ClaimStore, Decision,
     DigestNote, DigestRecord, Existing, Failure, Fence, Forgotten, FreshClaims, InputsRecord,
@@ -28,6 +33,10 @@ use crate::core::window::{JobName, Window, WindowKey};
 /// prune of a long history never holds a lock for long.
 const PRUNE_BATCH: i64 = 500;
 
+/// The most windows one chain entry names (an entry stays far below
+/// [`super::chain::MOST_ENTRY_BYTES`]); more make several entries.
+const MOST_WINDOWS_PER_ENTRY: usize = 1000;
+
 /// The clock a read that compares nothing with the lease clock passes.
 const NO_CLOCK: Timestamp = Timestamp::UNIX_EPOCH;
 
@@ -39,6 +48,49 @@ pub struct SqlStore<B> {
     created: bool,
     /// Test hooks inside the commit of a report.
     failpoints: Option<Arc<dyn Failpoints>>,
+    /// How its transactions append to the chain.
+    chain: ChainSettings,
+    /// The hash of the last entry this store appended.
+    last_entry: Option<String>,
+}
+
+/// How a store's transactions append to the chain: signed with the
+/// process's key, if any; `on` is false only in the store bench's
+/// side-by-side case.
+#[derive(Clone)]
+struct ChainSettings {
+    signer: Option<Arc<Signer>>,
+    on: bool,
+}
+
+/// Begins a transaction of `kind` that appends to the chains of `jobs`
+/// (see [`Backend::begin_chained`]).
+fn chained<'a, B: Backend>(
+    backend: &'a mut B,
+    settings: &ChainSettings,
+    kind: Kind,
+    what: &str,
+    now: Timestamp,
+    jobs: &[&str],
+) -> Result<(B::Tx<'a>, Chain), Fail> {
+    if !settings.on {
+        let tx = backend.begin(kind, what, now)?;
+        return Ok((tx, Chain::new(Vec::new(), None, false)));
+    }
+    let mut jobs = jobs.to_vec();
+    jobs.sort_unstable();
+    jobs.dedup();
+    let (tx, heads) = backend.begin_chained(kind, what, now, &jobs)?;
+    Ok((tx, Chain::new(heads, settings.signer.clone(), true)))
+}
+
+/// Commits a chained transaction with its entries.
+fn seal<T: Tx>(tx: T, what: &str, chain: &Chain) -> Result<()> {
+    if chain.links().is_empty() {
+        tx.commit(what)
+    } else {
+        tx.commit_chained(what, chain.links())
+    }
 }
 
 impl<B: Backend> SqlStore<B> {
@@ -47,6 +99,34 @@ impl<B: Backend> SqlStore<B> {
             backend,
             created,
             failpoints: None,
+            chain: ChainSettings {
+                signer: super::chain::signer(),
+                on: true,
+            },
+            last_entry: None,
+        }
+    }
+
+    /// Keeps no chain: for the store bench's side-by-side case only (a
+    /// store written this way fails `jobhost verify`).
+    #[doc(hidden)]
+    #[must_use]
+    pub fn without_chain(mut self) -> Self {
+        self.chain.on = false;
+        self
+    }
+
+    /// Signs its entries with `signer` instead of the process's key.
+    #[must_use]
+    pub fn signed_by(mut self, signer: Option<Arc<Signer>>) -> Self {
+        self.chain.signer = signer;
+        self
+    }
+
+    /// Notes the last entry a transaction appended.
+    fn sealed(&mut self, chain: &Chain) {
+        if let Some(h) = chain.last() {
+            self.last_entry = Some(h);
         }
     }
 
@@ -178,7 +258,15 @@ impl<B: Backend> SqlStore<B> {
         let k = key.as_str();
         let process = req.probe.record(req.owner);
         let process = process.as_deref();
-        let mut tx = self.backend.begin(Kind::Claim, "claim", req.now)?;
+        let job = req.window.job.as_str();
+        let (mut tx, mut chain) = chained(
+            &mut self.backend,
+            &self.chain,
+            Kind::Claim,
+            "claim",
+            req.now,
+            &[job],
+        )?;
         // A paused job claims nothing, on every host sharing the store.
         let paused = tx.one(
             "read the job's pause",
@@ -238,7 +326,18 @@ impl<B: Backend> SqlStore<B> {
             if let Some(c) = caught_up {
                 claimed = c;
             }
-            tx.commit("commit the claim")?;
+            chain.append(
+                job,
+                &Entry {
+                    revision: Some(claimed.0),
+                    fence: Some(claimed.1),
+                    state: Some(RunState::Claimed.as_str().into()),
+                    component: Some(req.component.into()),
+                    ..Entry::new("claim", req.now, Some(k))
+                },
+            )?;
+            seal(tx, "commit the claim", &chain)?;
+            self.sealed(&chain);
             return Ok(Some(Claim::Run {
                 lease: Lease {
                     key,
@@ -266,6 +365,7 @@ impl<B: Backend> SqlStore<B> {
         };
         let decision = decide(&existing, req)?;
         let fence = Int(existing.fence);
+        let from = Some(existing.state.as_str().to_string());
         match &decision {
             Decision::Answer(_) => {}
             Decision::Abandon(why) => {
@@ -274,6 +374,17 @@ impl<B: Backend> SqlStore<B> {
                     "UPDATE {runs} SET state = 'ABANDONED', error = $3, updated_at = {now}
                      WHERE key = $1 AND fence = $2",
                     &[Text(k), fence, Text(why)],
+                )?;
+                chain.append(
+                    job,
+                    &Entry {
+                        revision: Some(existing.revision),
+                        fence: Some(existing.fence),
+                        state: Some(RunState::Abandoned.as_str().into()),
+                        from,
+                        error: Some(digest(why.as_bytes())),
+                        ..Entry::new("abandon", req.now, Some(k))
+                    },
                 )?;
             }
             Decision::TakeOver { .. } => {
@@ -296,11 +407,70 @@ impl<B: Backend> SqlStore<B> {
                         OptText(process),
                     ],
                 )?;
+                let prepared = existing.state == RunState::Prepared;
+                chain.append(
+                    job,
+                    &Entry {
+                        revision: Some(existing.revision),
+                        fence: Some(existing.fence + 1),
+                        state: Some(
+                            if prepared {
+                                RunState::Prepared
+                            } else {
+                                RunState::Claimed
+                            }
+                            .as_str()
+                            .into(),
+                        ),
+                        from,
+                        component: (!prepared).then(|| req.component.to_string()),
+                        ..Entry::new("claim", req.now, Some(k))
+                    },
+                )?;
             }
-            Decision::Restart { .. } => restart(&mut tx, &key, req, &existing, process)?,
-            Decision::Rerun => rerun(&mut tx, &key, req, &existing, process)?,
+            Decision::Restart { .. } => {
+                let audit = restart(&mut tx, &key, req, &existing, process)?;
+                chain.append(
+                    job,
+                    &Entry {
+                        revision: Some(existing.revision),
+                        fence: Some(existing.fence + 1),
+                        state: Some(
+                            if existing.has_report {
+                                RunState::Prepared
+                            } else {
+                                RunState::Claimed
+                            }
+                            .as_str()
+                            .into(),
+                        ),
+                        from,
+                        component: (!existing.has_report).then(|| req.component.to_string()),
+                        audit: Some(audit),
+                        ..Entry::new("claim", req.now, Some(k))
+                    },
+                )?;
+            }
+            Decision::Rerun => {
+                let (audit, archived) = rerun(&mut tx, &key, req, &existing, process)?;
+                chain.append(
+                    job,
+                    &Entry {
+                        revision: Some(existing.revision + 1),
+                        fence: Some(existing.fence + 1),
+                        state: Some(RunState::Claimed.as_str().into()),
+                        from,
+                        component: Some(req.component.into()),
+                        reason: Some(req.purpose.reason().unwrap_or("").to_string()),
+                        audit: Some(audit),
+                        archived: Some(archived),
+                        ..Entry::new("claim", req.now, Some(k))
+                    },
+                )?;
+            }
         }
-        tx.commit("commit the claim")?;
+        seal(tx, "commit the claim", &chain)?;
+        self.sealed(&chain);
         Ok(Some(decided(decision, req, &existing)))
     }
 
@@ -321,7 +491,14 @@ impl<B: Backend> SqlStore<B> {
         let job = req.job.as_str();
         let process = req.probe.record(req.owner);
         let what = "claim a batch";
-        let mut tx = self.backend.begin(Kind::Claim, what, req.now)?;
+        let (mut tx, mut chain) = chained(
+            &mut self.backend,
+            &self.chain,
+            Kind::Claim,
+            what,
+            req.now,
+            &[job],
+        )?;
 
         let paused = tx.one(
             "read the job's pause",
@@ -393,8 +570,29 @@ impl<B: Backend> SqlStore<B> {
                 &mut key_revision_and_fence,
             )?;
             granted.extend(caught_up);
+            let windows = keys
+                .iter()
+                .filter_map(|k| {
+                    let (revision, fence) = granted.get(k.as_str())?;
+                    Some(WindowFact {
+                        key: k.to_string(),
+                        revision: Some(*revision),
+                        fence: Some(*fence),
+                    })
+                })
+                .collect();
+            chain.append(
+                job,
+                &Entry {
+                    state: Some(RunState::Claimed.as_str().into()),
+                    component: Some(req.component.into()),
+                    windows,
+                    ..Entry::new("claims", req.now, None)
+                },
+            )?;
         }
-        tx.commit("commit the claims")?;
+        seal(tx, "commit the claims", &chain)?;
+        self.sealed(&chain);
         Ok(keys
             .into_iter()
             .filter_map(|key| {
@@ -417,7 +615,16 @@ impl<B: Backend> SqlStore<B> {
             return Ok(());
         }
         let what = "let go of claims not started";
-        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let jobs: Vec<&str> = leases.iter().map(|l| job_of(l.key.as_str())).collect();
+        let (mut tx, mut chain) = chained(
+            &mut self.backend,
+            &self.chain,
+            Kind::Write,
+            what,
+            now,
+            &jobs,
+        )?;
+        let mut released: Vec<(&str, WindowFact)> = Vec::new();
         for lease in leases {
             let k = Text(lease.key.as_str());
             let gone = tx.one(
@@ -430,6 +637,14 @@ impl<B: Backend> SqlStore<B> {
             )?;
             // Taken over meanwhile: not ours to let go of.
             let Some((job, start)) = gone else { continue };
+            released.push((
+                job_of(lease.key.as_str()),
+                WindowFact {
+                    key: lease.key.to_string(),
+                    revision: None,
+                    fence: None,
+                },
+            ));
             // Its next claim takes the next fence, so this lease can never
             // match a row again; and no plan read before stays past it.
             no_row_again(
@@ -440,7 +655,26 @@ impl<B: Backend> SqlStore<B> {
                 (i64::from(lease.revision), lease.fence.0 + 1),
             )?;
         }
-        tx.commit(what)
+        let mut jobs: Vec<&str> = released.iter().map(|(j, _)| *j).collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        for job in jobs {
+            let windows = released
+                .iter()
+                .filter(|(j, _)| *j == job)
+                .map(|(_, w)| w.clone())
+                .collect();
+            chain.append(
+                job,
+                &Entry {
+                    windows,
+                    ..Entry::new("release", now, None)
+                },
+            )?;
+        }
+        seal(tx, what, &chain)?;
+        self.sealed(&chain);
+        Ok(())
     }
 
     /// One batch of [`Ledger::prune`] over DONE runs (`revisions` false)
@@ -448,20 +682,26 @@ impl<B: Backend> SqlStore<B> {
     fn prune_batch(
         &mut self,
         revisions: bool,
-        job: Option<&str>,
+        job: &str,
         before: Timestamp,
         keep_journals: bool,
         now: Timestamp,
     ) -> Result<Option<Pruned>> {
         let what = "prune";
-        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let (mut tx, mut chain) = chained(
+            &mut self.backend,
+            &self.chain,
+            Kind::Write,
+            what,
+            now,
+            &[job],
+        )?;
         // The rows are picked (and on PostgreSQL locked), their sizes read,
         // then their bytes dropped, by key (and revision).
         let (pick, bodies, drop_bodies, mark) = if revisions {
             (
                 "SELECT key, revision, {len journal} FROM {revisions}
-                 WHERE pruned_at IS NULL AND window_end <= {time $1}
-                   AND ($2 IS NULL OR job = $2)
+                 WHERE pruned_at IS NULL AND window_end <= {time $1} AND job = $2
                  LIMIT $3{lock}",
                 "SELECT CAST(coalesce(sum({len body}), 0) AS BIGINT) FROM {revision_messages}
                  WHERE state = 'DELIVERED' AND key IN {keys $1}
@@ -477,7 +717,7 @@ impl<B: Backend> SqlStore<B> {
             (
                 "SELECT key, revision, {len journal} FROM {runs}
                  WHERE state = 'DONE' AND pruned_at IS NULL AND window_end <= {time $1}
-                   AND ($2 IS NULL OR job = $2)
+                   AND job = $2
                  LIMIT $3{lock}",
                 "SELECT CAST(coalesce(sum({len body}), 0) AS BIGINT) FROM {outbox}
                  WHERE state = 'DELIVERED' AND key IN {keys $1}",
@@ -491,7 +731,7 @@ impl<B: Backend> SqlStore<B> {
         let picked = tx.query(
             what,
             pick,
-            &[Time(before), OptText(job), Int(PRUNE_BATCH)],
+            &[Time(before), Text(job), Int(PRUNE_BATCH)],
             &mut |r| Ok((r.text(0)?, r.int(1)?, r.opt_int(2)?.unwrap_or(0))),
         )?;
         if picked.is_empty() {
@@ -511,7 +751,32 @@ impl<B: Backend> SqlStore<B> {
              WHERE key IN {keys $1} AND revision || ' ' || key IN {keys $2}",
             &[args[0], args[1]],
         )?;
-        tx.commit(what)?;
+        let windows = picked
+            .iter()
+            .map(|(k, rev, _)| WindowFact {
+                key: k.clone(),
+                revision: u32::try_from(*rev).ok(),
+                fence: None,
+            })
+            .collect();
+        chain.append(
+            job,
+            &Entry {
+                windows,
+                state: keep_journals.then(|| "journals kept".to_string()),
+                ..Entry::new(
+                    if revisions {
+                        "pruned-revisions"
+                    } else {
+                        "pruned"
+                    },
+                    now,
+                    None,
+                )
+            },
+        )?;
+        seal(tx, what, &chain)?;
+        self.sealed(&chain);
         let journal_bytes: i64 = if keep_journals {
             0
         } else {
@@ -600,6 +865,10 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
         self.created
     }
 
+    fn last_entry(&self) -> Option<String> {
+        self.last_entry.clone()
+    }
+
     fn claim(&mut self, req: &ClaimRequest<'_>) -> Result<Claim> {
         loop {
             match self.try_claim(req) {
@@ -654,7 +923,15 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
     ) -> Result<()> {
         let what = "commit the report";
         let key = lease.key.as_str();
-        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let job = job_of(key);
+        let (mut tx, mut chain) = chained(
+            &mut self.backend,
+            &self.chain,
+            Kind::Write,
+            what,
+            now,
+            &[job],
+        )?;
         let changed = tx.exec(
             what,
             "UPDATE {runs} SET state = 'PREPARED', report = $3, report_cursor = $4,
@@ -673,12 +950,34 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
             ],
         )?;
         fenced(changed, lease)?;
+        let entry = chain.append(
+            job,
+            &Entry {
+                revision: Some(lease.revision),
+                fence: Some(lease.fence.0),
+                state: Some(RunState::Prepared.as_str().into()),
+                report: Some(digest(report.summary.as_bytes())),
+                journal: Some(digest(journal)),
+                inputs: read.fingerprint.clone(),
+                messages: messages
+                    .iter()
+                    .map(|m| MessageFact {
+                        seq: m.seq,
+                        destination: m.destination.clone(),
+                        idempotency_key: m.idempotency_key.clone(),
+                        body: digest(&m.body),
+                    })
+                    .collect(),
+                ..Entry::new("report", now, Some(key))
+            },
+        )?;
+        let entry = (!entry.is_empty()).then_some(entry);
         for m in messages {
             tx.exec(
                 "stage messages",
                 "INSERT INTO {outbox} (key, seq, destination, idempotency_key, content_type,
-                    body, state, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, 'PENDING', {now})",
+                    body, state, updated_at, entry)
+                 VALUES ($1, $2, $3, $4, $5, $6, 'PENDING', {now}, $7)",
                 &[
                     Text(key),
                     Int(i64::from(m.seq)),
@@ -686,6 +985,7 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
                     Text(&m.idempotency_key),
                     Text(&m.content_type),
                     Bytes(&m.body),
+                    OptText(entry.as_deref()),
                 ],
             )?;
         }
@@ -746,13 +1046,16 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
         if let Some(f) = &self.failpoints {
             f.reached(Boundary::InPrepare);
         }
-        tx.commit(what)
+        seal(tx, what, &chain)?;
+        self.sealed(&chain);
+        Ok(())
     }
 
     fn pending_messages(&mut self, key: &WindowKey) -> Result<Vec<PendingMessage>> {
         self.rows(
             "read staged messages",
-            "SELECT seq, destination, idempotency_key, content_type, body, attempts, in_flight
+            "SELECT seq, destination, idempotency_key, content_type, body, attempts, in_flight,
+                entry
              FROM {outbox} WHERE key = $1 AND state = 'PENDING' ORDER BY seq",
             &[Text(key.as_str())],
             &mut |r| {
@@ -760,6 +1063,7 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
                     message: staged(r)?,
                     attempts: r.count(5)?,
                     in_flight: r.flag(6)?,
+                    entry: r.opt_text(7)?,
                 })
             },
         )
@@ -828,15 +1132,37 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
 
     fn not_sent(&mut self, lease: &Lease, seq: u32, status: &str, now: Timestamp) -> Result<()> {
         let what = "record a send";
-        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let key = lease.key.as_str();
+        let (mut tx, mut chain) = chained(
+            &mut self.backend,
+            &self.chain,
+            Kind::Write,
+            what,
+            now,
+            &[job_of(key)],
+        )?;
         still_delivering(&mut tx, lease)?;
         tx.exec(
             what,
             "UPDATE {outbox} SET in_flight = false, last_status = $3, updated_at = {now}
              WHERE key = $1 AND seq = $2 AND state = 'PENDING'",
-            &[Text(lease.key.as_str()), Int(i64::from(seq)), Text(status)],
+            &[Text(key), Int(i64::from(seq)), Text(status)],
         )?;
-        tx.commit(what)
+        chain.append(
+            job_of(key),
+            &Entry {
+                fence: Some(lease.fence.0),
+                outcomes: vec![Outcome {
+                    seq,
+                    state: MessageState::Pending.as_str().into(),
+                    status: Some(status.into()),
+                }],
+                ..Entry::new("attempt", now, Some(key))
+            },
+        )?;
+        seal(tx, what, &chain)?;
+        self.sealed(&chain);
+        Ok(())
     }
 
     fn mark_delivered(
@@ -846,9 +1172,27 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
         now: Timestamp,
     ) -> Result<()> {
         let what = "record a delivery";
-        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let key = lease.key.as_str();
+        let (mut tx, mut chain) = chained(
+            &mut self.backend,
+            &self.chain,
+            Kind::Write,
+            what,
+            now,
+            &[job_of(key)],
+        )?;
         record_delivery(&mut tx, lease, done)?;
-        tx.commit(what)
+        chain.append(
+            job_of(key),
+            &Entry {
+                fence: Some(lease.fence.0),
+                outcomes: vec![delivered(done)],
+                ..Entry::new("delivered", now, Some(key))
+            },
+        )?;
+        seal(tx, what, &chain)?;
+        self.sealed(&chain);
+        Ok(())
     }
 
     fn finish(
@@ -859,7 +1203,15 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
     ) -> Result<()> {
         let what = "mark the run done";
         let key = Text(lease.key.as_str());
-        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let job = job_of(lease.key.as_str());
+        let (mut tx, mut chain) = chained(
+            &mut self.backend,
+            &self.chain,
+            Kind::Write,
+            what,
+            now,
+            &[job],
+        )?;
         if let Some(done) = last_delivery {
             record_delivery(&mut tx, lease, done)?;
         }
@@ -895,7 +1247,19 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
              WHERE excluded.window_end >= {cursors}.window_end",
             &[key],
         )?;
-        tx.commit(what)
+        chain.append(
+            job,
+            &Entry {
+                revision: Some(lease.revision),
+                fence: Some(lease.fence.0),
+                state: Some(RunState::Done.as_str().into()),
+                outcomes: last_delivery.map(delivered).into_iter().collect(),
+                ..Entry::new("done", now, Some(lease.key.as_str()))
+            },
+        )?;
+        seal(tx, what, &chain)?;
+        self.sealed(&chain);
+        Ok(())
     }
 
     fn fail(
@@ -910,15 +1274,24 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
         // A PREPARED run that will be retried keeps its state (its report
         // and messages are committed) and only lets its lease go.
         let t = how.transition();
-        let mut tx = self.backend.begin(Kind::Write, what, now)?;
-        let changed = tx.exec(
+        let job = job_of(lease.key.as_str());
+        let (mut tx, mut chain) = chained(
+            &mut self.backend,
+            &self.chain,
+            Kind::Write,
+            what,
+            now,
+            &[job],
+        )?;
+        let states = tx.query(
             what,
             "UPDATE {runs} SET
                 state = coalesce($3, CASE state WHEN 'CLAIMED' THEN 'FAILED' ELSE state END),
                 retryable = $4, retry_at = {after $5}, error = $6, updated_at = {now},
                 lease_expires_at = least(lease_expires_at, {now}),
                 attempt = greatest(greatest(attempt, 1) - $7, 0)
-             WHERE key = $1 AND fence = $2 AND state IN ('CLAIMED', 'PREPARED')",
+             WHERE key = $1 AND fence = $2 AND state IN ('CLAIMED', 'PREPARED')
+             RETURNING state",
             &[
                 Text(lease.key.as_str()),
                 Int(lease.fence.0),
@@ -928,8 +1301,9 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
                 Text(error),
                 Int(i64::from(!t.counted)),
             ],
+            &mut |r| r.text(0),
         )?;
-        fenced(changed, lease)?;
+        fenced(states.len() as u64, lease)?;
         if let Some(m) = message {
             tx.exec(
                 "record the failed delivery",
@@ -945,7 +1319,27 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
                 ],
             )?;
         }
-        tx.commit(what)
+        chain.append(
+            job,
+            &Entry {
+                revision: Some(lease.revision),
+                fence: Some(lease.fence.0),
+                state: states.into_iter().next(),
+                error: Some(digest(error.as_bytes())),
+                outcomes: message
+                    .map(|m| Outcome {
+                        seq: m.seq,
+                        state: t.message_state.as_str().into(),
+                        status: Some(m.status.into()),
+                    })
+                    .into_iter()
+                    .collect(),
+                ..Entry::new("failed", now, Some(lease.key.as_str()))
+            },
+        )?;
+        seal(tx, what, &chain)?;
+        self.sealed(&chain);
+        Ok(())
     }
 
     fn cursor(&mut self, job: &JobName) -> Result<Option<String>> {
@@ -1069,7 +1463,15 @@ impl<B: Backend> Ledger for SqlStore<B> {
             return Ok(Vec::new());
         }
         let what = "record skipped windows";
-        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let jobs: Vec<&str> = skips.iter().map(|s| s.window.job.as_str()).collect();
+        let (mut tx, mut chain) = chained(
+            &mut self.backend,
+            &self.chain,
+            Kind::Write,
+            what,
+            now,
+            &jobs,
+        )?;
         let mut recorded = Vec::with_capacity(skips.len());
         for skip in skips {
             let w = skip.window;
@@ -1113,8 +1515,31 @@ impl<B: Backend> Ledger for SqlStore<B> {
                    AND (r.fence < f.next_fence - 1 OR r.revision < f.next_revision)",
                 &[Text(job)],
             )?;
+            let windows: Vec<WindowFact> = skips
+                .iter()
+                .zip(&recorded)
+                .filter(|(s, new)| **new && s.window.job.as_str() == job)
+                .map(|(s, _)| WindowFact {
+                    key: s.window.key().to_string(),
+                    revision: None,
+                    fence: None,
+                })
+                .collect();
+            // A catch-up may skip many windows at once: an entry names at
+            // most a bounded number of them.
+            for some in windows.chunks(MOST_WINDOWS_PER_ENTRY) {
+                chain.append(
+                    job,
+                    &Entry {
+                        state: Some(RunState::Skipped.as_str().into()),
+                        windows: some.to_vec(),
+                        ..Entry::new("skipped", now, None)
+                    },
+                )?;
+            }
         }
-        tx.commit(what)?;
+        seal(tx, what, &chain)?;
+        self.sealed(&chain);
         Ok(recorded)
     }
 
@@ -1127,7 +1552,15 @@ impl<B: Backend> Ledger for SqlStore<B> {
     ) -> Result<bool> {
         let what = "record a window waiting for its upstream";
         let key = window.key();
-        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let job = window.job.as_str();
+        let (mut tx, mut chain) = chained(
+            &mut self.backend,
+            &self.chain,
+            Kind::Write,
+            what,
+            now,
+            &[job],
+        )?;
         let inserted = tx.query(
             what,
             "INSERT INTO {runs} (key, job, window_start, window_end, timezone, state, fence,
@@ -1166,9 +1599,17 @@ impl<B: Backend> Ledger for SqlStore<B> {
             )?
             .unwrap_or(false)
         } else {
+            chain.append(
+                job,
+                &Entry {
+                    state: Some(RunState::Waiting.as_str().into()),
+                    ..Entry::new("waiting", now, Some(key.as_str()))
+                },
+            )?;
             true
         };
-        tx.commit(what)?;
+        seal(tx, what, &chain)?;
+        self.sealed(&chain);
         Ok(waiting)
     }
 
@@ -1542,7 +1983,14 @@ impl<B: Backend> Ledger for SqlStore<B> {
 
     fn pause(&mut self, job: &str, actor: Actor<'_>, now: Timestamp) -> Result<Option<Pause>> {
         let what = "pause the job";
-        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let (mut tx, mut chain) = chained(
+            &mut self.backend,
+            &self.chain,
+            Kind::Write,
+            what,
+            now,
+            &[job],
+        )?;
         // Read under the pause's own row lock (on PostgreSQL, by locking
         // the job's existing pause, if any), in the same transaction as the
         // write.
@@ -1558,7 +2006,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
              ON CONFLICT (job) DO UPDATE SET note = excluded.note, actor = excluded.actor",
             &[Text(job), Text(actor.reason), Text(actor.by)],
         )?;
-        audit(
+        let audit = audit(
             &mut tx,
             &AuditRow {
                 job,
@@ -1570,13 +2018,28 @@ impl<B: Backend> Ledger for SqlStore<B> {
                 actor: actor.by,
             },
         )?;
-        tx.commit(what)?;
+        chain.append(
+            job,
+            &Entry {
+                audit: Some(audit),
+                ..Entry::new("pause", now, None)
+            },
+        )?;
+        seal(tx, what, &chain)?;
+        self.sealed(&chain);
         Ok(before)
     }
 
     fn resume(&mut self, job: &str, actor: Actor<'_>, now: Timestamp) -> Result<Option<Pause>> {
         let what = "resume the job";
-        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let (mut tx, mut chain) = chained(
+            &mut self.backend,
+            &self.chain,
+            Kind::Write,
+            what,
+            now,
+            &[job],
+        )?;
         let ended = tx.one(
             what,
             "DELETE FROM {pauses} WHERE job = $1 RETURNING job, note, actor, {t since}",
@@ -1584,7 +2047,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
             &mut pause_row,
         )?;
         if let Some(p) = &ended {
-            audit(
+            let audit = audit(
                 &mut tx,
                 &AuditRow {
                     job,
@@ -1596,8 +2059,16 @@ impl<B: Backend> Ledger for SqlStore<B> {
                     actor: actor.by,
                 },
             )?;
+            chain.append(
+                job,
+                &Entry {
+                    audit: Some(audit),
+                    ..Entry::new("resume", now, None)
+                },
+            )?;
         }
-        tx.commit(what)?;
+        seal(tx, what, &chain)?;
+        self.sealed(&chain);
         Ok(ended)
     }
 
@@ -1610,11 +2081,18 @@ impl<B: Backend> Ledger for SqlStore<B> {
     ) -> Result<Forgotten> {
         let what = "forget the window";
         let k = Text(key.as_str());
-        let mut tx = self.backend.begin(Kind::Write, what, now)?;
+        let (mut tx, mut chain) = chained(
+            &mut self.backend,
+            &self.chain,
+            Kind::Write,
+            what,
+            now,
+            &[job_of(key.as_str())],
+        )?;
         let row = tx.one(
             what,
             "SELECT state, job, {t window_start}, lease_expires_at > {now}, error,
-                report IS NOT NULL,
+                report,
                 (SELECT count(*) FROM {outbox} o WHERE o.key = r.key AND o.state <> 'DELIVERED'),
                 fence, revision, skip_reason
              FROM {runs} r WHERE key = $1{lock}",
@@ -1624,17 +2102,17 @@ impl<B: Backend> Ledger for SqlStore<B> {
                     state(r, 0)?,
                     r.text(1)?,
                     r.time(2)?,
-                    (r.flag(3)?, (r.opt_text(4)?, r.opt_text(9)?), r.flag(5)?),
+                    (r.flag(3)?, (r.opt_text(4)?, r.opt_text(9)?), r.opt_text(5)?),
                     r.count(6)?,
                     (r.int(7)?, r.int(8)?),
                 ))
             },
         )?;
-        let Some((old, job, start, (live, notes, has_report), undelivered, (fence, revision))) =
-            row
+        let Some((old, job, start, (live, notes, report), undelivered, (fence, revision))) = row
         else {
             return Err(super::no_such_run(key));
         };
+        let has_report = report.is_some();
         super::may_forget(key, old, live, force)?;
         if has_report {
             archive(&mut tx, key)?;
@@ -1642,7 +2120,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
         let (error, skip_reason) = notes;
         let detail =
             super::forget_detail(old, error.as_deref(), skip_reason.as_deref(), undelivered);
-        audit(
+        let audit = audit(
             &mut tx,
             &AuditRow {
                 job: &job,
@@ -1668,7 +2146,21 @@ impl<B: Backend> Ledger for SqlStore<B> {
             start,
             (revision + i64::from(has_report), fence + 1),
         )?;
-        tx.commit(what)?;
+        chain.append(
+            &job,
+            &Entry {
+                from: Some(old.as_str().into()),
+                audit: Some(audit),
+                archived: report.map(|r| ArchivedFact {
+                    revision: u32::try_from(revision).unwrap_or(u32::MAX),
+                    state: old.as_str().into(),
+                    report: Some(digest(r.as_bytes())),
+                }),
+                ..Entry::new("forget", now, Some(key.as_str()))
+            },
+        )?;
+        seal(tx, what, &chain)?;
+        self.sealed(&chain);
         Ok(Forgotten {
             old_state: old,
             undelivered: if old == RunState::Prepared {
@@ -1717,9 +2209,24 @@ impl<B: Backend> Ledger for SqlStore<B> {
         // Rows of DONE runs (never anything unfinished), then archived
         // revisions (which never run again), in batches, each a short
         // transaction of its own.
-        for revisions in [false, true] {
-            while let Some(batch) = self.prune_batch(revisions, job, before, keep_journals, now)? {
-                pruned.add(batch);
+        // Job by job, so that each batch appends to one chain it locked
+        // before any row.
+        let jobs = match job {
+            Some(j) => vec![j.to_string()],
+            None => self.rows(
+                "read the jobs",
+                "SELECT job FROM {runs} UNION SELECT job FROM {revisions} ORDER BY 1",
+                &[],
+                &mut |r| r.text(0),
+            )?,
+        };
+        for j in &jobs {
+            for revisions in [false, true] {
+                while let Some(batch) =
+                    self.prune_batch(revisions, j, before, keep_journals, now)?
+                {
+                    pruned.add(batch);
+                }
             }
         }
         if pruned.runs > 0 {
@@ -1727,11 +2234,19 @@ impl<B: Backend> Ledger for SqlStore<B> {
                 "{} run(s) ending by {before}: {} journal byte(s), {} message byte(s)",
                 pruned.runs, pruned.journal_bytes, pruned.body_bytes
             );
-            let mut tx = self.backend.begin(Kind::Write, "prune", now)?;
-            audit(
+            let chain_of = job.unwrap_or("*");
+            let (mut tx, mut chain) = chained(
+                &mut self.backend,
+                &self.chain,
+                Kind::Write,
+                "prune",
+                now,
+                &[chain_of],
+            )?;
+            let audit = audit(
                 &mut tx,
                 &AuditRow {
-                    job: job.unwrap_or("*"),
+                    job: chain_of,
                     key: None,
                     action: AuditAction::Prune,
                     old_state: None,
@@ -1740,10 +2255,224 @@ impl<B: Backend> Ledger for SqlStore<B> {
                     actor: actor.by,
                 },
             )?;
-            tx.commit("prune")?;
+            chain.append(
+                chain_of,
+                &Entry {
+                    audit: Some(audit),
+                    ..Entry::new("prune", now, None)
+                },
+            )?;
+            seal(tx, "prune", &chain)?;
+            self.sealed(&chain);
         }
         self.backend.after_prune();
         Ok(pruned)
+    }
+    fn chain_jobs(&mut self) -> Result<Vec<String>> {
+        if !self.backend.chain_tables() {
+            return Ok(Vec::new());
+        }
+        self.rows(
+            "read the chains' jobs",
+            "SELECT job FROM {chain_heads} UNION SELECT job FROM {runs}
+             UNION SELECT job FROM {revisions} UNION SELECT job FROM {audit} ORDER BY 1",
+            &[],
+            &mut |r| r.text(0),
+        )
+    }
+
+    fn chain(&mut self, job: &str, after: i64, limit: u64) -> Result<Vec<Link>> {
+        if !self.backend.chain_tables() {
+            return Ok(Vec::new());
+        }
+        self.rows(
+            "read the chain",
+            "SELECT job, seq, kind, key, entry, prev, hash, key_id, signature FROM {chain}
+             WHERE job = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+            &[
+                Text(job),
+                Int(after),
+                Int(i64::try_from(limit).unwrap_or(i64::MAX)),
+            ],
+            &mut link,
+        )
+    }
+
+    fn chain_of(&mut self, key: &WindowKey, revision: u32) -> Result<Vec<Link>> {
+        if !self.backend.chain_tables() {
+            return Ok(Vec::new());
+        }
+        let job = job_of(key.as_str());
+        // The entries naming the window, then those of its revision: from
+        // the entry that made the revision (a claim, or a batch's, which
+        // names no window) to the last.
+        let about = self.rows(
+            "read the window's entries",
+            "SELECT seq, entry FROM {chain} WHERE key = $1 ORDER BY seq",
+            &[Text(key.as_str())],
+            &mut |r| Ok((r.int(0)?, r.text(1)?)),
+        )?;
+        let mine: Vec<i64> = about
+            .iter()
+            .filter(|(_, text)| {
+                serde_json::from_str::<Entry>(text)
+                    .is_ok_and(|e| e.revision.is_none_or(|n| n == revision))
+            })
+            .map(|(seq, _)| *seq)
+            .collect();
+        let (Some(first), Some(last)) = (mine.first(), mine.last()) else {
+            return Ok(Vec::new());
+        };
+        // A window claimed in a batch names no window in its claim's
+        // entry: the batch before its first entry of its own is included.
+        let batch = self.row(
+            "read the window's claim",
+            "SELECT max(seq) FROM {chain} WHERE job = $1 AND seq < $2 AND kind = 'claims'",
+            &[Text(job), Int(*first)],
+            &mut |r| r.opt_int(0),
+        )?;
+        let from = batch.flatten().map_or(*first, |b| b.min(*first));
+        self.rows(
+            "read the chain",
+            "SELECT job, seq, kind, key, entry, prev, hash, key_id, signature FROM {chain}
+             WHERE job = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
+            &[Text(job), Int(from), Int(*last)],
+            &mut link,
+        )
+    }
+
+    fn chain_rows(&mut self, job: &str) -> Result<ChainRows> {
+        if !self.backend.chain_tables() {
+            return Ok(ChainRows::default());
+        }
+        let j = [Text(job)];
+        let head = self.row(
+            "read the chain's head",
+            "SELECT job, seq, hash FROM {chain_heads} WHERE job = $1",
+            &j,
+            &mut |r| {
+                Ok(Head {
+                    job: r.text(0)?,
+                    seq: r.int(1)?,
+                    hash: r.text(2)?,
+                })
+            },
+        )?;
+        let runs = self.rows(
+            "read the rows to verify",
+            "SELECT key, state, revision, fence, component, report, reason, journal
+             FROM {runs} WHERE job = $1",
+            &j,
+            &mut |r| {
+                Ok(RunRow {
+                    key: r.text(0)?,
+                    state: r.text(1)?,
+                    revision: r.count(2)?,
+                    fence: r.int(3)?,
+                    component: r.text(4)?,
+                    report: r.opt_text(5)?.map(|t| digest(t.as_bytes())),
+                    reason: r.opt_text(6)?,
+                    journal: r.opt_bytes(7)?.map(|b| digest(&b)),
+                })
+            },
+        )?;
+        let messages = self.rows(
+            "read the messages to verify",
+            "SELECT o.key, o.seq, o.destination, o.idempotency_key, o.body, o.state
+             FROM {outbox} o JOIN {runs} r ON r.key = o.key WHERE r.job = $1",
+            &j,
+            &mut |r| {
+                let body = r.bytes(4)?;
+                Ok(MessageRow {
+                    key: r.text(0)?,
+                    seq: r.count(1)?,
+                    destination: r.text(2)?,
+                    idempotency_key: r.text(3)?,
+                    body: (!body.is_empty()).then(|| digest(&body)),
+                    state: r.text(5)?,
+                })
+            },
+        )?;
+        let revisions = self.rows(
+            "read the revisions to verify",
+            "SELECT key, revision, state, report FROM {revisions} WHERE job = $1",
+            &j,
+            &mut |r| {
+                Ok(RevisionRow {
+                    key: r.text(0)?,
+                    revision: r.count(1)?,
+                    state: r.text(2)?,
+                    report: r.opt_text(3)?.map(|t| digest(t.as_bytes())),
+                })
+            },
+        )?;
+        let audit = self.rows(
+            "read the audit lines to verify",
+            "SELECT id, action, key, old_state, reason, detail, actor FROM {audit}
+             WHERE job = $1",
+            &j,
+            &mut |r| {
+                Ok(AuditFact {
+                    id: r.int(0)?,
+                    action: r.text(1)?,
+                    key: r.opt_text(2)?,
+                    old_state: r.opt_text(3)?,
+                    reason: r.text(4)?,
+                    detail: r.opt_text(5)?,
+                    by: r.text(6)?,
+                })
+            },
+        )?;
+        // What there was before the chain, of this job.
+        let adopted = self
+            .rows(
+                "read the rows from before the chain",
+                "SELECT what, id FROM {chain_adopted} a
+                 WHERE (what = 'run' AND id IN (SELECT key FROM {runs} WHERE job = $1))
+                    OR (what = 'audit' AND id IN (SELECT CAST(id AS TEXT) FROM {audit}
+                                                  WHERE job = $1))
+                    OR (what = 'revision' AND id IN (SELECT revision || ' ' || key
+                                                     FROM {revisions} WHERE job = $1))
+                    OR (what = 'message' AND id IN (SELECT o.seq || ' ' || o.key
+                                                    FROM {outbox} o JOIN {runs} r
+                                                    ON r.key = o.key WHERE r.job = $1))",
+                &j,
+                &mut |r| Ok((r.text(0)?, r.text(1)?)),
+            )?
+            .into_iter()
+            .collect();
+        Ok(ChainRows {
+            head,
+            runs,
+            messages,
+            revisions,
+            audit,
+            adopted,
+        })
+    }
+}
+
+/// One stored chain entry.
+fn link(r: &dyn Row) -> Result<Link> {
+    Ok(Link {
+        job: r.text(0)?,
+        seq: r.int(1)?,
+        kind: r.text(2)?,
+        key: r.opt_text(3)?,
+        entry: r.text(4)?,
+        prev: r.text(5)?,
+        hash: r.text(6)?,
+        key_id: r.opt_text(7)?,
+        signature: r.opt_text(8)?,
+    })
+}
+
+/// A delivery's outcome as an entry binds it.
+fn delivered(done: &Attempted<'_>) -> Outcome {
+    Outcome {
+        seq: done.seq,
+        state: MessageState::Delivered.as_str().into(),
+        status: Some(done.status.into()),
     }
 }
 
@@ -1786,8 +2515,8 @@ fn restart<T: Tx>(
     req: &ClaimRequest<'_>,
     existing: &Existing,
     process: Option<&str>,
-) -> Result<()> {
-    audit(
+) -> Result<AuditFact> {
+    let audit = audit(
         tx,
         &AuditRow {
             job: req.window.job.as_str(),
@@ -1826,7 +2555,7 @@ fn restart<T: Tx>(
          WHERE key = $1 AND state <> 'DELIVERED'",
         &[Text(key.as_str())],
     )?;
-    Ok(())
+    Ok(audit)
 }
 
 /// Archives a DONE window's row and messages as a revision and claims its
@@ -1837,8 +2566,19 @@ fn rerun<T: Tx>(
     req: &ClaimRequest<'_>,
     existing: &Existing,
     process: Option<&str>,
-) -> Result<()> {
+) -> Result<(AuditFact, ArchivedFact)> {
     let reason = req.purpose.reason().unwrap_or("");
+    let report = tx.one(
+        "read the report to archive",
+        "SELECT report FROM {runs} WHERE key = $1",
+        &[Text(key.as_str())],
+        &mut |r| r.opt_text(0),
+    )?;
+    let archived = ArchivedFact {
+        revision: existing.revision,
+        state: existing.state.as_str().into(),
+        report: report.flatten().map(|r| digest(r.as_bytes())),
+    };
     archive(tx, key)?;
     // The windows that used this one's revision are stale now; this
     // window's own marks were about the revision it leaves.
@@ -1869,7 +2609,7 @@ fn rerun<T: Tx>(
         "DELETE FROM {stale} WHERE key = $1",
         &[Text(key.as_str())],
     )?;
-    audit(
+    let audit = audit(
         tx,
         &AuditRow {
             job: req.window.job.as_str(),
@@ -1905,7 +2645,7 @@ fn rerun<T: Tx>(
             OptText(process),
         ],
     )?;
-    Ok(())
+    Ok((audit, archived))
 }
 
 /// Copies the window's row and messages into the revision tables and
@@ -1943,11 +2683,13 @@ struct AuditRow<'a> {
     actor: &'a str,
 }
 
-fn audit<T: Tx>(tx: &mut T, row: &AuditRow<'_>) -> Result<()> {
-    tx.exec(
+/// Writes an audit line; what the chain's entry binds of it.
+fn audit<T: Tx>(tx: &mut T, row: &AuditRow<'_>) -> Result<AuditFact> {
+    let id = tx.one(
         "write the audit line",
         "INSERT INTO {audit} (at, job, key, action, old_state, reason, detail, actor)
-         VALUES ({now}, $1, $2, $3, $4, $5, $6, $7)",
+         VALUES ({now}, $1, $2, $3, $4, $5, $6, $7)
+         RETURNING id",
         &[
             Text(row.job),
             OptText(row.key),
@@ -1957,8 +2699,17 @@ fn audit<T: Tx>(tx: &mut T, row: &AuditRow<'_>) -> Result<()> {
             OptText(row.detail),
             Text(row.actor),
         ],
+        &mut |r| r.int(0),
     )?;
-    Ok(())
+    Ok(AuditFact {
+        id: id.ok_or_else(|| Error::host("the audit line's insert returned no id"))?,
+        action: row.action.as_str().into(),
+        key: row.key.map(str::to_string),
+        old_state: row.old_state.map(str::to_string),
+        reason: row.reason.into(),
+        detail: row.detail.map(str::to_string),
+        by: row.actor.into(),
+    })
 }
 
 /// What [`run_record`] reads, over [`RUN_TABLES`], but for the last three

@@ -27,6 +27,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::Held;
+use super::chain::{GENESIS, Head, Link};
 use crate::core::error::{Error, Result};
 
 /// A statement parameter, named by what it means; each backend binds it in
@@ -98,6 +99,39 @@ pub trait Backend {
     /// clock; PostgreSQL reads its own).
     fn begin(&mut self, kind: Kind, what: &str, now: Timestamp) -> Result<Self::Tx<'_>, Fail>;
 
+    /// Begins a transaction that appends to the chains of `jobs` (sorted,
+    /// each once), holding their heads until it ends, so that no other
+    /// transaction appends to them meanwhile; returns the heads as found.
+    /// Every chained transaction locks its heads first, before any row,
+    /// and in the same order, so two never wait for each other. SQLite's
+    /// write lock is the file's; PostgreSQL overrides this to lock the
+    /// heads in the round trip of its `BEGIN`.
+    fn begin_chained(
+        &mut self,
+        kind: Kind,
+        what: &str,
+        now: Timestamp,
+        jobs: &[&str],
+    ) -> Result<(Self::Tx<'_>, Vec<Head>), Fail> {
+        let mut tx = self.begin(kind, what, now)?;
+        let mut heads = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let found = tx.one(
+                "read the chain's head",
+                "SELECT seq, hash FROM {chain_heads} WHERE job = $1",
+                &[Val::Text(job)],
+                &mut |r| Ok((r.int(0)?, r.text(1)?)),
+            )?;
+            let (seq, hash) = found.unwrap_or_else(|| (0, GENESIS.to_string()));
+            heads.push(Head {
+                job: (*job).to_string(),
+                seq,
+                hash,
+            });
+        }
+        Ok((tx, heads))
+    }
+
     /// What a claim that found the window held answers, and how long it
     /// waited.
     fn held(&self) -> (Held, Duration);
@@ -109,6 +143,10 @@ pub trait Backend {
     /// Whether the store has the tables of jobs that build on jobs (the
     /// upstream windows each run used, and stale marks).
     fn needs_tables(&self) -> bool;
+
+    /// Whether the store keeps the chain (one opened read only may be of
+    /// the schema before).
+    fn chain_tables(&self) -> bool;
 
     /// Whether the store keeps each job's counts by state as it changes
     /// (`run_counts`).
@@ -142,6 +180,43 @@ pub trait Tx {
 
     /// Commits.
     fn commit(self, what: &str) -> Result<()>;
+
+    /// Writes `links` (the entries of a transaction begun with
+    /// [`Backend::begin_chained`]) and moves their chains' heads, then
+    /// commits. PostgreSQL overrides this to send them with its `COMMIT`,
+    /// in one round trip.
+    fn commit_chained(mut self, what: &str, links: &[Link]) -> Result<()>
+    where
+        Self: Sized,
+    {
+        for l in links {
+            self.exec(
+                "append to the chain",
+                "INSERT INTO {chain} (job, seq, kind, key, entry, prev, hash, key_id, signature)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                &[
+                    Val::Text(&l.job),
+                    Val::Int(l.seq),
+                    Val::Text(&l.kind),
+                    Val::OptText(l.key.as_deref()),
+                    Val::Text(&l.entry),
+                    Val::Text(&l.prev),
+                    Val::Text(&l.hash),
+                    Val::OptText(l.key_id.as_deref()),
+                    Val::OptText(l.signature.as_deref()),
+                ],
+            )?;
+        }
+        for (job, seq, hash) in last_of_each(links) {
+            self.exec(
+                "move the chain's head",
+                "INSERT INTO {chain_heads} (job, seq, hash) VALUES ($1, $2, $3)
+                 ON CONFLICT (job) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+                &[Val::Text(job), Val::Int(seq), Val::Text(hash)],
+            )?;
+        }
+        self.commit(what)
+    }
 
     /// The first row a statement returns, mapped, if any.
     fn one<T>(
@@ -180,6 +255,18 @@ pub trait Row {
         let n = self.int(i)?;
         u32::try_from(n).map_err(|_| damaged(i, &format!("the number {n}")))
     }
+}
+
+/// Each chain's last link among `links`: its job, number and hash.
+pub(crate) fn last_of_each(links: &[Link]) -> Vec<(&str, i64, &str)> {
+    let mut last: Vec<(&str, i64, &str)> = Vec::new();
+    for l in links {
+        match last.iter_mut().find(|(job, _, _)| *job == l.job) {
+            Some(slot) => *slot = (&l.job, l.seq, &l.hash),
+            None => last.push((&l.job, l.seq, &l.hash)),
+        }
+    }
+    last
 }
 
 /// A value the store should not hold.
@@ -228,6 +315,9 @@ pub(crate) const TABLES: &[&str] = &[
     "uses",
     "stale",
     "shadows",
+    "chain",
+    "chain_heads",
+    "chain_adopted",
 ];
 
 #[cfg(test)]

@@ -583,6 +583,9 @@ pub struct PendingMessage {
     /// An at-most-once send began and its outcome was never recorded: the
     /// destination may or may not have it.
     pub in_flight: bool,
+    /// The hash of the chain entry that committed it (none in a store from
+    /// before the chain).
+    pub entry: Option<String>,
 }
 
 /// One staged message, as the guest produced it.

@@ -27,6 +27,7 @@ mod rerun;
 mod run;
 mod serve;
 mod status;
+mod verify;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -58,6 +59,7 @@ use rerun::{RerunArgs, RetryArgs};
 use run::RunArgs;
 use serve::ServeArgs;
 use status::StatusArgs;
+use verify::{KeygenArgs, VerifyArgs, VerifyMessageArgs};
 
 /// Run a report job exactly once per time window, as a sandboxed
 /// WebAssembly component.
@@ -122,6 +124,16 @@ enum Command {
     /// Drop the journals and delivered message bodies of old DONE runs,
     /// keeping their rows.
     Prune(PruneArgs),
+    /// Make an Ed25519 key that signs the chain's entries and messages
+    /// (`[signing] key_file`), and its public key beside it.
+    Keygen(KeygenArgs),
+    /// Check every job's chain against itself and the rows, or an exported
+    /// run offline: exit 0 verified, 7 a broken link or a change made
+    /// outside jobhost.
+    Verify(VerifyArgs),
+    /// Check a delivered message's signature with the job's public key:
+    /// exit 0 verified, 7 not.
+    VerifyMessage(VerifyMessageArgs),
 }
 
 /// What `--version` prints after the name: the crate's version and the WIT
@@ -187,6 +199,16 @@ pub fn main_with(runtime: &Runtime) -> i32 {
     if let Some(target) = single {
         crate::core::command::set_process_target(target);
     }
+    // What this process writes to a store is signed with the key
+    // $JOBHOST_SIGNING_KEY names, unless a job's `[signing]` names one.
+    let checks = matches!(
+        cli.command,
+        Command::Keygen(_) | Command::Verify(_) | Command::VerifyMessage(_)
+    );
+    if !checks && let Err(e) = crate::store::chain::sign_with_env() {
+        crate::core::text::say("error", &crate::core::text::printable(&e.chain()));
+        return e.exit_code();
+    }
     let ended = match cli.command {
         Command::Run(args) => run::main(args, runtime),
         Command::Backfill(args) => backfill::main(args, runtime),
@@ -207,6 +229,9 @@ pub fn main_with(runtime: &Runtime) -> i32 {
         Command::Status(args) => status::main(args),
         Command::Plan(args) => plan::main(args),
         Command::Replay(args) => replay::main(args),
+        Command::Keygen(args) => verify::keygen(args),
+        Command::Verify(args) => verify::verify(args),
+        Command::VerifyMessage(args) => verify::verify_message(args),
     };
     crate::store::close_idle();
     match ended {

@@ -122,6 +122,17 @@ pub struct ConfigFile {
     pub freshness: Option<FreshnessFile>,
     /// A candidate component run beside each live run, never delivered.
     pub shadow: Option<ShadowFile>,
+    /// The key that signs the job's chain entries and messages.
+    pub signing: Option<SigningFile>,
+}
+
+/// `[signing]`: the Ed25519 key that signs chain entries and messages.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SigningFile {
+    /// The private key (PKCS#8 PEM, as `jobhost keygen` writes it),
+    /// relative to the config file.
+    pub key_file: PathBuf,
 }
 
 /// `[shadow]`: a candidate component run on each live run's input.
@@ -446,6 +457,7 @@ impl JobConfig {
                  and the job names none: add `[[needs]] job = \"NAME\"` for each job it builds on",
             ));
         }
+        self.use_signing_key()?;
         let recheck = self.recheck()?;
         if recheck.is_some() && source.as_ref().is_none_or(Source::is_upstream) {
             return Err(Error::input(
@@ -476,6 +488,20 @@ impl JobConfig {
             shadow: file.shadow.as_ref().map(|s| from_file(&s.component)),
             target: self.target(),
         })
+    }
+
+    /// Makes the job's `[signing] key_file`, if it names one, the key this
+    /// process signs with.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` naming the key file when it cannot be used, or when
+    /// another job of this process signs with another key.
+    pub fn use_signing_key(&self) -> Result<()> {
+        match &self.file.signing {
+            Some(s) => crate::store::chain::sign_with_file(&self.relative(&s.key_file)),
+            None => Ok(()),
+        }
     }
 
     /// How far back the daemon reads DONE windows again (`[freshness]

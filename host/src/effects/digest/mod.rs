@@ -424,6 +424,7 @@ fn send(
             fence: None,
             maybe_there: true,
             now: clock.lease_now(),
+            signature: None,
         };
         match sender.send(name, dest, &message, &run, &mut || Ok(None)) {
             Ok(Sent::Delivered { detail, .. }) => {

@@ -33,6 +33,7 @@ use postgres::types::{ToSql, Type};
 
 use self::schema::{check_version, latest, migrate, schema_version};
 use self::support::{Limits, lock_timed_out};
+use super::chain::{GENESIS, Head, Link};
 use super::scripts::SqlStore;
 use super::sql::{self, Backend, Fail, Kind, Row, Tx, Val, damaged};
 use super::{Held, PostgresUrl};
@@ -58,6 +59,9 @@ const OPERATOR_SCHEMA: i64 = 4;
 
 /// The schema that added the tables of jobs that build on jobs.
 const NEEDS_SCHEMA: i64 = 8;
+
+/// The schema that keeps the chain (`chain`, `chain_heads`, `chain_adopted`).
+const CHAIN_SCHEMA: i64 = 9;
 
 /// The oldest schema read-only commands still read, treating what it lacks
 /// as empty: the one before [`OPERATOR_SCHEMA`].
@@ -258,6 +262,66 @@ impl Backend for Postgres {
             .map_err(Fail::Other)
     }
 
+    fn begin_chained(
+        &mut self,
+        kind: Kind,
+        what: &str,
+        _now: Timestamp,
+        jobs: &[&str],
+    ) -> Result<(PgTx<'_>, Vec<Head>), Fail> {
+        let limits = if kind == Kind::Claim { CLAIM } else { WRITE };
+        // Each head is locked (made if it is the job's first entry) and
+        // read in the round trip of BEGIN: the chain costs no round trip
+        // of its own.
+        let then: Vec<String> = jobs
+            .iter()
+            .map(|job| {
+                format!(
+                    "INSERT INTO jobhost_chain_heads (job, seq, hash) VALUES ({}, 0, '{GENESIS}')
+                     ON CONFLICT (job) DO UPDATE SET seq = jobhost_chain_heads.seq
+                     RETURNING seq, hash",
+                    support::literal(job)
+                )
+            })
+            .collect();
+        let url = &self.url;
+        let (tx, rows) = support::Tx::begin_then(&mut self.client, url, limits, &then.join("; "))
+            .map_err(|e| {
+            let err = support::pg_in(url, what, &e);
+            if lock_timed_out(&e) {
+                Fail::Locked(err)
+            } else {
+                Fail::Other(err)
+            }
+        })?;
+        if rows.len() != jobs.len() {
+            return Err(Fail::Other(Error::Store(
+                format!("cannot {what} in store `{url}`: the chains' heads did not answer").into(),
+            )));
+        }
+        let mut heads = Vec::with_capacity(jobs.len());
+        for (job, row) in jobs.iter().zip(rows) {
+            let seq = row
+                .first()
+                .cloned()
+                .flatten()
+                .and_then(|s| s.parse::<i64>().ok());
+            let hash = row.get(1).cloned().flatten();
+            let (Some(seq), Some(hash)) = (seq, hash) else {
+                return Err(Fail::Other(damaged(
+                    0,
+                    "a chain head that is not a number and a hash",
+                )));
+            };
+            heads.push(Head {
+                job: (*job).to_string(),
+                seq,
+                hash,
+            });
+        }
+        Ok((PgTx(tx), heads))
+    }
+
     fn held(&self) -> (Held, Duration) {
         (Held::Row, super::CLAIM_WAIT)
     }
@@ -268,6 +332,10 @@ impl Backend for Postgres {
 
     fn needs_tables(&self) -> bool {
         self.version >= NEEDS_SCHEMA
+    }
+
+    fn chain_tables(&self) -> bool {
+        self.version >= CHAIN_SCHEMA
     }
 
     fn counted(&self) -> bool {
@@ -328,6 +396,46 @@ impl Tx for PgTx<'_> {
 
     fn commit(self, what: &str) -> Result<()> {
         self.0.commit_named(what)
+    }
+
+    fn commit_chained(self, what: &str, links: &[Link]) -> Result<()> {
+        if links.is_empty() {
+            return self.commit(what);
+        }
+        use support::{literal, opt_literal};
+        let rows: Vec<String> = links
+            .iter()
+            .map(|l| {
+                format!(
+                    "({}, {}, {}, {}, {}, {}, {}, {}, {})",
+                    literal(&l.job),
+                    l.seq,
+                    literal(&l.kind),
+                    opt_literal(l.key.as_deref()),
+                    literal(&l.entry),
+                    literal(&l.prev),
+                    literal(&l.hash),
+                    opt_literal(l.key_id.as_deref()),
+                    opt_literal(l.signature.as_deref()),
+                )
+            })
+            .collect();
+        let mut first = format!(
+            "INSERT INTO jobhost_chain (job, seq, kind, key, entry, prev, hash, key_id, signature)
+             VALUES {}",
+            rows.join(", ")
+        );
+        for (job, seq, hash) in sql::last_of_each(links) {
+            first.push_str(&format!(
+                "; UPDATE jobhost_chain_heads SET seq = {seq}, hash = {} WHERE job = {}",
+                literal(hash),
+                literal(job)
+            ));
+        }
+        let url = self.0.url;
+        self.0
+            .commit_after(&first)
+            .map_err(|e| support::pg_in(url, what, &e))
     }
 }
 

@@ -219,6 +219,37 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (key, revision)
     );
     CREATE INDEX jobhost_shadows_by_job ON jobhost_shadows (job, verdict);",
+    // v9: the chain, as SQLite's v10.
+    "CREATE TABLE jobhost_chain (
+        job              text NOT NULL,
+        seq              bigint NOT NULL,
+        kind             text NOT NULL,
+        key              text,
+        entry            text NOT NULL,
+        prev             text NOT NULL,
+        hash             text NOT NULL,
+        key_id           text,
+        signature        text,
+        PRIMARY KEY (job, seq)
+    );
+    CREATE INDEX jobhost_chain_by_key ON jobhost_chain (key) WHERE key IS NOT NULL;
+    CREATE TABLE jobhost_chain_heads (
+        job              text PRIMARY KEY,
+        seq              bigint NOT NULL,
+        hash             text NOT NULL
+    );
+    CREATE TABLE jobhost_chain_adopted (
+        what             text NOT NULL,
+        id               text NOT NULL,
+        PRIMARY KEY (what, id)
+    );
+    INSERT INTO jobhost_chain_adopted (what, id) SELECT 'run', key FROM jobhost_runs;
+    INSERT INTO jobhost_chain_adopted (what, id)
+        SELECT 'revision', revision || ' ' || key FROM jobhost_revisions;
+    INSERT INTO jobhost_chain_adopted (what, id)
+        SELECT 'message', seq || ' ' || key FROM jobhost_outbox;
+    INSERT INTO jobhost_chain_adopted (what, id) SELECT 'audit', id::text FROM jobhost_audit;
+    ALTER TABLE jobhost_outbox ADD COLUMN entry text;",
 ];
 
 /// The transaction-scoped advisory lock that serialises migrations ("jobhost"

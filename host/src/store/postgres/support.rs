@@ -38,6 +38,9 @@ fn begin_sql(limits: Limits) -> String {
     )
 }
 
+/// A row of a simple query: each value as text, or NULL.
+pub(super) type TextRow = Vec<Option<String>>;
+
 /// An open transaction on the store's connection, rolled back when dropped
 /// without a commit (every error path). Only one exists at a time, and no
 /// statement runs on the connection while it is open except through it.
@@ -65,6 +68,54 @@ impl<'a> Tx<'a> {
             url,
             open: true,
         })
+    }
+
+    /// [`Tx::begin`], with `then` (statements of ours, every value in them
+    /// written by [`literal`]) run in the same round trip; the rows they
+    /// return, as text. A failure is the server's error, the transaction
+    /// rolled back.
+    pub(super) fn begin_then(
+        client: &'a mut Client,
+        url: &'a PostgresUrl,
+        limits: Limits,
+        then: &str,
+    ) -> std::result::Result<(Tx<'a>, Vec<TextRow>), postgres::Error> {
+        let answers = match client.simple_query(&format!("{}; {then}", begin_sql(limits))) {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = client.batch_execute("ROLLBACK");
+                return Err(e);
+            }
+        };
+        let rows = answers
+            .iter()
+            .filter_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(r) => {
+                    Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+                }
+                _ => None,
+            })
+            .collect();
+        Ok((
+            Tx {
+                client,
+                url,
+                open: true,
+            },
+            rows,
+        ))
+    }
+
+    /// Runs `first` (statements of ours, every value in them written by
+    /// [`literal`]) and commits, in one round trip; rolled back if either
+    /// fails.
+    pub(super) fn commit_after(mut self, first: &str) -> std::result::Result<(), postgres::Error> {
+        self.open = false;
+        let done = self.client.batch_execute(&format!("{first}; COMMIT"));
+        if done.is_err() {
+            let _ = self.client.batch_execute("ROLLBACK");
+        }
+        done
     }
 
     pub(super) fn commit(mut self) -> std::result::Result<(), postgres::Error> {
@@ -193,4 +244,19 @@ pub(super) type Param<'a> = (&'a (dyn ToSql + Sync), Type);
 
 pub(super) fn int8<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
     (v, Type::INT8)
+}
+
+/// `text` as a SQL expression that cannot be read as anything else: its
+/// UTF-8 bytes in hex, decoded by the server (for statements sent in one
+/// round trip with `BEGIN` or `COMMIT`, which take no parameters).
+pub(super) fn literal(text: &str) -> String {
+    format!(
+        "convert_from(decode('{}', 'hex'), 'UTF8')",
+        hex::encode(text)
+    )
+}
+
+/// [`literal`] of an optional text; `NULL` for none.
+pub(super) fn opt_literal(text: Option<&str>) -> String {
+    text.map_or_else(|| "NULL".to_string(), literal)
 }

@@ -33,6 +33,9 @@ const OPERATOR_SCHEMA: i64 = 5;
 /// The schema that added the tables of jobs that build on jobs.
 const NEEDS_SCHEMA: i64 = 9;
 
+/// The schema that keeps the chain (`chain`, `chain_heads`, `chain_adopted`).
+const CHAIN_SCHEMA: i64 = 10;
+
 /// The oldest schema read-only commands still read, treating what it lacks
 /// as empty (a monitor keeps working between a deploy and the first run
 /// that migrates): the one before [`OPERATOR_SCHEMA`].
@@ -518,6 +521,10 @@ impl Backend for Sqlite {
 
     fn needs_tables(&self) -> bool {
         self.version >= NEEDS_SCHEMA
+    }
+
+    fn chain_tables(&self) -> bool {
+        self.version >= CHAIN_SCHEMA
     }
 
     fn counted(&self) -> bool {

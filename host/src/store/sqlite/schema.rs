@@ -331,4 +331,38 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (key, revision)
     ) STRICT;
     CREATE INDEX shadows_by_job ON shadows (job, verdict);",
+    // v10: the chain (`store::chain`): every decision about a job, an entry
+    // whose hash covers the one before, written in the same transaction as
+    // the change; each job's last entry (`chain_heads`, what the next
+    // append locks); the rows there were before the chain, which it covers
+    // from their next change; and the entry each staged message was
+    // committed by, which a signed delivery names.
+    "CREATE TABLE chain (
+        job              TEXT NOT NULL,
+        seq              INTEGER NOT NULL,  -- from 1, per job
+        kind             TEXT NOT NULL,     -- as in the entry
+        key              TEXT,              -- as in the entry
+        entry            TEXT NOT NULL,     -- JSON
+        prev             TEXT NOT NULL,     -- the previous entry's hash
+        hash             TEXT NOT NULL,     -- sha256 hex of job, seq, prev and entry
+        key_id           TEXT,              -- the signing key's id
+        signature        TEXT,              -- base64 Ed25519 over the hash
+        PRIMARY KEY (job, seq)
+    ) STRICT;
+    CREATE INDEX chain_by_key ON chain (key) WHERE key IS NOT NULL;
+    CREATE TABLE chain_heads (
+        job              TEXT PRIMARY KEY,
+        seq              INTEGER NOT NULL,
+        hash             TEXT NOT NULL
+    ) STRICT;
+    CREATE TABLE chain_adopted (
+        what             TEXT NOT NULL,     -- run, revision, message, audit
+        id               TEXT NOT NULL,
+        PRIMARY KEY (what, id)
+    ) STRICT, WITHOUT ROWID;
+    INSERT INTO chain_adopted (what, id) SELECT 'run', key FROM runs;
+    INSERT INTO chain_adopted (what, id) SELECT 'revision', revision || ' ' || key FROM revisions;
+    INSERT INTO chain_adopted (what, id) SELECT 'message', seq || ' ' || key FROM outbox;
+    INSERT INTO chain_adopted (what, id) SELECT 'audit', CAST(id AS TEXT) FROM audit;
+    ALTER TABLE outbox ADD COLUMN entry TEXT;",
 ];
