@@ -24,8 +24,12 @@
 //! round), each backend's whole run against its own claim, and PostgreSQL
 //! against SQLite for each measurement.
 //!
+//! 4. the chain's cost: a run's store traffic without the chain, with it,
+//!    and with it signed, side by side on each backend;
+//! 5. how long `jobhost verify` takes over a store of 100,000 entries.
+//!
 //! `cargo bench -p jobhost-tests --bench store` (add `-- --quick` for
-//! fewer rounds).
+//! fewer rounds, `-- --chain` for the last two alone).
 
 use jobhost_tests::stats::{median, ms, per_s, ratio, spread};
 use std::time::{Duration, Instant};
@@ -87,6 +91,12 @@ fn main() {
             .collect()
     };
 
+    // `-- --chain`: only the chain's cost and verify's speed.
+    if std::env::args().any(|a| a == "--chain") {
+        chain_cost(&dir, rounds, n, pg_server.is_some(), &mut windows);
+        verify_speed(&dir, if quick { 10_000 } else { 100_000 });
+        return;
+    }
     // times[backend][work]: one per-window duration per round.
     let mut times: [[Vec<Duration>; 3]; 2] = Default::default();
     for round in 0..rounds {
@@ -190,7 +200,141 @@ fn main() {
             jobhost_tests::pg::VAR
         );
     }
+    chain_cost(&dir, rounds, n, pg_server.is_some(), &mut windows);
+    verify_speed(&dir, if quick { 10_000 } else { 100_000 });
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// How a store keeps its chain, for the side-by-side cost.
+const CHAINS: [&str; 3] = ["no chain", "chain", "chain, signed"];
+
+/// A store of `backend` (0 SQLite, 1 PostgreSQL) keeping its chain as
+/// `CHAINS[mode]` says, with the scratch schema it lives in.
+fn chained_store(dir: &std::path::Path, backend: usize, mode: usize, tag: &str) -> Backend {
+    let signer = std::sync::Arc::new(
+        jobhost::store::chain::Signer::from_pem(
+            &jobhost::store::chain::Signer::generate().unwrap(),
+            "bench key",
+        )
+        .unwrap(),
+    );
+    macro_rules! kept {
+        ($s:expr) => {
+            match mode {
+                0 => Box::new($s.without_chain()) as Box<dyn Store>,
+                1 => Box::new($s.signed_by(None)),
+                _ => Box::new($s.signed_by(Some(signer))),
+            }
+        };
+    }
+    if backend == SQLITE {
+        let s = SqliteStore::open(&dir.join(format!("chain-{tag}-{mode}.db"))).unwrap();
+        Backend {
+            store: kept!(s),
+            _scratch: None,
+        }
+    } else {
+        let scratch = Scratch::for_bench("bench store").expect("PostgreSQL scratch schema");
+        let s = PostgresStore::open(&PostgresUrl::new(scratch.url())).unwrap();
+        Backend {
+            store: kept!(s),
+            _scratch: Some(scratch),
+        }
+    }
+}
+
+/// A run's store traffic (claim, PREPARED, DONE) without the chain, with
+/// it, and with it signed, side by side on each backend: fresh stores each
+/// round, the three interleaved window batch by window batch, their order
+/// turned every round.
+fn chain_cost(
+    dir: &std::path::Path,
+    rounds: usize,
+    n: usize,
+    postgres: bool,
+    windows: &mut dyn FnMut(usize) -> Vec<Window>,
+) {
+    let backends = if postgres { 2 } else { 1 };
+    // times[backend][mode]: one per-run duration per round.
+    let mut times: [[Vec<Duration>; 3]; 2] = Default::default();
+    for round in 0..rounds {
+        for (b, t) in times.iter_mut().take(backends).enumerate() {
+            let mut stores: Vec<Backend> = (0..3)
+                .map(|m| chained_store(dir, b, m, &format!("{round}")))
+                .collect();
+            let ws = windows(n);
+            for k in 0..3 {
+                let m = (round + k) % 3;
+                t[m].push(measure(stores[m].store.as_mut(), &ws, Work::Whole));
+            }
+            stores.clear();
+        }
+    }
+    println!(
+        "the chain's cost: claim + PREPARED + DONE, {rounds} rounds of {n} fresh windows per          store, the three stores of a backend interleaved; medians (fastest..slowest round)"
+    );
+    for (b, t) in times.iter().take(backends).enumerate() {
+        let base = median(&t[0]);
+        for (m, name) in CHAINS.iter().enumerate() {
+            let med = median(&t[m]);
+            println!(
+                "  {:<10} {:<14} {:>8.3} ms/run  ({}; {:.3}x without the chain)",
+                NAMES[b],
+                name,
+                ms(med),
+                spread(&t[m]),
+                ratio(med, base)
+            );
+        }
+    }
+}
+
+/// How long `jobhost verify`'s walk takes over a SQLite store of about
+/// `entries` entries (a run makes three: claim, report, done), unsigned
+/// and signed.
+fn verify_speed(dir: &std::path::Path, entries: usize) {
+    let job = JobName::new("verified").unwrap();
+    let start: Timestamp = "2020-01-01T00:00:00Z".parse().unwrap();
+    let runs = entries.div_ceil(3);
+    let ws: Vec<Window> = (0..runs)
+        .map(|h| {
+            let t = start + SignedDuration::from_hours(i64::try_from(h).unwrap());
+            Window::containing(&job, WindowKind::Hour, &Zone::utc(), t).unwrap()
+        })
+        .collect();
+    let signer = std::sync::Arc::new(
+        jobhost::store::chain::Signer::from_pem(
+            &jobhost::store::chain::Signer::generate().unwrap(),
+            "bench key",
+        )
+        .unwrap(),
+    );
+    let public = jobhost::store::chain::PublicKey::from_pem(&signer.public_pem(), "pub").unwrap();
+    let path = dir.join("verify.db");
+    let made = Instant::now();
+    {
+        let mut store = SqliteStore::open(&path).unwrap().signed_by(Some(signer));
+        measure(&mut store, &ws, Work::Whole);
+    }
+    let made = made.elapsed();
+    let mut store = SqliteStore::open_read_only(&path).unwrap();
+    for (what, keys) in [
+        ("hashes, links and rows", vec![]),
+        ("and signatures", vec![public]),
+    ] {
+        let t = Instant::now();
+        let verdicts = jobhost::run::verify::verify_store(&mut store, None, &keys).unwrap();
+        let took = t.elapsed();
+        let v = &verdicts[0];
+        assert!(v.findings.is_empty(), "{:?}", v.findings.first());
+        println!(
+            "verify: {} entries over {runs} runs ({what}): {:.2} s, {:.0} entries/s (the store              was written in {:.1} s)",
+            v.entries,
+            took.as_secs_f64(),
+            v.entries as f64 / took.as_secs_f64(),
+            made.as_secs_f64()
+        );
+    }
 }
 
 /// The mean time per window of one pass of `work` over `ws`.

@@ -12,8 +12,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use super::chain::{
-    ArchivedFact, AuditFact, Chain, Entry, Head, Link, MessageFact, Outcome, Signer, WindowFact,
-    digest,
+    ArchivedFact, AuditFact, Chain, Entry, Link, MessageFact, Outcome, Signer, WindowFact, digest,
 };
 use super::sql::Val::{After, Bytes, Flag, Int, Lower, OptText, Text, Time, Upper};
 use super::sql::{Backend, Fail, Kind, Row, Tx, Val, damaged};
@@ -2274,7 +2273,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
         }
         self.rows(
             "read the chains' jobs",
-            "SELECT job FROM {chain_heads} UNION SELECT job FROM {runs}
+            "SELECT job FROM {chain} UNION SELECT job FROM {runs}
              UNION SELECT job FROM {revisions} UNION SELECT job FROM {audit} ORDER BY 1",
             &[],
             &mut |r| r.text(0),
@@ -2346,18 +2345,6 @@ impl<B: Backend> Ledger for SqlStore<B> {
             return Ok(ChainRows::default());
         }
         let j = [Text(job)];
-        let head = self.row(
-            "read the chain's head",
-            "SELECT job, seq, hash FROM {chain_heads} WHERE job = $1",
-            &j,
-            &mut |r| {
-                Ok(Head {
-                    job: r.text(0)?,
-                    seq: r.int(1)?,
-                    hash: r.text(2)?,
-                })
-            },
-        )?;
         let runs = self.rows(
             "read the rows to verify",
             "SELECT key, state, revision, fence, component, report, reason, journal
@@ -2442,7 +2429,6 @@ impl<B: Backend> Ledger for SqlStore<B> {
             .into_iter()
             .collect();
         Ok(ChainRows {
-            head,
             runs,
             messages,
             revisions,

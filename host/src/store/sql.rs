@@ -100,12 +100,13 @@ pub trait Backend {
     fn begin(&mut self, kind: Kind, what: &str, now: Timestamp) -> Result<Self::Tx<'_>, Fail>;
 
     /// Begins a transaction that appends to the chains of `jobs` (sorted,
-    /// each once), holding their heads until it ends, so that no other
-    /// transaction appends to them meanwhile; returns the heads as found.
-    /// Every chained transaction locks its heads first, before any row,
-    /// and in the same order, so two never wait for each other. SQLite's
-    /// write lock is the file's; PostgreSQL overrides this to lock the
-    /// heads in the round trip of its `BEGIN`.
+    /// each once), holding them until it ends, so that no other
+    /// transaction appends to them meanwhile; returns each job's last
+    /// entry as found. Every chained transaction takes its chains first,
+    /// before any row, and in the same order, so two never wait for each
+    /// other. SQLite's write lock is the file's; PostgreSQL overrides this
+    /// to take a lock per job and read the heads in the round trip of its
+    /// `BEGIN`.
     fn begin_chained(
         &mut self,
         kind: Kind,
@@ -118,7 +119,7 @@ pub trait Backend {
         for job in jobs {
             let found = tx.one(
                 "read the chain's head",
-                "SELECT seq, hash FROM {chain_heads} WHERE job = $1",
+                "SELECT seq, hash FROM {chain} WHERE job = $1 ORDER BY seq DESC LIMIT 1",
                 &[Val::Text(job)],
                 &mut |r| Ok((r.int(0)?, r.text(1)?)),
             )?;
@@ -182,9 +183,8 @@ pub trait Tx {
     fn commit(self, what: &str) -> Result<()>;
 
     /// Writes `links` (the entries of a transaction begun with
-    /// [`Backend::begin_chained`]) and moves their chains' heads, then
-    /// commits. PostgreSQL overrides this to send them with its `COMMIT`,
-    /// in one round trip.
+    /// [`Backend::begin_chained`]), then commits. PostgreSQL overrides this
+    /// to send them with its `COMMIT`, in one round trip.
     fn commit_chained(mut self, what: &str, links: &[Link]) -> Result<()>
     where
         Self: Sized,
@@ -205,14 +205,6 @@ pub trait Tx {
                     Val::OptText(l.key_id.as_deref()),
                     Val::OptText(l.signature.as_deref()),
                 ],
-            )?;
-        }
-        for (job, seq, hash) in last_of_each(links) {
-            self.exec(
-                "move the chain's head",
-                "INSERT INTO {chain_heads} (job, seq, hash) VALUES ($1, $2, $3)
-                 ON CONFLICT (job) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
-                &[Val::Text(job), Val::Int(seq), Val::Text(hash)],
             )?;
         }
         self.commit(what)
@@ -255,18 +247,6 @@ pub trait Row {
         let n = self.int(i)?;
         u32::try_from(n).map_err(|_| damaged(i, &format!("the number {n}")))
     }
-}
-
-/// Each chain's last link among `links`: its job, number and hash.
-pub(crate) fn last_of_each(links: &[Link]) -> Vec<(&str, i64, &str)> {
-    let mut last: Vec<(&str, i64, &str)> = Vec::new();
-    for l in links {
-        match last.iter_mut().find(|(job, _, _)| *job == l.job) {
-            Some(slot) => *slot = (&l.job, l.seq, &l.hash),
-            None => last.push((&l.job, l.seq, &l.hash)),
-        }
-    }
-    last
 }
 
 /// A value the store should not hold.
@@ -316,7 +296,6 @@ pub(crate) const TABLES: &[&str] = &[
     "stale",
     "shadows",
     "chain",
-    "chain_heads",
     "chain_adopted",
 ];
 

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::chain::{
-    ArchivedFact, AuditFact, Entry, GENESIS, Head, Link, PublicKey, hash_of, signed_text,
+    ArchivedFact, AuditFact, Entry, GENESIS, Link, PublicKey, hash_of, signed_text,
 };
 
 /// What a window's row holds now, as read for the comparison (digests
@@ -56,8 +56,6 @@ pub struct RevisionRow {
 /// Everything of one job [`check`] compares with its chain.
 #[derive(Debug, Clone, Default)]
 pub struct ChainRows {
-    /// The job's head, if it has one.
-    pub head: Option<Head>,
     pub runs: Vec<RunRow>,
     pub messages: Vec<MessageRow>,
     pub revisions: Vec<RevisionRow>,
@@ -182,7 +180,7 @@ pub fn check(
         max,
     };
     let mut expected = Expected::default();
-    let (mut next, mut prev, mut last_hash) = (1_i64, GENESIS.to_string(), None::<String>);
+    let (mut next, mut prev) = (1_i64, GENESIS.to_string());
     for link in links {
         v.entries += 1;
         if link.seq != next {
@@ -253,32 +251,7 @@ pub fn check(
             ),
         }
         next = link.seq.max(next) + 1;
-        prev = link.hash.clone();
-        last_hash = Some(link.hash);
-    }
-    if let Some(head) = &rows.head {
-        let last = next - 1;
-        if head.seq > last {
-            found.push(
-                Problem::Broken,
-                Some(head.seq),
-                format!(
-                    "entries #{} to #{} are missing: the job's head is entry #{}",
-                    last + 1,
-                    head.seq,
-                    head.seq
-                ),
-            );
-        } else if head.seq == last && Some(&head.hash) != last_hash.as_ref() && head.seq > 0 {
-            found.push(
-                Problem::Broken,
-                Some(head.seq),
-                format!(
-                    "entry #{} is not the one the job's head names: it was replaced",
-                    head.seq
-                ),
-            );
-        }
+        prev = link.hash;
     }
     compare(&expected, rows, &mut v, &mut found);
     v.findings = found.list;

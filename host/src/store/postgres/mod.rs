@@ -60,7 +60,11 @@ const OPERATOR_SCHEMA: i64 = 4;
 /// The schema that added the tables of jobs that build on jobs.
 const NEEDS_SCHEMA: i64 = 8;
 
-/// The schema that keeps the chain (`chain`, `chain_heads`, `chain_adopted`).
+/// The class of the transaction locks that serialize appends to a job's
+/// chain (`pg_advisory_xact_lock(class, hashtext(job))`): "jobs" in ASCII.
+const CHAIN_LOCK: i32 = 0x6a6f_6273;
+
+/// The schema that keeps the chain (`chain`, `chain_adopted`).
 const CHAIN_SCHEMA: i64 = 9;
 
 /// The oldest schema read-only commands still read, treating what it lacks
@@ -270,17 +274,18 @@ impl Backend for Postgres {
         jobs: &[&str],
     ) -> Result<(PgTx<'_>, Vec<Head>), Fail> {
         let limits = if kind == Kind::Claim { CLAIM } else { WRITE };
-        // Each head is locked (made if it is the job's first entry) and
-        // read in the round trip of BEGIN: the chain costs no round trip
-        // of its own.
+        // Each job's chain is locked (a lock of the transaction, on the
+        // job's name) and its last entry read, in the round trip of BEGIN:
+        // the chain costs no round trip of its own, and writes nothing but
+        // its entries.
         let then: Vec<String> = jobs
             .iter()
             .map(|job| {
+                let job = support::literal(job);
                 format!(
-                    "INSERT INTO jobhost_chain_heads (job, seq, hash) VALUES ({}, 0, '{GENESIS}')
-                     ON CONFLICT (job) DO UPDATE SET seq = jobhost_chain_heads.seq
-                     RETURNING seq, hash",
-                    support::literal(job)
+                    "SELECT pg_advisory_xact_lock({CHAIN_LOCK}, hashtext({job}));
+                     SELECT job, seq, hash FROM jobhost_chain WHERE job = {job}
+                     ORDER BY seq DESC LIMIT 1"
                 )
             })
             .collect();
@@ -294,24 +299,25 @@ impl Backend for Postgres {
                 Fail::Other(err)
             }
         })?;
-        if rows.len() != jobs.len() {
-            return Err(Fail::Other(Error::Store(
-                format!("cannot {what} in store `{url}`: the chains' heads did not answer").into(),
-            )));
-        }
+        // Each lock answers a row of its own (one empty value); a job's
+        // last entry, when it has one, a row of three.
         let mut heads = Vec::with_capacity(jobs.len());
-        for (job, row) in jobs.iter().zip(rows) {
-            let seq = row
-                .first()
-                .cloned()
-                .flatten()
-                .and_then(|s| s.parse::<i64>().ok());
-            let hash = row.get(1).cloned().flatten();
-            let (Some(seq), Some(hash)) = (seq, hash) else {
-                return Err(Fail::Other(damaged(
-                    0,
-                    "a chain head that is not a number and a hash",
-                )));
+        for job in jobs {
+            let last = rows
+                .iter()
+                .find(|r| r.len() == 3 && r[0].as_deref() == Some(*job));
+            let (seq, hash) = match last {
+                None => (0, GENESIS.to_string()),
+                Some(r) => {
+                    let seq = r[1].as_deref().and_then(|s| s.parse::<i64>().ok());
+                    let (Some(seq), Some(hash)) = (seq, r[2].clone()) else {
+                        return Err(Fail::Other(damaged(
+                            1,
+                            "a chain entry whose number or hash is not one",
+                        )));
+                    };
+                    (seq, hash)
+                }
             };
             heads.push(Head {
                 job: (*job).to_string(),
@@ -420,18 +426,11 @@ impl Tx for PgTx<'_> {
                 )
             })
             .collect();
-        let mut first = format!(
+        let first = format!(
             "INSERT INTO jobhost_chain (job, seq, kind, key, entry, prev, hash, key_id, signature)
              VALUES {}",
             rows.join(", ")
         );
-        for (job, seq, hash) in sql::last_of_each(links) {
-            first.push_str(&format!(
-                "; UPDATE jobhost_chain_heads SET seq = {seq}, hash = {} WHERE job = {}",
-                literal(hash),
-                literal(job)
-            ));
-        }
         let url = self.0.url;
         self.0
             .commit_after(&first)

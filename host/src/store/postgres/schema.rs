@@ -232,12 +232,6 @@ const MIGRATIONS: &[&str] = &[
         signature        text,
         PRIMARY KEY (job, seq)
     );
-    CREATE INDEX jobhost_chain_by_key ON jobhost_chain (key) WHERE key IS NOT NULL;
-    CREATE TABLE jobhost_chain_heads (
-        job              text PRIMARY KEY,
-        seq              bigint NOT NULL,
-        hash             text NOT NULL
-    );
     CREATE TABLE jobhost_chain_adopted (
         what             text NOT NULL,
         id               text NOT NULL,

@@ -246,17 +246,32 @@ pub(super) fn int8<'a>(v: &'a (dyn ToSql + Sync)) -> Param<'a> {
     (v, Type::INT8)
 }
 
-/// `text` as a SQL expression that cannot be read as anything else: its
-/// UTF-8 bytes in hex, decoded by the server (for statements sent in one
-/// round trip with `BEGIN` or `COMMIT`, which take no parameters).
+/// `text` as a SQL string constant that cannot be read as anything else:
+/// dollar-quoted with a tag the text does not hold (for statements sent in
+/// one round trip with `BEGIN` or `COMMIT`, which take no parameters).
 pub(super) fn literal(text: &str) -> String {
-    format!(
-        "convert_from(decode('{}', 'hex'), 'UTF8')",
-        hex::encode(text)
-    )
+    let mut n = 0_u32;
+    loop {
+        let tag = format!("$j{n}$");
+        if !text.contains(&tag) {
+            return format!("{tag}{text}{tag}");
+        }
+        n += 1;
+    }
 }
 
 /// [`literal`] of an optional text; `NULL` for none.
 pub(super) fn opt_literal(text: Option<&str>) -> String {
     text.map_or_else(|| "NULL".to_string(), literal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::literal;
+
+    #[test]
+    fn a_literal_is_quoted_with_a_tag_its_text_does_not_hold() {
+        assert_eq!(literal("a'b"), "$j0$a'b$j0$");
+        assert_eq!(literal("x$j0$y"), "$j1$x$j0$y$j1$");
+    }
 }

@@ -33,7 +33,7 @@ const OPERATOR_SCHEMA: i64 = 5;
 /// The schema that added the tables of jobs that build on jobs.
 const NEEDS_SCHEMA: i64 = 9;
 
-/// The schema that keeps the chain (`chain`, `chain_heads`, `chain_adopted`).
+/// The schema that keeps the chain (`chain`, `chain_adopted`).
 const CHAIN_SCHEMA: i64 = 10;
 
 /// The oldest schema read-only commands still read, treating what it lacks

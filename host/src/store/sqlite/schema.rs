@@ -333,10 +333,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX shadows_by_job ON shadows (job, verdict);",
     // v10: the chain (`store::chain`): every decision about a job, an entry
     // whose hash covers the one before, written in the same transaction as
-    // the change; each job's last entry (`chain_heads`, what the next
-    // append locks); the rows there were before the chain, which it covers
-    // from their next change; and the entry each staged message was
-    // committed by, which a signed delivery names.
+    // the change (the job's last entry is the next one's `prev`); the rows
+    // there were before the chain, which it covers from their next change;
+    // and the entry each staged message was committed by, which a signed
+    // delivery names.
     "CREATE TABLE chain (
         job              TEXT NOT NULL,
         seq              INTEGER NOT NULL,  -- from 1, per job
@@ -348,12 +348,6 @@ pub(super) const MIGRATIONS: &[&str] = &[
         key_id           TEXT,              -- the signing key's id
         signature        TEXT,              -- base64 Ed25519 over the hash
         PRIMARY KEY (job, seq)
-    ) STRICT;
-    CREATE INDEX chain_by_key ON chain (key) WHERE key IS NOT NULL;
-    CREATE TABLE chain_heads (
-        job              TEXT PRIMARY KEY,
-        seq              INTEGER NOT NULL,
-        hash             TEXT NOT NULL
     ) STRICT;
     CREATE TABLE chain_adopted (
         what             TEXT NOT NULL,     -- run, revision, message, audit
