@@ -316,41 +316,9 @@ fn python_snippet() -> String {
     after.split("\n```").next().unwrap().to_string()
 }
 
-/// The `cryptography` library, pinned, pip-installed into target/tools on
-/// first use (`.ci/run` installs it the same way): the folder to put on
-/// `PYTHONPATH`, or why it cannot be had.
-fn cryptography() -> Result<PathBuf, String> {
-    let dir = root().join("target/tools/cryptography-48.0.0");
-    if !dir.join("cryptography/__init__.py").is_file() {
-        let partial = dir.with_extension("partial");
-        let _ = std::fs::remove_dir_all(&partial);
-        let out = std::process::Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .arg("--target")
-            .arg(&partial)
-            .arg("cryptography==48.0.0")
-            .output()
-            .map_err(|e| format!("python3 cannot be run: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "installing cryptography 48.0.0 with pip failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        let _ = std::fs::rename(&partial, &dir);
-    }
-    Ok(dir)
-}
-
 #[test]
 fn a_signed_message_verifies_with_the_python_snippet_and_fails_for_a_changed_body() {
-    let library = match cryptography() {
+    let library = match jobhost_tests::tools::ensure_cryptography() {
         Ok(dir) => dir,
         Err(why) => {
             jobhost_tests::skip::missing(

@@ -55,6 +55,25 @@ pub fn ensure_setuptools_wheel() -> Result<PathBuf, String> {
     )
 }
 
+/// The `cryptography` library, pinned, for the test that runs the chain's
+/// documented Python snippet: the folder to put on `PYTHONPATH`.
+///
+/// # Errors
+///
+/// Why it could not be installed (no `python3`, no network).
+pub fn ensure_cryptography() -> Result<PathBuf, String> {
+    ensure(
+        "cryptography",
+        CRYPTOGRAPHY,
+        "cryptography/__init__.py",
+        &["install", "--target"],
+        &format!("cryptography=={CRYPTOGRAPHY}"),
+    )
+}
+
+/// The `cryptography` release the chain's Python snippet is tested with.
+pub const CRYPTOGRAPHY: &str = "48.0.0";
+
 /// `tool_dir(name, version)` once `marker` is in it: made by `python3 -m
 /// pip <pip> <folder> <requirement>` into a folder beside it, then renamed,
 /// so a second process never sees half of it.

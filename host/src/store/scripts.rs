@@ -407,48 +407,12 @@ impl<B: Backend> SqlStore<B> {
                     ],
                 )?;
                 let prepared = existing.state == RunState::Prepared;
-                chain.append(
-                    job,
-                    &Entry {
-                        revision: Some(existing.revision),
-                        fence: Some(existing.fence + 1),
-                        state: Some(
-                            if prepared {
-                                RunState::Prepared
-                            } else {
-                                RunState::Claimed
-                            }
-                            .as_str()
-                            .into(),
-                        ),
-                        from,
-                        component: (!prepared).then(|| req.component.to_string()),
-                        ..Entry::new("claim", req.now, Some(k))
-                    },
-                )?;
+                chain.append(job, &taken(req, &existing, prepared, from, None))?;
             }
             Decision::Restart { .. } => {
                 let audit = restart(&mut tx, &key, req, &existing, process)?;
-                chain.append(
-                    job,
-                    &Entry {
-                        revision: Some(existing.revision),
-                        fence: Some(existing.fence + 1),
-                        state: Some(
-                            if existing.has_report {
-                                RunState::Prepared
-                            } else {
-                                RunState::Claimed
-                            }
-                            .as_str()
-                            .into(),
-                        ),
-                        from,
-                        component: (!existing.has_report).then(|| req.component.to_string()),
-                        audit: Some(audit),
-                        ..Entry::new("claim", req.now, Some(k))
-                    },
-                )?;
+                let entry = taken(req, &existing, existing.has_report, from, Some(audit));
+                chain.append(job, &entry)?;
             }
             Decision::Rerun => {
                 let (audit, archived) = rerun(&mut tx, &key, req, &existing, process)?;
@@ -2451,6 +2415,32 @@ fn link(r: &dyn Row) -> Result<Link> {
         key_id: r.opt_text(7)?,
         signature: r.opt_text(8)?,
     })
+}
+
+/// The entry of a claim that takes an existing row over (a stopped
+/// owner's, or a retry's): the next fence, and PREPARED when the row's
+/// report is kept (`report_kept`), else CLAIMED for `req`'s component.
+fn taken(
+    req: &ClaimRequest<'_>,
+    existing: &Existing,
+    report_kept: bool,
+    from: Option<String>,
+    audit: Option<AuditFact>,
+) -> Entry {
+    let state = if report_kept {
+        RunState::Prepared
+    } else {
+        RunState::Claimed
+    };
+    Entry {
+        revision: Some(existing.revision),
+        fence: Some(existing.fence + 1),
+        state: Some(state.as_str().into()),
+        from,
+        component: (!report_kept).then(|| req.component.to_string()),
+        audit,
+        ..Entry::new("claim", req.now, Some(req.window.key().as_str()))
+    }
 }
 
 /// A delivery's outcome as an entry binds it.

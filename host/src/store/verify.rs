@@ -438,24 +438,12 @@ fn gone(x: &mut Expected, key: &str, at: i64) {
 
 /// Compares the rows with what the entries say they hold.
 fn compare(x: &Expected, rows: &ChainRows, v: &mut Verdict, found: &mut Findings) {
-    let adopted = |what: &str, id: String| rows.adopted.contains(&(what.to_string(), id));
     let mut seen: HashSet<&str> = HashSet::new();
     for r in &rows.runs {
         seen.insert(&r.key);
         let Some(e) = x.runs.get(&r.key) else {
-            if adopted("run", r.key.clone()) {
-                v.adopted += 1;
-            } else {
-                found.push(
-                    Problem::Outside,
-                    None,
-                    format!(
-                        "window `{}` ({}) has no entry in the chain: its row was written \
-                         outside jobhost",
-                        r.key, r.state
-                    ),
-                );
-            }
+            let row = format!("window `{}` ({})", r.key, r.state);
+            unaccounted(rows, v, found, ("run", r.key.clone()), &row);
             continue;
         };
         if e.gone {
@@ -532,28 +520,41 @@ fn compare(x: &Expected, rows: &ChainRows, v: &mut Verdict, found: &mut Findings
     compare_audit(x, rows, v, found);
 }
 
+/// A row no entry accounts for: adopted when the store held it before the
+/// chain (`what` and `id` as `chain_adopted` names it), else written
+/// outside jobhost; `row` says which, for a person.
+fn unaccounted(
+    rows: &ChainRows,
+    v: &mut Verdict,
+    found: &mut Findings,
+    (what, id): (&str, String),
+    row: &str,
+) {
+    if rows.adopted.contains(&(what.to_string(), id)) {
+        v.adopted += 1;
+    } else {
+        found.push(
+            Problem::Outside,
+            None,
+            format!("{row} has no entry in the chain: it was written outside jobhost"),
+        );
+    }
+}
+
 fn compare_messages(x: &Expected, rows: &ChainRows, v: &mut Verdict, found: &mut Findings) {
     let mut seen: HashSet<(&str, u32)> = HashSet::new();
     for m in &rows.messages {
         seen.insert((&m.key, m.seq));
         let run = x.runs.get(&m.key).filter(|e| !e.gone);
         let Some((e, want)) = run.and_then(|e| Some((e, e.messages.get(&m.seq)?))) else {
-            if rows
-                .adopted
-                .contains(&("message".to_string(), format!("{} {}", m.seq, m.key)))
-            {
-                v.adopted += 1;
-            } else {
-                found.push(
-                    Problem::Outside,
-                    None,
-                    format!(
-                        "message {} of `{}` has no entry in the chain: it was written outside \
-                         jobhost",
-                        m.seq, m.key
-                    ),
-                );
-            }
+            let row = format!("message {} of `{}`", m.seq, m.key);
+            unaccounted(
+                rows,
+                v,
+                found,
+                ("message", format!("{} {}", m.seq, m.key)),
+                &row,
+            );
             continue;
         };
         let mut field = |name: &str, now: &str, then: &str| {
@@ -600,22 +601,9 @@ fn compare_revisions(x: &Expected, rows: &ChainRows, v: &mut Verdict, found: &mu
     for r in &rows.revisions {
         seen.insert((&r.key, r.revision));
         let Some((at, want)) = x.revisions.get(&(r.key.clone(), r.revision)) else {
-            if rows
-                .adopted
-                .contains(&("revision".to_string(), format!("{} {}", r.revision, r.key)))
-            {
-                v.adopted += 1;
-            } else {
-                found.push(
-                    Problem::Outside,
-                    None,
-                    format!(
-                        "revision {} of `{}` has no entry in the chain: it was written outside \
-                         jobhost",
-                        r.revision, r.key
-                    ),
-                );
-            }
+            let row = format!("revision {} of `{}`", r.revision, r.key);
+            let id = format!("{} {}", r.revision, r.key);
+            unaccounted(rows, v, found, ("revision", id), &row);
             continue;
         };
         for (name, now, then) in [
@@ -657,24 +645,9 @@ fn compare_audit(x: &Expected, rows: &ChainRows, v: &mut Verdict, found: &mut Fi
     let by_id: HashMap<i64, &AuditFact> = rows.audit.iter().map(|a| (a.id, a)).collect();
     for a in &rows.audit {
         let Some((at, want)) = x.audit.get(&a.id) else {
-            if rows
-                .adopted
-                .contains(&("audit".to_string(), a.id.to_string()))
-            {
-                v.adopted += 1;
-            } else {
-                found.push(
-                    Problem::Outside,
-                    None,
-                    format!(
-                        "audit line {} ({} {}) has no entry in the chain: it was written outside \
-                         jobhost",
-                        a.id,
-                        a.action,
-                        a.key.as_deref().unwrap_or("")
-                    ),
-                );
-            }
+            let key = a.key.as_deref().unwrap_or("");
+            let row = format!("audit line {} ({} {key})", a.id, a.action);
+            unaccounted(rows, v, found, ("audit", a.id.to_string()), &row);
             continue;
         };
         for (name, now, then) in [
