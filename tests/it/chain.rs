@@ -102,7 +102,9 @@ fn history_of_decisions(cfg: &Path, store: &str) {
         store,
         "2026-11-08",
         "--reason",
-        "the first figures missed late sales",
+        // Text that would end a dollar-quoted constant early, and quotes:
+        // the reason reaches PostgreSQL's statements as a constant.
+        "the first figures missed late sales ($j0 and '$j0$')",
         "--now",
         "2026-11-10T00:06:00Z",
     ]);
@@ -443,4 +445,41 @@ fn a_file_destinations_lines_carry_signatures_that_verify() {
         "{}",
         changed.stdout
     );
+}
+
+#[test]
+fn a_job_whose_chain_a_frozen_host_holds_is_busy_and_a_store_in_another_schema_is_not() {
+    let test =
+        "chain::a_job_whose_chain_a_frozen_host_holds_is_busy_and_a_store_in_another_schema_is_not";
+    let (Some(held), Some(other)) = (Scratch::new(test), Scratch::new(test)) else {
+        return;
+    };
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 100);
+    let first = run_job(&cfg, held.url(), "2026-11-09T00:05:00Z");
+    assert_eq!(first.event(), "ran", "{}", first.stderr);
+    // A session holds the job's chain in the first store's schema, as a
+    // host frozen in the middle of a transaction would (the lock jobhost
+    // takes: class "jobs", the schema and the job's name).
+    let mut holder = held.client();
+    let mut tx = holder.transaction().unwrap();
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(1785684595, hashtext(current_schema() || '.' || 'daily-report'))",
+        &[],
+    )
+    .unwrap();
+    let busy = run_job(&cfg, held.url(), "2026-11-10T00:05:00Z");
+    assert_eq!(busy.receipt()["reason"], "busy", "{}", busy.stdout);
+    // The same job in a store of another schema of the same database (and
+    // a file of its own) runs.
+    let dir2 = scratch();
+    let cfg2 = report_config(dir2.path(), 100);
+    let elsewhere = run_job(&cfg2, other.url(), "2026-11-10T00:05:00Z");
+    assert_eq!(elsewhere.event(), "ran", "{}", elsewhere.stderr);
+    tx.rollback().unwrap();
+    let after = run_job(&cfg, held.url(), "2026-11-10T00:05:00Z");
+    assert_eq!(after.event(), "ran", "{}", after.stderr);
+    for store in [held.url(), other.url()] {
+        assert_eq!(verify(&store, &[]).code, 0);
+    }
 }

@@ -47,19 +47,65 @@ pub fn verify_store(
     let mut verdicts = Vec::with_capacity(jobs.len());
     for job in jobs {
         let rows = store.chain_rows(&job)?;
-        let mut links = Vec::new();
-        loop {
-            let after = links.last().map_or(0, |l: &Link| l.seq);
-            let page = store.chain(&job, after, PAGE)?;
-            let full = page.len() as u64 == PAGE;
-            links.extend(page);
-            if !full {
-                break;
-            }
+        // The entries are read a page at a time as the walk goes: a long
+        // chain is never held whole.
+        let mut pages = Pages {
+            store: &mut *store,
+            job: &job,
+            after: i64::MIN,
+            page: Vec::new().into_iter(),
+            last: false,
+            failed: None,
+        };
+        let verdict = check(&job, &mut pages, keys, &rows, MOST_FINDINGS);
+        if let Some(e) = pages.failed {
+            return Err(e);
         }
-        verdicts.push(check(&job, links, keys, &rows, MOST_FINDINGS));
+        verdicts.push(verdict);
     }
     Ok(verdicts)
+}
+
+/// A job's entries in order of number, read [`PAGE`] at a time (every
+/// number, so an entry moved below 1 is read too).
+struct Pages<'a> {
+    store: &'a mut dyn Ledger,
+    job: &'a str,
+    after: i64,
+    page: std::vec::IntoIter<Link>,
+    last: bool,
+    /// Why a page could not be read; the walk ends there.
+    failed: Option<Error>,
+}
+
+impl Iterator for Pages<'_> {
+    type Item = Link;
+
+    fn next(&mut self) -> Option<Link> {
+        loop {
+            if let Some(l) = self.page.next() {
+                self.after = l.seq;
+                return Some(l);
+            }
+            if self.last {
+                return None;
+            }
+            match self.store.chain(self.job, self.after, PAGE) {
+                Ok(page) => {
+                    self.last = (page.len() as u64) < PAGE;
+                    if page.is_empty() {
+                        return None;
+                    }
+                    self.page = page.into_iter();
+                }
+                Err(e) => {
+                    self.failed = Some(e);
+                    self.last = true;
+                    return None;
+                }
+            }
+        }
+    }
 }
 
 /// The verdict on an exported run, checked with nothing but the file and

@@ -61,7 +61,10 @@ const OPERATOR_SCHEMA: i64 = 4;
 const NEEDS_SCHEMA: i64 = 8;
 
 /// The class of the transaction locks that serialize appends to a job's
-/// chain (`pg_advisory_xact_lock(class, hashtext(job))`): "jobs" in ASCII.
+/// chain: `pg_advisory_xact_lock(class, hashtext(schema.job))` ("jobs" in
+/// ASCII). Advisory locks belong to the database, so the store's schema is
+/// in the key: stores in two schemas of one database never wait for each
+/// other's jobs (but for the rare two names of one hash, which only wait).
 const CHAIN_LOCK: i32 = 0x6a6f_6273;
 
 /// The schema that keeps the chain (`chain`, `chain_adopted`).
@@ -283,7 +286,8 @@ impl Backend for Postgres {
             .map(|job| {
                 let job = support::literal(job);
                 format!(
-                    "SELECT pg_advisory_xact_lock({CHAIN_LOCK}, hashtext({job}));
+                    "SELECT pg_advisory_xact_lock({CHAIN_LOCK},
+                        hashtext(current_schema() || '.' || {job}));
                      SELECT job, seq, hash FROM jobhost_chain WHERE job = {job}
                      ORDER BY seq DESC LIMIT 1"
                 )

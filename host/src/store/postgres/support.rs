@@ -253,8 +253,12 @@ pub(super) fn literal(text: &str) -> String {
     let mut n = 0_u32;
     loop {
         let tag = format!("$j{n}$");
-        if !text.contains(&tag) {
-            return format!("{tag}{text}{tag}");
+        let quoted = format!("{tag}{text}{tag}");
+        // The constant ends at the first tag after the opening one: that
+        // must be the closing one (the text neither holds the tag nor ends
+        // with the start of it).
+        if quoted[tag.len()..].find(&tag) == Some(text.len()) {
+            return quoted;
         }
         n += 1;
     }
@@ -273,5 +277,9 @@ mod tests {
     fn a_literal_is_quoted_with_a_tag_its_text_does_not_hold() {
         assert_eq!(literal("a'b"), "$j0$a'b$j0$");
         assert_eq!(literal("x$j0$y"), "$j1$x$j0$y$j1$");
+        // A text ending with the start of the tag would end the constant
+        // early.
+        assert_eq!(literal("x$j0"), "$j1$x$j0$j1$");
+        assert_eq!(literal("x$"), "$j0$x$$j0$");
     }
 }
