@@ -271,7 +271,7 @@ fn chain_cost(
         }
     }
     println!(
-        "the chain's cost: claim + PREPARED + DONE, {rounds} rounds of {n} fresh windows per          store, the three stores of a backend interleaved; medians (fastest..slowest round)"
+        "the chain's cost: claim + PREPARED + DONE, {rounds} rounds of {n} fresh windows per store, the three stores of a backend interleaved; medians (fastest..slowest round)"
     );
     for (b, t) in times.iter().take(backends).enumerate() {
         let base = median(&t[0]);
@@ -328,7 +328,7 @@ fn verify_speed(dir: &std::path::Path, entries: usize) {
         let v = &verdicts[0];
         assert!(v.findings.is_empty(), "{:?}", v.findings.first());
         println!(
-            "verify: {} entries over {runs} runs ({what}): {:.2} s, {:.0} entries/s (the store              was written in {:.1} s)",
+            "verify: {} entries over {runs} runs ({what}): {:.2} s, {:.0} entries/s (the store was written in {:.1} s)",
             v.entries,
             took.as_secs_f64(),
             v.entries as f64 / took.as_secs_f64(),
