@@ -445,6 +445,23 @@ fn a_file_destinations_lines_carry_signatures_that_verify() {
         "{}",
         changed.stdout
     );
+    // A line whose signature names a key with terminal controls in it is
+    // refused, and the controls never reach the terminal.
+    let forged = r#"{"body":"x","signature":{"key_id":"\u001b[2Jk","idempotency_key":"k","destination":"d","body":"sha256:00","entry":"e","signature":"AA=="}}"#;
+    std::fs::write(&out, format!("{forged}\n")).unwrap();
+    let refused = jobhost(&[
+        "verify-message",
+        "--public-key",
+        s(&public),
+        "--lines",
+        s(&out),
+    ]);
+    assert_eq!(refused.code, 7, "{}", refused.stdout);
+    assert!(
+        refused.stdout.contains("line 1: NOT verified") && !refused.stdout.contains('\u{1b}'),
+        "{:?}",
+        refused.stdout
+    );
 }
 
 #[test]

@@ -261,8 +261,8 @@ pub(super) fn verify_message(args: VerifyMessageArgs) -> Result<i32, Error> {
                 "verified: message {} for `{}`, committed by chain entry {}, signed by key {}",
                 printable(&sig.idempotency_key),
                 printable(&sig.destination),
-                sig.entry,
-                sig.key_id
+                printable(&sig.entry),
+                printable(&sig.key_id)
             ))?;
             0
         }
@@ -332,7 +332,7 @@ fn verify_lines(out: &mut Out, key: &PublicKey, path: &std::path::Path) -> Resul
                     "line {at}: verified: message {} for `{}`, entry {}",
                     printable(&sig.idempotency_key),
                     printable(&sig.destination),
-                    sig.entry
+                    printable(&sig.entry)
                 ))?;
             }
             Err(why) => {
