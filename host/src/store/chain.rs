@@ -10,8 +10,8 @@
 //! hash is signed with Ed25519 and names the key's id, so a chain rewritten
 //! by someone without the key does not verify either.
 //!
-//! The appends of one transaction are computed here ([`Chain`]) from the
-//! heads the transaction locked when it began (see
+//! The appends of one transaction are computed here ([`Chain`]) from each
+//! job's last entry, read once the transaction held the job's chain (see
 //! [`super::sql::Backend::begin_chained`]), and written with its commit.
 
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! Checking a job's chain (see [`super::chain`]) against itself and the
 //! rows: every entry's hash recomputed from its content, each linked to
-//! the one before, numbered without a gap up to the job's head, signed by
+//! the one before, numbered without a gap, signed by
 //! a key given (when keys are given); then the entries folded, in order,
 //! into what each row must hold now (a window's state, revision, fence,
 //! report, rerun reason, component and journal; each message's destination,
