@@ -27,9 +27,11 @@ use crate::core::error::{Error, Result};
 /// The `prev` of a chain's first entry.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// The largest entry the store writes or reads back (an entry binds
-/// digests, never bodies, so even a batch of claims stays far below it).
-pub const MOST_ENTRY_BYTES: usize = 1 << 20;
+/// The largest entry the store writes. An entry binds digests, never
+/// bodies: the largest is the report of a run that staged the most
+/// messages `[limits] max_messages` allows (100,000, about 20 MB of facts);
+/// a batch of windows is split into entries far below it.
+pub const MOST_ENTRY_BYTES: usize = 64 << 20;
 
 /// What one entry records: the kind of decision and what it bound. Fields a
 /// kind does not use are left out of its text.
@@ -419,15 +421,16 @@ impl Chain {
         }
     }
 
-    /// Appends `entry` to `job`'s chain; returns its hash.
+    /// Appends `entry` to `job`'s chain; returns its hash (none when the
+    /// store keeps no chain).
     ///
     /// # Errors
     ///
     /// A job whose head this transaction did not lock (a mistake in a
     /// script), or an entry too large.
-    pub fn append(&mut self, job: &str, entry: &Entry) -> Result<String> {
+    pub fn append(&mut self, job: &str, entry: &Entry) -> Result<Option<String>> {
         if !self.on {
-            return Ok(String::new());
+            return Ok(None);
         }
         let Some(head) = self.heads.iter_mut().find(|h| h.job == job) else {
             return Err(Error::host(format!(
@@ -453,7 +456,7 @@ impl Chain {
             signature,
         });
         head.seq = seq;
-        Ok(hash)
+        Ok(Some(hash))
     }
 
     /// The entries appended, in order.
@@ -764,10 +767,12 @@ mod tests {
         let at = Timestamp::UNIX_EPOCH;
         let first = chain
             .append("j", &Entry::new("claim", at, Some("j:1")))
-            .unwrap();
+            .unwrap()
+            .expect("a hash");
         let second = chain
             .append("j", &Entry::new("report", at, Some("j:1")))
-            .unwrap();
+            .unwrap()
+            .expect("a hash");
         let links = chain.links();
         assert_eq!((links[0].seq, links[1].seq), (1, 2));
         assert_eq!(links[0].prev, GENESIS);
@@ -830,6 +835,23 @@ mod tests {
                 .contains("does not verify")
         );
         assert!(MessageSignature::from_header("v=1; key_id=x").is_err());
+    }
+
+    #[test]
+    fn the_report_of_a_run_with_the_most_messages_a_config_allows_is_one_entry() {
+        let key = "a-job-with-a-long-name:2026-11-08T00:00:00+01:00";
+        let e = Entry {
+            messages: (1..=100_000)
+                .map(|seq| MessageFact {
+                    seq,
+                    destination: "a-destination-with-a-long-name".into(),
+                    idempotency_key: format!("{key}~r12#{seq}"),
+                    body: digest(&seq.to_le_bytes()),
+                })
+                .collect(),
+            ..Entry::new("report", Timestamp::UNIX_EPOCH, Some(key))
+        };
+        assert!(e.text().is_ok());
     }
 
     #[test]

@@ -934,7 +934,6 @@ impl<B: Backend> ClaimStore for SqlStore<B> {
                 ..Entry::new("report", now, Some(key))
             },
         )?;
-        let entry = (!entry.is_empty()).then_some(entry);
         for m in messages {
             tx.exec(
                 "stage messages",
@@ -2109,13 +2108,15 @@ impl<B: Backend> Ledger for SqlStore<B> {
             start,
             (revision + i64::from(has_report), fence + 1),
         )?;
+        let archived_revision =
+            u32::try_from(revision).map_err(|_| damaged(8, &format!("the revision {revision}")))?;
         chain.append(
             &job,
             &Entry {
                 from: Some(old.as_str().into()),
                 audit: Some(audit),
                 archived: report.map(|r| ArchivedFact {
-                    revision: u32::try_from(revision).unwrap_or(u32::MAX),
+                    revision: archived_revision,
                     state: old.as_str().into(),
                     report: Some(digest(r.as_bytes())),
                 }),
