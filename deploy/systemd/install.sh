@@ -22,7 +22,8 @@
 #   /usr/local/lib/jobhost/             the sample's component and data (read)
 #   /etc/jobhost/daily-sales.toml       the sample job (kept if present)
 #   /etc/jobhost/env                    secrets for ${VAR}s, 0600 (kept if present)
-#   /etc/jobhost/credentials/           --fleet: store-url, dashboard-token, 0700
+#   /etc/jobhost/credentials/           --fleet: store-url, dashboard-token,
+#                                       reports-token, 0700
 #   /etc/systemd/system/                the units
 #   /etc/sysusers.d/jobhost.conf        the jobhost user
 #   /var/lib/jobhost                    the store, file destinations (StateDirectory)
@@ -92,6 +93,7 @@ if [ -n "$fleet" ]; then
 install.sh: installed under ${root:-/}. Next, on every host of the fleet:
   write the shared store's URL to $root/etc/jobhost/credentials/store-url (mode 0600)
   write a dashboard token to $root/etc/jobhost/credentials/dashboard-token (openssl rand -hex 32)
+  write the receiver's token to $root/etc/jobhost/credentials/reports-token (mode 0600)
   set the destination's url in $root/etc/jobhost/daily-sales.toml
   systemctl enable --now jobhost-fleet
 NEXT

@@ -54,6 +54,13 @@ fn main() {
     let warm_store = work.join("warm.db");
     run_process(&small.config, &warm_store, NOW, &cache);
 
+    // `-- --telemetry`: only what `[telemetry]` costs a `jobhost run`.
+    if std::env::args().any(|a| a == "--telemetry") {
+        telemetry_cost(&small.config, &work, &cache, n_proc);
+        let _ = std::fs::remove_dir_all(&work);
+        return;
+    }
+
     // 0. The process floor: start and exit with no work at all.
     let floor = sample(n_proc, |_| {
         let t = Instant::now();
@@ -336,6 +343,70 @@ fn run_process_with(bin: &Path, config: &Path, store: &Path, now: &str, cache: &
         .output()
         .expect("jobhost runs");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The 10k-row run (a file destination) without `[telemetry]`, with it
+/// and its receiver down (a port nothing listens on), and with it and a
+/// receiver that takes every batch, interleaved sample by sample (the
+/// order turned each sample); each sample a first run of the window in a
+/// store of its own.
+fn telemetry_cost(config: &Path, work: &Path, cache: &Path, n: usize) {
+    let receiver = jobhost_tests::sink::Sink::start();
+    let down = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        format!("http://{}", l.local_addr().expect("its address"))
+    };
+    let text = std::fs::read_to_string(config).expect("bench config");
+    let names = ["no telemetry", "receiver down", "receiver up"];
+    let configs: Vec<PathBuf> = [
+        String::new(),
+        format!("\n[telemetry]\notlp_endpoint = \"{down}\"\n"),
+        format!("\n[telemetry]\notlp_endpoint = \"{}\"\n", receiver.url("")),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, extra)| {
+        let c = config.with_file_name(format!("job-telemetry-{i}.toml"));
+        std::fs::write(&c, format!("{text}{extra}")).expect("bench config");
+        c
+    })
+    .collect();
+    let mut times: [Vec<Duration>; 3] = Default::default();
+    for i in 0..n {
+        for k in 0..3 {
+            let m = (i + k) % 3;
+            let store = work.join(format!("telemetry-{m}-{i}.db"));
+            run_process(&configs[m], &store, EMPTY_NOW, cache);
+            reset_output(config);
+            let t = Instant::now();
+            let out = run_process(&configs[m], &store, NOW, cache);
+            times[m].push(t.elapsed());
+            assert!(ran_10k(&out), "{out}");
+        }
+    }
+    println!(
+        "[telemetry]'s cost: one `jobhost run` process, 10k rows, cached, {n} samples each, interleaved"
+    );
+    let base = median(&times[0]);
+    for (m, name) in names.iter().enumerate() {
+        report(
+            &format!(
+                "{name} ({:.3}x no telemetry)",
+                ratio(median(&times[m]), base)
+            ),
+            &times[m],
+        );
+    }
+    let traces = receiver
+        .requests()
+        .iter()
+        .filter(|q| q.path == "/v1/traces")
+        .count();
+    println!("the receiver took {traces} export requests");
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64()
 }
 
 fn sample(n: usize, mut f: impl FnMut(usize) -> Duration) -> Vec<Duration> {

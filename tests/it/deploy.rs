@@ -111,7 +111,7 @@ fn every_yaml_file_parses_and_says_what_the_deployment_needs() {
     assert!(spec["startingDeadlineSeconds"].as_u64().unwrap() < 900);
     assert_eq!(spec["jobTemplate"]["spec"]["backoffLimit"], 0);
     let pod = &spec["jobTemplate"]["spec"]["template"]["spec"];
-    assert_store_from_secret(&pod["containers"][0]);
+    assert_store_from_secret(pod);
     assert_eq!(strings(&pod["containers"][0]["args"])[0], "run");
     assert_locked_down(pod, "the CronJob");
 
@@ -124,7 +124,7 @@ fn every_yaml_file_parses_and_says_what_the_deployment_needs() {
     assert_eq!(annotations["prometheus.io/port"], "8480");
     assert_eq!(annotations["prometheus.io/path"], "/metrics");
     let container = &template["spec"]["containers"][0];
-    assert_store_from_secret(container);
+    assert_store_from_secret(&template["spec"]);
     let args = strings(&container["args"]);
     assert_eq!(args[0], "daemon");
     let after = |flag: &str| args[args.iter().position(|a| *a == flag).unwrap() + 1];
@@ -215,25 +215,57 @@ fn assert_locked_down(spec: &Yaml, what: &str) {
     assert_eq!(ca["readOnly"], true, "{what}");
 }
 
-/// The container's store is PostgreSQL, its password from the Secret and
-/// filled in by jobhost from the environment, its TLS checked against the
-/// CA mounted from a Secret and the server's name.
-fn assert_store_from_secret(container: &Yaml) {
+/// The pod's store is PostgreSQL, its password a file of the Secret
+/// mounted as a volume (never in the environment) that jobhost reads with
+/// `${file:...}`, its TLS checked against the CA mounted from a Secret and
+/// the server's name.
+fn assert_store_from_secret(pod: &Yaml) {
+    let container = &pod["containers"][0];
     let env = container["env"].as_sequence().unwrap();
     let var = |name: &str| {
         env.iter()
             .find(|e| e["name"] == name)
             .unwrap_or_else(|| panic!("no {name}"))
     };
-    assert_eq!(
-        var("PGPASSWORD")["valueFrom"]["secretKeyRef"]["name"],
-        "jobhost"
+    assert!(
+        env.iter().all(|e| e["valueFrom"]["secretKeyRef"].is_null()),
+        "a secret in the environment: {env:?}"
     );
     let store = var("JOBHOST_STORE")["value"].as_str().unwrap();
     assert!(
-        store.starts_with("postgres://jobhost:${PGPASSWORD}@"),
+        store.starts_with("postgres://jobhost:${file:/run/secrets/jobhost/pgpassword}@"),
         "{store}"
     );
+    // That file is the Secret's key pgpassword, mounted there, readable by
+    // the pod's group alone.
+    let mount = container["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == "/run/secrets/jobhost")
+        .expect("the Secret mounted at /run/secrets/jobhost");
+    let volume = pod["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap();
+    assert_eq!(volume["secret"]["secretName"], "jobhost");
+    // Kubernetes reads `0440` as octal (YAML 1.1); this parser, as text.
+    let mode = &volume["secret"]["defaultMode"];
+    let mode = mode
+        .as_u64()
+        .or_else(|| mode.as_str().and_then(|t| u64::from_str_radix(t, 8).ok()));
+    assert_eq!(mode, Some(0o440), "{volume:?}");
+    assert!(
+        volume["secret"]["items"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .any(|i| i["key"] == "pgpassword" && i["path"] == "pgpassword"),
+        "{volume:?}"
+    );
+    assert_eq!(pod["securityContext"]["fsGroup"], 65532);
     assert!(
         store.ends_with("?sslmode=verify-full&sslrootcert=/run/secrets/jobhost-db-ca/ca.crt"),
         "{store}"
@@ -347,6 +379,7 @@ fn every_systemd_unit_passes_systemd_analyze_verify() {
     for line in [
         "LoadCredential=store-url:/etc/jobhost/credentials/store-url",
         "LoadCredential=dashboard-token:/etc/jobhost/credentials/dashboard-token",
+        "LoadCredential=reports-token:/etc/jobhost/credentials/reports-token",
         "Environment=JOBHOST_STORE_FILE=%d/store-url",
     ] {
         assert!(
@@ -720,6 +753,12 @@ fn the_fleet_unit_run_as_installed_reads_its_store_and_token_from_credentials_an
         "/etc/jobhost/credentials/dashboard-token",
         "0123456789abcdef0123456789abcdef\n",
     );
+    // The receiver's token, which the job config reads itself with
+    // `${file:${CREDENTIALS_DIRECTORY}/reports-token}`.
+    machine.write_secret(
+        "/etc/jobhost/credentials/reports-token",
+        "rcv-token-4f1c9e\n",
+    );
     let cmd = machine.command(
         "jobhost-fleet.service",
         "",
@@ -753,6 +792,15 @@ fn the_fleet_unit_run_as_installed_reads_its_store_and_token_from_credentials_an
     let posted = sink.requests();
     assert_eq!(posted.len(), 1, "{posted:?}");
     assert_eq!(posted[0].path, "/v1/daily-sales");
+    let authorization = posted[0]
+        .headers
+        .iter()
+        .find(|(name, _)| name == "authorization")
+        .map(|(_, v)| v.as_str());
+    assert_eq!(authorization, Some("Bearer rcv-token-4f1c9e"));
+    // The token went on the wire and nowhere else.
+    assert!(!run.stdout.contains("rcv-token-4f1c9e"), "{}", run.stdout);
+    assert!(!run.stderr.contains("rcv-token-4f1c9e"), "{}", run.stderr);
     // The window is claimed in the shared store.
     let rows = history(pg.url());
     assert_eq!(rows.len(), 1, "{rows:?}");

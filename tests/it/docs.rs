@@ -49,6 +49,19 @@ fn documents() -> Vec<PathBuf> {
 /// Every `ca_file = "NAME"` a config shows stands for a CA's PEM file
 /// there, beside the config in `dir`.
 fn provide_ca_files(dir: &Path, body: &str) {
+    // Every `${file:${CREDENTIALS_DIRECTORY}/NAME}` stands for a secret
+    // file there (the test's `CREDENTIALS_DIRECTORY` is `dir`), kept as a
+    // credential is: readable by its owner alone.
+    const REFERENCE: &str = "${file:${CREDENTIALS_DIRECTORY}/";
+    for (at, _) in body.match_indices(REFERENCE) {
+        let rest = &body[at + REFERENCE.len()..];
+        let name = &rest[..rest.find('}').expect("a closed ${file:...}")];
+        let path = dir.join(name);
+        let _ = std::fs::remove_file(&path);
+        std::fs::write(&path, format!("secret-in-{name}\n")).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+    }
     for line in body.lines() {
         // A signing key named as `[signing] key_file` shows it.
         if let Some(rest) = line.trim_start().strip_prefix("key_file = \"")
@@ -77,8 +90,13 @@ fn provide_ca_files(dir: &Path, body: &str) {
 #[test]
 fn every_toml_example_in_the_docs_is_a_config_jobhost_accepts() {
     let dir = tempfile::tempdir().unwrap();
-    // Every `${VAR}` a document uses stands for a value here.
-    let env = |name: &str| Some(format!("value-of-{name}").into());
+    // Every `${VAR}` a document uses stands for a value here, and the
+    // folder of secret files for systemd's `CREDENTIALS_DIRECTORY`.
+    let credentials = dir.path().to_path_buf();
+    let env = |name: &str| match name {
+        "CREDENTIALS_DIRECTORY" => Some(credentials.clone().into_os_string()),
+        _ => Some(format!("value-of-{name}").into()),
+    };
     let mut configs = 0;
     for file in documents() {
         let text = std::fs::read_to_string(&file).unwrap();

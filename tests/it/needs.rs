@@ -666,6 +666,20 @@ fn rerun_stale_over_a_folder_reruns_the_dependents_in_order_and_backfill_only_st
     assert!(refused.stderr.contains("--reason"), "{}", refused.stderr);
 }
 
+/// Writes a sale of 2026-11-04 into `db` after that day's run.
+fn book_late_sale(db: &Path) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let ts = "2026-11-04T23:59:00Z"
+        .parse::<jiff::Timestamp>()
+        .unwrap()
+        .as_second();
+    conn.execute(
+        "INSERT INTO sales (ts, region, product, quantity, amount) VALUES (?1, 'eu', 'late', 1, 9.5)",
+        [ts],
+    )
+    .unwrap();
+}
+
 #[test]
 fn a_row_written_into_a_done_day_after_its_run_makes_check_mark_that_day_stale_and_no_other() {
     let dir = scratch();
@@ -709,17 +723,7 @@ fn a_row_written_into_a_done_day_after_its_run_makes_check_mark_that_day_stale_a
     assert!(r.iter().all(|(_, result, _)| result == "same"), "{r:?}");
 
     // A sale booked on the 4th, written after its run.
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    let ts = "2026-11-04T23:59:00Z"
-        .parse::<jiff::Timestamp>()
-        .unwrap()
-        .as_second();
-    conn.execute(
-        "INSERT INTO sales (ts, region, product, quantity, amount) VALUES (?1, 'eu', 'late', 1, 9.5)",
-        [ts],
-    )
-    .unwrap();
-    drop(conn);
+    book_late_sale(&db);
     let second = check();
     assert_eq!(second.code, 6, "{}{}", second.stdout, second.stderr);
     let r = results(&second);
@@ -1105,4 +1109,83 @@ fn run_wait_starts_a_waiting_window_as_soon_as_its_last_upstream_window_is_done(
         to_run(cmd.output().unwrap())
     };
     assert_eq!(w46.receipt()["reason"], "waiting", "{}", w46.stdout);
+}
+
+#[test]
+fn a_stale_done_window_is_told_once_at_the_next_run_and_its_rerun_says_recovered() {
+    let sink = jobhost_tests::sink::Sink::start();
+    let dir = scratch();
+    let db = sales_db(dir.path(), 2000);
+    let store = dir.path().join("store.db");
+    let now = "2026-11-07T00:30:00Z";
+    let daily = job(
+        dir.path(),
+        "daily",
+        "day",
+        &format!(
+            "[[notify]]\non = [\"stale\", \"recovered\"]\nurl = \"{}\"\n",
+            sink.url("/hook")
+        ),
+        &[],
+    );
+    backfill(&daily, &store, now, ("2026-11-02", "2026-11-06"), &[]);
+    assert!(
+        sink.requests().is_empty(),
+        "nothing to tell: {:?}",
+        sink.requests()
+            .iter()
+            .map(|q| String::from_utf8_lossy(&q.body).into_owned())
+            .collect::<Vec<_>>()
+    );
+    // A sale booked on the 4th after its run; `check` marks the day stale.
+    book_late_sale(&db);
+    let check = jobhost(&[
+        "check",
+        "--config",
+        s(&daily),
+        "--store",
+        s(&store),
+        "--now",
+        now,
+        "--since",
+        "2026-11-02",
+    ]);
+    assert_eq!(check.code, 6, "{}{}", check.stdout, check.stderr);
+    // The next run that reaches the store tells of it, once.
+    let next = to_run(
+        job_command(&daily, &store, "2026-11-08T00:30:00Z")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(next.event(), "ran", "{}", next.stderr);
+    let told = |i: usize| -> Value { serde_json::from_slice(&sink.requests()[i].body).unwrap() };
+    assert_eq!(sink.requests().len(), 1, "{:?}", sink.requests());
+    let stale = told(0);
+    assert_eq!(stale["event"], "stale");
+    assert_eq!(stale["window"], "daily:2026-11-04");
+    assert!(
+        stale["detail"]
+            .as_str()
+            .unwrap()
+            .contains("inputs changed: 1 row more"),
+        "{stale}"
+    );
+    // Rerun, it is over.
+    let again = jobhost(&[
+        "rerun",
+        "--stale",
+        "--config",
+        s(&daily),
+        "--store",
+        s(&store),
+        "--now",
+        now,
+        "--reason",
+        "a late sale",
+    ]);
+    assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
+    assert_eq!(sink.requests().len(), 2, "{:?}", sink.requests());
+    let recovered = told(1);
+    assert_eq!(recovered["event"], "recovered");
+    assert_eq!(recovered["incident"], stale["incident"]);
 }

@@ -794,6 +794,7 @@ fn downgrade(store: &str) {
              DROP INDEX jobhost_runs_prunable;
              ALTER TABLE jobhost_runs DROP COLUMN revision, DROP COLUMN reason, DROP COLUMN pruned_at;
              DROP TABLE jobhost_uses, jobhost_stale, jobhost_shadows;
+             DROP TABLE jobhost_notifications, jobhost_incidents;
              DROP TABLE jobhost_chain, jobhost_chain_adopted;
              ALTER TABLE jobhost_outbox DROP COLUMN entry;
              DELETE FROM jobhost_schema WHERE version > 3;"
@@ -811,6 +812,7 @@ fn downgrade(store: &str) {
              ALTER TABLE runs DROP COLUMN revision; ALTER TABLE runs DROP COLUMN reason;
              ALTER TABLE runs DROP COLUMN pruned_at; ALTER TABLE runs DROP COLUMN owner_process;
              DROP TABLE uses; DROP TABLE stale; DROP TABLE shadows;
+             DROP TABLE notifications; DROP TABLE incidents;
              DROP TABLE chain; DROP TABLE chain_adopted;
              ALTER TABLE outbox DROP COLUMN entry;
              PRAGMA user_version = 4;",

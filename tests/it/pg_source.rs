@@ -796,6 +796,42 @@ fn a_source_password_from_the_environment_reaches_the_database_and_nothing_else(
     assert!(!run.stdout.contains("hunter2") && !run.stderr.contains("hunter2"));
 }
 
+#[test]
+fn a_source_password_from_a_file_reaches_the_database_and_nothing_else() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some(db) = Scratch::new(
+        "pg_source::a_source_password_from_a_file_reaches_the_database_and_nothing_else",
+    ) else {
+        return;
+    };
+    db.client()
+        .batch_execute("CREATE TABLE sales (created_at timestamptz)")
+        .unwrap();
+    let dir = scratch();
+    let secret = dir.path().join("source-password");
+    std::fs::write(&secret, "p@ss/w?rd-hunter3\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o400)).unwrap();
+    // The test server trusts every login: what is checked is that the URL
+    // is read and where the password shows up.
+    let url = db.url().replacen(
+        "postgres://postgres@",
+        &format!("postgres://postgres:${{file:{}}}@", secret.display()),
+        1,
+    );
+    assert!(url.contains("${file:"), "{url}");
+    let query = "SELECT created_at FROM sales WHERE created_at >= $1 AND created_at < $2";
+    let cfg = pg_config(dir.path(), "echo", &guests().probe, &url, query, "", "");
+    let run = to_run(
+        job_command(&cfg, dir.path().join("s.db"), NOW)
+            .output()
+            .unwrap(),
+    );
+    let (columns, rows) = echoed(&run);
+    assert_eq!(columns, [("created_at".to_string(), "integer".to_string())]);
+    assert!(rows.is_empty());
+    assert!(!run.stdout.contains("hunter3") && !run.stderr.contains("hunter3"));
+}
+
 /// `cfg` with `line` added to its `[source]` table.
 fn with_source_line(cfg: &Path, line: &str) {
     let text = std::fs::read_to_string(cfg).unwrap();

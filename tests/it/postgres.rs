@@ -125,8 +125,8 @@ fn several_hosts_racing_the_same_windows_on_postgres_run_each_window_once() {
     };
     assert_eq!(
         (versions, distinct),
-        (9, 9),
-        "each of the nine migrations was applied once"
+        (10, 10),
+        "each of the ten migrations was applied once"
     );
     // Eighteen hosts appended to the job's one chain: it holds, with no
     // gap and no fork, and accounts for every row.
@@ -442,6 +442,17 @@ fn history_of_a_database_without_a_store_says_so() {
     assert_eq!(tables, 0, "reading created nothing");
 }
 
+/// The test server's URL `server` with `password` (a `${...}` reference)
+/// as its user's password, and that user.
+fn with_password(server: &str, password: &str) -> (String, String) {
+    let (scheme, rest) = server.split_once("://").unwrap();
+    let (userinfo, host) = rest
+        .split_once('@')
+        .expect("JOBHOST_TEST_POSTGRES names a user");
+    let user = userinfo.split(':').next().unwrap().to_string();
+    (format!("{scheme}://{user}:{password}@{host}"), user)
+}
+
 #[test]
 fn a_store_password_from_the_environment_reaches_the_database_and_nothing_else() {
     let Some(db) = Scratch::new(
@@ -453,13 +464,7 @@ fn a_store_password_from_the_environment_reaches_the_database_and_nothing_else()
     let cfg = report_config(dir.path(), 100);
     // The test server trusts every login, so any password gets in; what is
     // checked is where the password shows up.
-    let server = db.url();
-    let (scheme, rest) = server.split_once("://").unwrap();
-    let (userinfo, host) = rest
-        .split_once('@')
-        .expect("JOBHOST_TEST_POSTGRES names a user");
-    let user = userinfo.split(':').next().unwrap();
-    let url = format!("{scheme}://{user}:${{JOBHOST_TEST_PW}}@{host}");
+    let (url, user) = with_password(&db.url(), "${JOBHOST_TEST_PW}");
     let text = std::fs::read_to_string(&cfg).unwrap();
     std::fs::write(&cfg, format!("store = \"{url}\"\n{text}")).unwrap();
     let out = command(
@@ -489,6 +494,50 @@ fn a_store_password_from_the_environment_reaches_the_database_and_nothing_else()
     let run = to_run(out);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("${JOBHOST_TEST_PW}"), "{}", run.stderr);
+}
+
+#[test]
+fn a_store_password_from_a_file_reaches_the_database_and_nothing_else() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some(db) = Scratch::new(
+        "postgres::a_store_password_from_a_file_reaches_the_database_and_nothing_else",
+    ) else {
+        return;
+    };
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 100);
+    let secret = dir.path().join("pgpassword");
+    std::fs::write(&secret, "pw-in-a-file-7c2e\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // The test server trusts every login: what is checked is that the URL
+    // is read and where the password shows up.
+    let (url, user) = with_password(&db.url(), &format!("${{file:{}}}", secret.display()));
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("store = \"{url}\"\n{text}")).unwrap();
+    let run_at = |now: &str| {
+        to_run(
+            command(&root(), &["run", "--config", s(&cfg), "--now", now])
+                .output()
+                .unwrap(),
+        )
+    };
+    let run = run_at("2026-11-09T00:05:00Z");
+    assert_eq!(run.event(), "ran", "{}", run.stderr);
+    let shown = run.receipt()["store"].as_str().unwrap().to_string();
+    assert!(shown.contains(&format!("{user}:***@")), "{shown}");
+    assert!(!run.stdout.contains("pw-in-a") && !run.stderr.contains("pw-in-a"));
+    // A file every user may read is refused before anything connects.
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o604)).unwrap();
+    let run = run_at("2026-11-10T00:05:00Z");
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("`store`"), "{}", run.stderr);
+    assert!(run.stderr.contains("chmod o-rw"), "{}", run.stderr);
+    assert!(!run.stderr.contains("pw-in-a"), "{}", run.stderr);
+    assert_eq!(
+        history(db.url()).len(),
+        1,
+        "the refused run claimed nothing"
+    );
 }
 
 /// The test server's certificate file, when it speaks TLS and its file is
@@ -725,10 +774,10 @@ fn a_store_in_a_schema_with_a_mixed_case_name_opens_and_keeps_its_runs() {
     assert_eq!(first.event(), "ran", "{}", first.stderr);
     assert_eq!(second.receipt()["reason"], "done", "{}", second.stdout);
     assert_eq!(
-        tables, 16,
+        tables, 18,
         "the tables (runs, outbox, cursors, schedule, digests, revisions, revision messages, \
-         audit, pauses, forgotten, uses, stale, shadows, chain, chain adopted, \
-         schema) went into the schema the URL \
+         audit, pauses, forgotten, uses, stale, shadows, chain, chain adopted, incidents, \
+         notifications, schema) went into the schema the URL \
          names"
     );
 }
@@ -824,6 +873,7 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
              ALTER TABLE jobhost_runs ADD CONSTRAINT jobhost_runs_state_check CHECK (state IN
                  ('CLAIMED', 'PREPARED', 'DONE', 'FAILED', 'ABANDONED'));
              DROP TABLE jobhost_uses, jobhost_stale, jobhost_shadows;
+             DROP TABLE jobhost_notifications, jobhost_incidents;
              DROP TABLE jobhost_chain, jobhost_chain_adopted;
              ALTER TABLE jobhost_outbox DROP COLUMN entry;
              DELETE FROM jobhost_schema WHERE version > 1;",
@@ -882,5 +932,5 @@ fn a_store_of_the_previous_version_is_migrated_keeping_its_runs_and_then_takes_s
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
 }

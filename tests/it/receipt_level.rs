@@ -82,6 +82,8 @@ fn assert_brief_keeps_the_key_fields(r: &Value) {
     assert_eq!(r["key"], KEY, "{r}");
     assert_eq!(r["window"]["label"], "2026-11-08", "{r}");
     assert!(r["attempt"].is_u64() && r["fence"].is_i64(), "{r}");
+    // The chain entry of the run's last decision, for `jobhost verify`.
+    assert!(r["entry"].as_str().is_some_and(|e| e.len() == 64), "{r}");
     let m = &r["messages"][0];
     assert_eq!(m["seq"], 1, "{r}");
     assert_eq!(m["destination"], "report", "{r}");

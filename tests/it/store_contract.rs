@@ -1567,7 +1567,192 @@ fn prune_drops_old_journals_and_delivered_bodies_and_nothing_unfinished(f: &mut 
     );
 }
 
+fn note(event: &str, target: &str, id: i64) -> jobhost::store::NewNotification {
+    jobhost::store::NewNotification {
+        event: event.to_string(),
+        target: target.to_string(),
+        idempotency_key: format!("jobhost:daily-report:incident:{id}:{event}"),
+        body: format!("{{\"event\":\"{event}\",\"incident\":{id}}}"),
+    }
+}
+
+fn one_incident_of_a_kind_is_open_per_job_and_each_notification_is_leased_to_one_host(
+    f: &mut Fixture,
+) {
+    use jobhost::store::Sent;
+    let (mut a, mut b) = (f.open(), f.open());
+    let job = "daily-report";
+    let stage = |id: i64| {
+        vec![
+            note("failed", "https://a/hook", id),
+            note("failed", "https://b", id),
+        ]
+    };
+    // Two hosts see the same failure: one opens the incident and stages
+    // its notifications.
+    let first = a
+        .open_incident(
+            job,
+            "failed",
+            Some("daily-report:2026-11-08"),
+            "boom",
+            f.now,
+            &stage,
+        )
+        .unwrap();
+    let second = b
+        .open_incident(
+            job,
+            "failed",
+            Some("daily-report:2026-11-09"),
+            "boom",
+            f.now,
+            &stage,
+        )
+        .unwrap();
+    let id = first.expect("the first host opens it");
+    assert_eq!(second, None, "the second finds it open");
+    // Another kind, or another job, is an incident of its own.
+    assert!(
+        b.open_incident(job, "late", None, "late", f.now, &|_| Vec::new())
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        b.open_incident("other-job", "failed", None, "x", f.now, &|_| Vec::new())
+            .unwrap()
+            .is_some()
+    );
+    let open = a.open_incidents(job).unwrap();
+    assert_eq!(
+        open.iter().map(|i| i.kind.as_str()).collect::<Vec<_>>(),
+        ["failed", "late"]
+    );
+    assert_eq!(open[0].key.as_deref(), Some("daily-report:2026-11-08"));
+
+    // Each due notification is leased to one host; a lease counts as an
+    // attempt, and what is leased is not leased again until it runs out.
+    let lease = Duration::from_secs(120);
+    let took_a = a
+        .take_notifications(job, "host-a", lease, 1, f.now)
+        .unwrap();
+    let took_b = b
+        .take_notifications(job, "host-b", lease, 10, f.now)
+        .unwrap();
+    assert_eq!(took_a.len(), 1);
+    assert_eq!(took_b.len(), 1);
+    assert_ne!(took_a[0].id, took_b[0].id);
+    assert_eq!((took_a[0].attempts, took_a[0].incident), (1, id));
+    assert!(
+        a.take_notifications(job, "host-a", lease, 10, f.now)
+            .unwrap()
+            .is_empty()
+    );
+    a.notification_sent(
+        took_a[0].id,
+        "host-a",
+        &Sent::Delivered("http 200".into()),
+        f.now,
+    )
+    .unwrap();
+    // Only the host holding it records its send; a retry waits its time.
+    b.notification_sent(took_b[0].id, "host-a", &Sent::Delivered("no".into()), f.now)
+        .unwrap();
+    b.notification_sent(
+        took_b[0].id,
+        "host-b",
+        &Sent::Later("http 503".into(), Duration::from_secs(3600)),
+        f.now,
+    )
+    .unwrap();
+    assert!(
+        a.take_notifications(job, "host-a", lease, 10, f.now)
+            .unwrap()
+            .is_empty()
+    );
+    let kept = a.notifications(job, 10).unwrap();
+    let by_id = |i: i64| kept.iter().find(|n| n.id == i).unwrap();
+    assert_eq!(by_id(took_a[0].id).state, "SENT");
+    assert_eq!(by_id(took_b[0].id).state, "PENDING");
+    assert_eq!(by_id(took_b[0].id).detail.as_deref(), Some("http 503"));
+
+    // Closing: once, staging what the closing says.
+    let recovered = |i: &jobhost::store::Incident| vec![note("recovered", "https://a/hook", i.id)];
+    assert!(
+        a.close_incident(id, "window 2026-11-10 is DONE", f.now, &recovered)
+            .unwrap()
+    );
+    assert!(!b.close_incident(id, "again", f.now, &recovered).unwrap());
+    let last = b.last_incident(job, "failed").unwrap().unwrap();
+    assert_eq!(last.closed_by.as_deref(), Some("window 2026-11-10 is DONE"));
+    assert!(last.closed_at.is_some());
+    let took = b
+        .take_notifications(job, "host-b", lease, 10, f.now)
+        .unwrap();
+    assert_eq!(
+        took.iter().map(|n| n.event.as_str()).collect::<Vec<_>>(),
+        ["recovered"]
+    );
+    // A closed incident's kind can open again, as a new incident.
+    let again = a
+        .open_incident(job, "failed", None, "boom again", f.now, &|_| Vec::new())
+        .unwrap();
+    assert!(again.is_some_and(|n| n != id));
+}
+
+fn a_pause_for_failures_is_made_once_with_its_incident_and_a_persons_pause_stands(f: &mut Fixture) {
+    let (mut a, mut b) = (f.open(), f.open());
+    let job = "daily-report";
+    let who = Actor {
+        by: "jobhost (pause_after_failures)",
+        reason: "paused after 3 windows",
+    };
+    let stage = |id: i64| vec![note("paused", "https://a/hook", id)];
+    let first = a
+        .auto_pause(job, who, "daily-report:2026-11-10", f.now, &stage)
+        .unwrap();
+    assert!(first.is_some());
+    assert!(
+        b.auto_pause(job, who, "daily-report:2026-11-10", f.now, &stage)
+            .unwrap()
+            .is_none()
+    );
+    let p = b.paused(job).unwrap().expect("paused");
+    assert_eq!(p.by, "jobhost (pause_after_failures)");
+    // Audited as any pause.
+    let audit = b.audit(Some(job)).unwrap();
+    assert_eq!(
+        audit
+            .iter()
+            .filter(|l| l.action == AuditAction::Pause)
+            .count(),
+        1
+    );
+    assert_eq!(a.notifications(job, 10).unwrap().len(), 1);
+    // A job a person paused is not paused again for failures.
+    let person = Actor {
+        by: "ops@host",
+        reason: "maintenance",
+    };
+    b.resume(job, person, f.now).unwrap();
+    a.pause(job, person, f.now).unwrap();
+    let open = a.open_incidents(job).unwrap();
+    assert_eq!(
+        open.len(),
+        1,
+        "the first pause's incident is open until noticed"
+    );
+    assert!(
+        a.auto_pause(job, who, "daily-report:2026-11-12", f.now, &stage)
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(a.paused(job).unwrap().unwrap().by, "ops@host");
+}
+
 contract!(
+    one_incident_of_a_kind_is_open_per_job_and_each_notification_is_leased_to_one_host,
+    a_pause_for_failures_is_made_once_with_its_incident_and_a_persons_pause_stands,
     a_live_claim_is_busy_and_an_expired_one_is_taken_over_with_a_new_fence,
     a_live_claim_whose_owner_is_gone_is_taken_over_at_once_with_the_next_fence,
     a_stale_owner_can_write_nothing_after_a_takeover,

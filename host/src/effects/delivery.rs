@@ -131,6 +131,9 @@ pub struct Delivery<'a> {
     /// message again, the run lets its claim go, and a later invocation
     /// resumes the delivery.
     pub stop: Option<&'a AtomicBool>,
+    /// The run's trace: each send is a step of it, and an HTTP request
+    /// carries the step's `traceparent`.
+    pub trace: Option<&'a crate::effects::telemetry::RunTrace>,
 }
 
 /// How one message's delivery ended, for the loop over the run's messages.
@@ -259,6 +262,16 @@ impl Deliverer<'_, '_> {
             info.attempts += 1;
             self.reach(Boundary::InSend);
             let look = LastLook::new(confirmed, margin, self.d.clock);
+            let mut step = self.d.trace.map(|t| {
+                let mut s = t.step("deliver");
+                s.attr("jobhost.destination", m.destination.clone());
+                s.attr("jobhost.message", i64::from(m.seq));
+                s.attr("jobhost.send", i64::from(info.attempts));
+                s
+            });
+            let traceparent = step
+                .as_ref()
+                .map(crate::effects::telemetry::Step::traceparent);
             let run = Sending {
                 look: Some(&look),
                 key: self.key,
@@ -266,6 +279,7 @@ impl Deliverer<'_, '_> {
                 maybe_there: self.d.resumed || p.attempts > 0 || info.attempts > 1,
                 now: self.d.clock.lease_now(),
                 signature: signature.as_ref(),
+                traceparent: traceparent.as_deref(),
             };
             let (store, lease, clock) = (&mut *self.d.store, self.d.lease, self.d.clock);
             let mut still_ours = || {
@@ -282,6 +296,25 @@ impl Deliverer<'_, '_> {
                 .send(&m.destination, dest, m, &run, &mut still_ours)?;
             // Let the next send in before any wait to send again.
             drop(permit);
+            if let Some(s) = step.as_mut() {
+                match &sent {
+                    Sent::Withheld => s.attr("jobhost.outcome", "withheld"),
+                    Sent::Delivered { http_status, .. } => {
+                        s.attr("jobhost.outcome", "delivered");
+                        if let Some(code) = http_status {
+                            s.attr("http.response.status_code", i64::from(*code));
+                        }
+                    }
+                    Sent::Failed(f) => {
+                        if let Some(code) = f.http_status {
+                            s.attr("http.response.status_code", i64::from(code));
+                        }
+                        // The message names no credential (see SendFailure).
+                        s.fail(&f.message);
+                    }
+                }
+            }
+            drop(step);
             match sent {
                 Sent::Withheld => {
                     info.attempts -= 1;

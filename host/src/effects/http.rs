@@ -99,6 +99,9 @@ pub(super) fn post(
     if let Some(sig) = run.signature {
         req = req.header(SIGNATURE_HEADER, sig.to_header());
     }
+    if let Some(traceparent) = run.traceparent {
+        req = req.header("traceparent", traceparent);
+    }
     for (h, v) in t.headers() {
         req = req.header(h.as_str(), v.as_str());
     }

@@ -78,4 +78,7 @@ pub struct Sending<'a> {
     /// The message's signature, when this process signs (`[signing]`) and
     /// the message was committed by a chain entry.
     pub signature: Option<&'a crate::store::chain::MessageSignature>,
+    /// The W3C `traceparent` an HTTP request carries, when the run is
+    /// traced (`[telemetry]`).
+    pub traceparent: Option<&'a str>,
 }

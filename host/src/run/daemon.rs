@@ -439,7 +439,15 @@ struct Memory {
     /// When each job with `[freshness]` last had its DONE windows read
     /// again.
     checked_at: std::collections::HashMap<String, Timestamp>,
+    /// When each job with `[[notify]]` or `pause_after_failures` last had
+    /// its incidents kept in step between runs.
+    noticed_at: std::collections::HashMap<String, Timestamp>,
 }
+
+/// How often, between runs, the daemon keeps the incidents of a job with
+/// `[[notify]]` or `pause_after_failures` in step (a job that turns late
+/// while nothing runs is noticed within this) and sends what is due.
+const NOTICE_EVERY: Duration = Duration::from_secs(300);
 
 /// How often a job's DONE windows are read again (`[freshness]`).
 const RECHECK_EVERY: Duration = Duration::from_secs(6 * 3600);
@@ -476,8 +484,23 @@ fn run_loop(
             digests,
             memory: &memory,
         };
+        // One span per wake-up that starts runs, which each run's trace
+        // links to.
+        let traced = if due.is_empty() {
+            None
+        } else {
+            crate::effects::telemetry::span("jobhost.wake")
+        };
+        crate::effects::telemetry::set_wake(
+            traced
+                .as_ref()
+                .map(crate::effects::telemetry::Step::span_context),
+        );
         let wake = wake_all(&round, &due);
-        let wake = wake.into_iter().chain(later).min();
+        crate::effects::telemetry::set_wake(None);
+        drop(traced);
+        let noticing = notice_between_runs(&jobs, opts, &memory);
+        let wake = wake.into_iter().chain(later).chain(noticing).min();
         if let Some(w) = wake {
             recheck_if_quiet(&jobs, opts, w, out, &memory);
         }
@@ -495,6 +518,60 @@ fn run_loop(
         }
         sleep_until(opts, wake, set);
     }
+}
+
+/// Keeps in step the incidents of each job with `[[notify]]` or
+/// `pause_after_failures` whose last pass is [`NOTICE_EVERY`] old, and
+/// sends its due notifications (see [`crate::run::notices`]); when the
+/// next pass is due, if any job wants one. A store that fails is said and
+/// tried at the next pass.
+fn notice_between_runs(
+    jobs: &[Arc<Job>],
+    opts: &Options<'_>,
+    memory: &Mutex<Memory>,
+) -> Option<Timestamp> {
+    let every = SignedDuration::try_from(NOTICE_EVERY).unwrap_or_default();
+    let mut next: Option<Timestamp> = None;
+    for job in jobs.iter().filter(|j| crate::run::notices::wanted(j)) {
+        if stopping(opts) {
+            return None;
+        }
+        let now = opts.clock.now();
+        let last = memory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .noticed_at
+            .get(job.name().as_str())
+            .copied();
+        let due = last.map_or(now, |t| t.checked_add(every).unwrap_or(now));
+        if due <= now {
+            let done = crate::store::open_with(&job.store, opts.runtime.failpoints.clone())
+                .and_then(|mut store| crate::run::notices::notice(job, store.as_mut(), now));
+            if let Err(e) = done {
+                crate::core::text::say(
+                    "error",
+                    &format!(
+                        "job `{}`: its incidents and notifications were not kept: {e:#}; \
+                         trying again in {} minutes",
+                        job.name(),
+                        NOTICE_EVERY.as_secs() / 60
+                    ),
+                );
+            }
+            memory
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .noticed_at
+                .insert(job.name().as_str().to_string(), now);
+        }
+        let again = if due <= now {
+            now.checked_add(every).unwrap_or(now)
+        } else {
+            due
+        };
+        next = Some(next.map_or(again, |n| n.min(again)));
+    }
+    next
 }
 
 /// At a quiet moment (the next wake-up [`QUIET`] away or more), reads

@@ -69,6 +69,30 @@ pub(crate) fn ping(job: &Job, signal: Signal, receipt: &mut Receipt, clock: &dyn
     receipt.pings.insert(signal.as_str(), info);
 }
 
+/// After a run that reached the store: the job's incidents are kept in
+/// step and its due notifications sent (see [`crate::run::notices`]), in
+/// the store the run used, opened again; what was sent goes into the
+/// receipt. Never on the skip path, and nothing here changes the outcome.
+pub(crate) fn notify(job: &Job, runtime: &Runtime, clock: &dyn Clock, receipt: &mut Receipt) {
+    if !crate::run::notices::wanted(job) || receipt.event == Event::Skipped || receipt.key.is_none()
+    {
+        return;
+    }
+    let done = crate::store::open_with(&job.store, runtime.failpoints.clone())
+        .and_then(|mut store| crate::run::notices::notice(job, store.as_mut(), clock.now()));
+    match done {
+        Ok(sent) => receipt.notifications = sent,
+        Err(e) => crate::core::text::say(
+            "warning",
+            &format!(
+                "job `{}`: its notifications were not kept: {e:#}; the run is not affected, and \
+                 the next run or wake-up tries again",
+                job.name()
+            ),
+        ),
+    }
+}
+
 /// Last of all, the digest of a DONE run: made now (into the receipt) in
 /// the store the run used, or left for later when the runtime defers
 /// digests.

@@ -51,6 +51,11 @@ pub struct Job {
     pub lease: Duration,
     /// URLs pinged when a run starts, succeeds or fails.
     pub pings: Pings,
+    /// Who hears of the job's trouble (`[[notify]]`).
+    pub notify: crate::effects::notify::NotifySettings,
+    /// Pause the job after this many windows in a row end FAILED or
+    /// ABANDONED (`pause_after_failures`).
+    pub pause_after_failures: Option<u32>,
     /// The language model that writes a digest of each DONE run, if any.
     pub digest: Option<DigestSettings>,
     /// What the daemon prunes once a day (`[retention]`), if anything.

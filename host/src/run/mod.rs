@@ -13,6 +13,7 @@ mod finish;
 pub mod job;
 pub mod liveness;
 pub mod needs;
+pub mod notices;
 mod open;
 pub mod operate;
 pub mod outputs;

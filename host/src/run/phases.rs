@@ -19,6 +19,7 @@ use crate::core::window::{Window, WindowKey};
 use crate::effects::delivery::{self, Delivery, Ended};
 use crate::effects::digest::Wanted;
 use crate::effects::ping::Signal;
+use crate::effects::telemetry::{self, RunTrace, Step};
 use crate::guest::cache::CompileCache;
 use crate::guest::failure::GuestFailure;
 use crate::guest::guest_log::GuestLog;
@@ -169,8 +170,12 @@ fn run_picked(
 ) -> Outcome {
     let clock = runtime.clock();
     let mut receipt = Receipt::new(Event::Failed);
+    // One trace per run, when the process exports traces; a run the
+    // daemon's wake-up started links to it.
+    let trace = telemetry::run_trace("jobhost.run", job.name().as_str(), &telemetry::wake_links());
+    receipt.trace_id = trace.as_ref().map(RunTrace::trace_id);
     let result = Run::start(job, window, asked, clock.as_ref(), runtime, &mut receipt)
-        .and_then(|run| run.phases(preclaimed, &mut receipt));
+        .and_then(|run| run.traced(trace.as_ref()).phases(preclaimed, &mut receipt));
     let (exit_code, wanted) = match result {
         Ok(wanted) => (receipt.exit_code(), wanted),
         Err(e) => {
@@ -178,10 +183,34 @@ fn run_picked(
             (e.exit_code(), None)
         }
     };
-    // After everything else: a monitor hears of the outcome, then the
-    // digest is made; nothing either does changes the outcome.
+    // After everything else: a monitor hears of the outcome, the job's
+    // incidents are kept in step (and a person hears of them), then the
+    // digest is made; nothing any of them does changes the outcome.
     finish::announce(job, &mut receipt, clock.as_ref());
-    let digest = finish::digest(job, wanted, runtime, clock.as_ref(), &mut receipt);
+    {
+        let _step = trace
+            .as_ref()
+            .filter(|_| crate::run::notices::wanted(job) && receipt.event != Event::Skipped)
+            .map(|t| t.step("notices"));
+        finish::notify(job, runtime, clock.as_ref(), &mut receipt);
+    }
+    let digest = {
+        let _step = trace
+            .as_ref()
+            .filter(|_| wanted.is_some())
+            .map(|t| t.step("digest"));
+        finish::digest(job, wanted, runtime, clock.as_ref(), &mut receipt)
+    };
+    if let Some(t) = trace {
+        if let Some(k) = &receipt.key {
+            t.attr("jobhost.window", k.clone());
+        }
+        t.attr("jobhost.event", receipt.event.as_str());
+        if let Some(a) = receipt.attempt {
+            t.attr("jobhost.attempt", i64::from(a));
+        }
+        t.end(receipt.error.as_ref().map(|e| e.message.as_str()));
+    }
     Outcome {
         receipt,
         exit_code,
@@ -200,6 +229,8 @@ struct Run<'a> {
     key: WindowKey,
     /// Why the window is run.
     asked: &'a Asked,
+    /// The run's trace, when the process exports traces.
+    trace: Option<&'a RunTrace>,
 }
 
 /// What [`Run::peek`] found.
@@ -220,6 +251,9 @@ struct Prepared {
     component: Option<LoadedComponent>,
     /// The window's data, its query already started.
     source: SourceAccess,
+    /// The trace's step of reading the source, from the query's start to
+    /// the guest's end.
+    source_step: Option<Step>,
     /// The component recorded with a committed report still to deliver.
     recorded_component: Option<String>,
     /// The upstream windows the run uses, recorded with its report.
@@ -262,7 +296,18 @@ impl<'a> Run<'a> {
             key: window.key(),
             window,
             asked,
+            trace: None,
         })
+    }
+
+    /// This run, its steps traced in `trace`.
+    fn traced(self, trace: Option<&'a RunTrace>) -> Run<'a> {
+        Run { trace, ..self }
+    }
+
+    /// Starts the step `name` of the run's trace, if it has one.
+    fn step(&self, name: &'static str) -> Option<Step> {
+        self.trace.map(|t| t.step(name))
     }
 
     /// The phases in order (a window claimed already, `preclaimed`, skips
@@ -511,11 +556,25 @@ impl<'a> Run<'a> {
         };
         let mut source = SourceAccess::new(spec, start, end, guest.batch_rows);
         let mut component = None;
+        let mut source_step = None;
         if let (false, Some(file)) = (resuming, &mut file) {
             // The query starts now and reads ahead while the host compiles,
-            // claims and instantiates; a bad query fails here.
-            source.start_early()?;
-            let loaded = sandbox.load(file, &self.cache())?;
+            // claims and instantiates; a bad query fails here. Its step
+            // lasts until the guest has had every row.
+            source_step = self.step("source");
+            if let Err(e) = source.start_early() {
+                if let Some(s) = source_step.as_mut() {
+                    s.fail(&format!("{e:#}"));
+                }
+                return Err(e);
+            }
+            let mut step = self.step("component");
+            let loaded = sandbox.load(file, &self.cache());
+            if let (Some(s), Ok(l)) = (step.as_mut(), &loaded) {
+                s.attr("jobhost.compiled", format!("{:?}", l.cache).to_lowercase());
+            }
+            drop(step);
+            let loaded = loaded?;
             receipt.compiled = Some(loaded.cache);
             receipt.component = Some(loaded.digest.clone());
             component = Some(loaded);
@@ -525,6 +584,7 @@ impl<'a> Run<'a> {
             file,
             component,
             source,
+            source_step,
             recorded_component: row.map(|r| r.component),
             uses: used
                 .iter()
@@ -546,6 +606,7 @@ impl<'a> Run<'a> {
         receipt: &mut Receipt,
     ) -> Result<Option<Granted>> {
         let owner = crate::run::owner_id();
+        let step = self.step("claim");
         let claim = store.claim(&ClaimRequest {
             window: &self.window,
             owner: &owner,
@@ -560,6 +621,7 @@ impl<'a> Run<'a> {
             purpose: self.asked.purpose(),
             probe: &LocalProcesses,
         })?;
+        drop(step);
         let granted = answer::answer(
             claim,
             &self.key,
@@ -662,10 +724,34 @@ impl<'a> Run<'a> {
             store.cursor(self.job.name())?
         };
         let input = self.input(lease, cursor, prepared.source);
-        match prepared.sandbox.run(&component, input) {
-            Ok(success) => self
-                .commit(store, lease, success, &prepared.uses, receipt)
-                .map(Some),
+        let mut step = self.step("guest");
+        let ran = prepared.sandbox.run(&component, input);
+        let mut source_step = prepared.source_step;
+        match &ran {
+            Ok(success) => {
+                if let Some(s) = source_step.as_mut() {
+                    s.attr(
+                        "jobhost.rows",
+                        i64::try_from(success.stats.rows).unwrap_or(i64::MAX),
+                    );
+                }
+            }
+            Err(failure) => {
+                if let Some(s) = step.as_mut() {
+                    s.fail(&failure.message);
+                }
+            }
+        }
+        drop((step, source_step));
+        match ran {
+            Ok(success) => {
+                let mut step = self.step("commit");
+                let committed = self.commit(store, lease, success, &prepared.uses, receipt);
+                if let (Some(s), Err(e)) = (step.as_mut(), &committed) {
+                    s.fail(&format!("{e:#}"));
+                }
+                committed.map(Some)
+            }
             Err(failure) => {
                 self.guest_failed(store, lease, failure, receipt)?;
                 Ok(None)
@@ -919,6 +1005,7 @@ impl<'a> Run<'a> {
                 failpoints: self.runtime.failpoints.as_deref(),
                 resumed,
                 stop: self.runtime.stop,
+                trace: self.trace,
             },
             &self.key,
             pending,

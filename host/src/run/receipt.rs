@@ -243,6 +243,10 @@ pub struct Receipt {
     /// its failure), which `jobhost verify` and a signed message name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub entry: Option<String>,
+    /// The run's trace id (32 hex digits), when the process exports
+    /// traces (`[telemetry]`); HTTP deliveries carry it in `traceparent`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
     /// Why the person who asked for this run asked (`rerun`, `backfill
     /// --only failed|all`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -274,6 +278,10 @@ pub struct Receipt {
     /// `failure`) and how each went.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub pings: BTreeMap<&'static str, PingInfo>,
+    /// The job's notifications (`[[notify]]`) this invocation sent or
+    /// tried, and how each went.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notifications: Vec<crate::run::notices::Notified>,
     /// What failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,
@@ -301,6 +309,7 @@ impl Receipt {
             revision: None,
             because: None,
             entry: None,
+            trace_id: None,
             took_over: None,
             report: None,
             messages: None,
@@ -309,6 +318,7 @@ impl Receipt {
             compiled: None,
             digest: None,
             pings: BTreeMap::new(),
+            notifications: Vec::new(),
             error: None,
         }
     }
@@ -481,7 +491,14 @@ const BRIEF: &[&str] = &[
     "digest",
     "pings",
     "error",
+    "entry",
+    "trace_id",
+    "notifications",
 ];
+
+/// What a brief receipt keeps of each notification: not `detail`, which
+/// may quote what the receiver answered.
+const BRIEF_NOTIFICATION: &[&str] = &["event", "to", "status"];
 
 /// What a brief receipt keeps of each message: not `detail`, which may
 /// quote what the destination answered.
@@ -515,6 +532,14 @@ pub fn brief(mut receipt: serde_json::Value) -> serde_json::Value {
             keep(m, BRIEF_MESSAGE);
         }
     }
+    if let Some(sent) = receipt
+        .get_mut("notifications")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        for n in sent {
+            keep(n, BRIEF_NOTIFICATION);
+        }
+    }
     if let Some(digest) = receipt.get_mut("digest") {
         keep(digest, BRIEF_DIGEST);
         if let Some(message) = digest.get_mut("message") {
@@ -528,5 +553,31 @@ pub fn brief(mut receipt: serde_json::Value) -> serde_json::Value {
 fn keep(value: &mut serde_json::Value, fields: &[&str]) {
     if let Some(map) = value.as_object_mut() {
         map.retain(|k, _| fields.contains(&k.as_str()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_brief_receipt_keeps_the_trace_and_what_was_notified_but_no_answer() {
+        let full = serde_json::json!({
+            "event": "failed",
+            "report": {"summary": "figures"},
+            "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+            "notifications": [
+                {"event": "failed", "to": "https://hooks.example.com/x", "status": "retrying",
+                 "detail": "https://hooks.example.com/x answered 503"}
+            ]
+        });
+        let b = brief(full);
+        assert!(b.get("report").is_none());
+        assert_eq!(b["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(
+            b["notifications"][0],
+            serde_json::json!({"event": "failed", "to": "https://hooks.example.com/x",
+                               "status": "retrying"})
+        );
     }
 }

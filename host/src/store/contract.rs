@@ -2,8 +2,9 @@
 //! run follows (claim, commit, deliver, finish or fail, every write after
 //! the claim fenced), and [`Ledger`], what the store records and tells
 //! about runs for everyone else (a run's row, its journal and messages,
-//! history, the scheduler's bookkeeping, digest notes). [`Store`] is both:
-//! what a backend is.
+//! history, the scheduler's bookkeeping, digest notes). [`Store`] is both,
+//! with the incidents and notifications of [`super::Notices`]: what a
+//! backend is.
 
 use std::time::Duration;
 
@@ -562,6 +563,6 @@ pub trait Ledger {
 }
 
 /// A claim store backend: the protocol and the ledger.
-pub trait Store: ClaimStore + Ledger {}
+pub trait Store: ClaimStore + Ledger + super::Notices {}
 
-impl<T: ClaimStore + Ledger> Store for T {}
+impl<T: ClaimStore + Ledger + super::Notices> Store for T {}

@@ -26,6 +26,7 @@ mod contract;
 mod decide;
 pub mod durable;
 pub mod location;
+pub mod notices;
 pub mod postgres;
 mod scripts;
 mod sql;
@@ -45,6 +46,7 @@ pub use decide::{
     no_such_run, undelivered, window_mismatch,
 };
 pub use location::{PostgresUrl, StoreLocation};
+pub use notices::{Incident, NewNotification, Notices, Notification, Sent};
 pub use postgres::PostgresStore;
 pub use scripts::SqlStore;
 pub use sqlite::SqliteStore;

@@ -48,7 +48,7 @@ pub struct SqlStore<B> {
     /// Test hooks inside the commit of a report.
     failpoints: Option<Arc<dyn Failpoints>>,
     /// How its transactions append to the chain.
-    chain: ChainSettings,
+    pub(super) chain: ChainSettings,
     /// The hash of the last entry this store appended.
     last_entry: Option<String>,
 }
@@ -57,14 +57,14 @@ pub struct SqlStore<B> {
 /// process's key, if any; `on` is false only in the store bench's
 /// side-by-side case.
 #[derive(Clone)]
-struct ChainSettings {
+pub(super) struct ChainSettings {
     signer: Option<Arc<Signer>>,
     on: bool,
 }
 
 /// Begins a transaction of `kind` that appends to the chains of `jobs`
 /// (see [`Backend::begin_chained`]).
-fn chained<'a, B: Backend>(
+pub(super) fn chained<'a, B: Backend>(
     backend: &'a mut B,
     settings: &ChainSettings,
     kind: Kind,
@@ -84,7 +84,7 @@ fn chained<'a, B: Backend>(
 }
 
 /// Commits a chained transaction with its entries.
-fn seal<T: Tx>(tx: T, what: &str, chain: &Chain) -> Result<()> {
+pub(super) fn seal<T: Tx>(tx: T, what: &str, chain: &Chain) -> Result<()> {
     if chain.links().is_empty() {
         tx.commit(what)
     } else {
@@ -123,7 +123,7 @@ impl<B: Backend> SqlStore<B> {
     }
 
     /// Notes the last entry a transaction appended.
-    fn sealed(&mut self, chain: &Chain) {
+    pub(super) fn sealed(&mut self, chain: &Chain) {
         if let Some(h) = chain.last() {
             self.last_entry = Some(h);
         }
@@ -139,7 +139,7 @@ impl<B: Backend> SqlStore<B> {
 
     /// The rows of one read, in a transaction of its own (on PostgreSQL it
     /// too waits a bounded time for what another session holds).
-    fn rows<T>(
+    pub(super) fn rows<T>(
         &mut self,
         what: &str,
         sql: &str,
@@ -153,7 +153,7 @@ impl<B: Backend> SqlStore<B> {
     }
 
     /// The first row of one read, if any.
-    fn row<T>(
+    pub(super) fn row<T>(
         &mut self,
         what: &str,
         sql: &str,
@@ -165,7 +165,7 @@ impl<B: Backend> SqlStore<B> {
 
     /// One write statement in a transaction of its own; the rows it
     /// changed.
-    fn write_one(
+    pub(super) fn write_one(
         &mut self,
         what: &str,
         sql: &str,
@@ -1968,25 +1968,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
              ON CONFLICT (job) DO UPDATE SET note = excluded.note, actor = excluded.actor",
             &[Text(job), Text(actor.reason), Text(actor.by)],
         )?;
-        let audit = audit(
-            &mut tx,
-            &AuditRow {
-                job,
-                key: None,
-                action: AuditAction::Pause,
-                old_state: None,
-                reason: actor.reason,
-                detail: None,
-                actor: actor.by,
-            },
-        )?;
-        chain.append(
-            job,
-            &Entry {
-                audit: Some(audit),
-                ..Entry::new("pause", now, None)
-            },
-        )?;
+        paused_in(&mut tx, &mut chain, job, actor, now)?;
         seal(tx, what, &chain)?;
         self.sealed(&chain);
         Ok(before)
@@ -2658,6 +2640,37 @@ struct AuditRow<'a> {
     reason: &'a str,
     detail: Option<&'a str>,
     actor: &'a str,
+}
+
+/// Records in `tx` that `actor` paused `job` (its pause row written): the
+/// audit line and the chain's entry of it.
+pub(super) fn paused_in<T: Tx>(
+    tx: &mut T,
+    chain: &mut Chain,
+    job: &str,
+    actor: Actor<'_>,
+    now: Timestamp,
+) -> Result<()> {
+    let line = audit(
+        tx,
+        &AuditRow {
+            job,
+            key: None,
+            action: AuditAction::Pause,
+            old_state: None,
+            reason: actor.reason,
+            detail: None,
+            actor: actor.by,
+        },
+    )?;
+    chain.append(
+        job,
+        &Entry {
+            audit: Some(line),
+            ..Entry::new("pause", now, None)
+        },
+    )?;
+    Ok(())
 }
 
 /// Writes an audit line; what the chain's entry binds of it.

@@ -149,6 +149,10 @@ pub trait Backend {
     /// the schema before).
     fn chain_tables(&self) -> bool;
 
+    /// Whether the store keeps incidents and notifications (one opened
+    /// read only may be of the schema before).
+    fn notice_tables(&self) -> bool;
+
     /// Whether the store keeps each job's counts by state as it changes
     /// (`run_counts`).
     fn counted(&self) -> bool;
@@ -297,6 +301,8 @@ pub(crate) const TABLES: &[&str] = &[
     "shadows",
     "chain",
     "chain_adopted",
+    "incidents",
+    "notifications",
 ];
 
 #[cfg(test)]

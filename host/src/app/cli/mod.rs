@@ -234,6 +234,8 @@ pub fn main_with(runtime: &Runtime) -> i32 {
         Command::VerifyMessage(args) => verify::verify_message(args),
     };
     crate::store::close_idle();
+    // The traces of this command's runs get a short, bounded time to go.
+    crate::effects::telemetry::flush(crate::effects::telemetry::FLUSH_AT_EXIT);
     match ended {
         Ok(code) => code,
         Err(e) => {

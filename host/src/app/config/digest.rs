@@ -91,9 +91,9 @@ pub fn digest(
         None => None,
         Some(k) if !is_one_variable(k) => {
             return Err(Error::input(
-                "`digest.api_key` must be one environment variable, as \
-                 `api_key = \"${OPENAI_API_KEY}\"`: a key written into the config is one \
-                 commit away from leaking",
+                "`digest.api_key` must be one environment variable or secret file, as \
+                 `api_key = \"${OPENAI_API_KEY}\"` or `\"${file:/run/secrets/openai}\"`: a \
+                 key written into the config is one commit away from leaking",
             ));
         }
         Some(k) => {
@@ -186,6 +186,11 @@ pub fn digest(
 
 /// Whether `text` is exactly one `${NAME}` reference.
 fn is_one_variable(text: &str) -> bool {
+    // A secret file's first line (`${file:/run/secrets/openai}`), the path
+    // checked when it is read.
+    if text.starts_with("${file:") && text.ends_with('}') {
+        return true;
+    }
     text.strip_prefix("${")
         .and_then(|rest| rest.strip_suffix('}'))
         .is_some_and(|name| {

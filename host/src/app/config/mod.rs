@@ -15,9 +15,11 @@ pub mod destinations;
 pub mod digest;
 pub mod folder;
 pub mod limits;
+pub mod notify;
 pub mod ping;
 pub mod source;
 pub mod store;
+pub mod telemetry;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -124,6 +126,16 @@ pub struct ConfigFile {
     pub shadow: Option<ShadowFile>,
     /// The key that signs the job's chain entries and messages.
     pub signing: Option<SigningFile>,
+    /// Who hears of the job's trouble.
+    #[serde(default)]
+    pub notify: Vec<notify::NotifyFile>,
+    /// The dashboard's address as people reach it.
+    pub dashboard: Option<notify::DashboardFile>,
+    /// Pause the job after this many windows in a row end FAILED or
+    /// ABANDONED.
+    pub pause_after_failures: Option<u32>,
+    /// Where the traces of the job's runs go.
+    pub telemetry: Option<telemetry::TelemetryFile>,
 }
 
 /// `[signing]`: the Ed25519 key that signs chain entries and messages.
@@ -428,6 +440,11 @@ impl JobConfig {
         let guest = limits::guest(&file.limits, &file.params)?;
         let pings = ping::pings(&file.ping.clone().unwrap_or_default(), env, &mut redactor)?;
         let lease = limits::lease(&file.limits, guest.limits.timeout, &pings, &destinations)?;
+        let notify = notify::notify(&file.notify, file.dashboard.as_ref(), env, &mut redactor)?;
+        let pause_after_failures = notify::pause_after(file.pause_after_failures)?;
+        if let Some(t) = &file.telemetry {
+            telemetry::telemetry(t, env, &mut redactor)?;
+        }
         let source = match &file.source {
             Some(s) => Some(source::source(
                 s,
@@ -481,6 +498,8 @@ impl JobConfig {
             attempts: self.attempts()?,
             lease,
             pings,
+            notify,
+            pause_after_failures,
             digest,
             retention: self.retention()?,
             needs,

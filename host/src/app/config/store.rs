@@ -67,7 +67,8 @@ fn resolve_with(
 /// environment and the unit file (systemd's `LoadCredential=`).
 pub const STORE_FILE: &str = "JOBHOST_STORE_FILE";
 
-/// The first line of the store file `file`, trimmed.
+/// The first line of the store file `file`, trimmed (read as every
+/// `${file:...}` secret is, [`crate::core::env::secret_file`]).
 ///
 /// # Errors
 ///
@@ -75,31 +76,8 @@ pub const STORE_FILE: &str = "JOBHOST_STORE_FILE";
 /// be read or written by every user of the machine (it may hold a
 /// password).
 fn read_store_file(file: &Path) -> Result<String> {
-    use std::io::Read;
-    use std::os::unix::fs::PermissionsExt;
-    let cannot = |e: std::io::Error| {
-        Error::input(format!(
-            "cannot read ${STORE_FILE} `{}`: {e}; name a file whose first line is the store \
-             (a postgres:// URL or a SQLite path)",
-            file.display()
-        ))
-    };
-    let f = std::fs::File::open(file).map_err(cannot)?;
-    let mode = f.metadata().map_err(cannot)?.permissions().mode();
-    if mode & 0o007 != 0 {
-        return Err(Error::input(format!(
-            "${STORE_FILE} `{}` can be read or written by every user of this machine (mode \
-             {:04o}), and a store URL may hold a password: `chmod o-rwx {}` (or 600)",
-            file.display(),
-            mode & 0o7777,
-            crate::core::command::shell_quote(&file.to_string_lossy())
-        )));
-    }
-    let mut text = String::new();
-    f.take(64 * 1024)
-        .read_to_string(&mut text)
-        .map_err(cannot)?;
-    let line = text.lines().next().unwrap_or_default().trim();
+    let line = crate::core::env::secret_file(file, &format!("${STORE_FILE}"))?;
+    let line = line.trim();
     if line.is_empty() {
         return Err(Error::input(format!(
             "${STORE_FILE} `{}` is empty: its first line must be the store (a postgres:// URL \
@@ -454,7 +432,7 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("$JOBHOST_STORE_FILE"), "{text}");
         assert!(text.contains("mode 0644"), "{text}");
-        assert!(text.contains("chmod o-rwx"), "{text}");
+        assert!(text.contains("chmod o-rw"), "{text}");
         assert!(!text.contains("hunter2"), "{text}");
 
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
@@ -463,6 +441,7 @@ mod tests {
         assert!(err.contains("is empty"), "{err}");
         std::fs::remove_file(&file).unwrap();
         let err = resolve(None, None).unwrap_err().to_string();
-        assert!(err.starts_with("cannot read $JOBHOST_STORE_FILE"), "{err}");
+        assert!(err.starts_with("$JOBHOST_STORE_FILE reads"), "{err}");
+        assert!(err.contains("cannot be read"), "{err}");
     }
 }

@@ -330,6 +330,23 @@ pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> 
     if let Some(d) = &settings.daemon {
         d.register(&mut registry);
     }
+    // This process's trace export (`[telemetry]`), when it has one: what
+    // the receiver took and what was dropped (a full queue, a batch the
+    // receiver did not take). Never a run's cost: export does not wait.
+    let (exported, dropped) = (Counter::<u64>::default(), Counter::<u64>::default());
+    exported.inc_by(crate::effects::telemetry::exported());
+    dropped.inc_by(crate::effects::telemetry::dropped());
+    registry.register(
+        "jobhost_trace_spans_exported",
+        "Spans of this process's runs the OTLP receiver ([telemetry]) took",
+        exported,
+    );
+    registry.register(
+        "jobhost_trace_spans_dropped",
+        "Spans of this process's runs dropped, never sent: the export queue was full or the \
+         OTLP receiver did not take their batch",
+        dropped,
+    );
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &registry)
         .map_err(|e| Error::host("cannot encode the metrics").because(e))?;

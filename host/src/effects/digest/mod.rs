@@ -425,6 +425,7 @@ fn send(
             maybe_there: true,
             now: clock.lease_now(),
             signature: None,
+            traceparent: None,
         };
         match sender.send(name, dest, &message, &run, &mut || Ok(None)) {
             Ok(Sent::Delivered { detail, .. }) => {

@@ -70,6 +70,9 @@ const CHAIN_LOCK: i32 = 0x6a6f_6273;
 /// The schema that keeps the chain (`chain`, `chain_adopted`).
 const CHAIN_SCHEMA: i64 = 9;
 
+/// The schema that keeps incidents and their notifications.
+const NOTICE_SCHEMA: i64 = 10;
+
 /// The oldest schema read-only commands still read, treating what it lacks
 /// as empty: the one before [`OPERATOR_SCHEMA`].
 const READABLE: i64 = OPERATOR_SCHEMA - 1;
@@ -346,6 +349,10 @@ impl Backend for Postgres {
 
     fn chain_tables(&self) -> bool {
         self.version >= CHAIN_SCHEMA
+    }
+
+    fn notice_tables(&self) -> bool {
+        self.version >= NOTICE_SCHEMA
     }
 
     fn counted(&self) -> bool {

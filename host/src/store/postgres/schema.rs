@@ -244,6 +244,37 @@ const MIGRATIONS: &[&str] = &[
         SELECT 'message', seq || ' ' || key FROM jobhost_outbox;
     INSERT INTO jobhost_chain_adopted (what, id) SELECT 'audit', id::text FROM jobhost_audit;
     ALTER TABLE jobhost_outbox ADD COLUMN entry text;",
+    // v10: incidents and their notifications, as SQLite's v11.
+    "CREATE TABLE jobhost_incidents (
+        id               bigserial PRIMARY KEY,
+        job              text NOT NULL,
+        kind             text NOT NULL,
+        key              text,
+        detail           text NOT NULL,
+        opened_at        timestamptz NOT NULL,
+        closed_at        timestamptz,
+        closed_by        text
+    );
+    CREATE UNIQUE INDEX jobhost_incidents_open ON jobhost_incidents (job, kind)
+        WHERE closed_at IS NULL;
+    CREATE TABLE jobhost_notifications (
+        id               bigserial PRIMARY KEY,
+        job              text NOT NULL,
+        incident         bigint NOT NULL REFERENCES jobhost_incidents (id),
+        event            text NOT NULL,
+        target           text NOT NULL,
+        idempotency_key  text NOT NULL,
+        body             text NOT NULL,
+        state            text NOT NULL CHECK (state IN ('PENDING', 'SENT', 'FAILED')),
+        attempts         bigint NOT NULL DEFAULT 0,
+        next_at          timestamptz NOT NULL,
+        lease_until      timestamptz,
+        owner            text,
+        detail           text,
+        created_at       timestamptz NOT NULL,
+        UNIQUE (idempotency_key, target)
+    );
+    CREATE INDEX jobhost_notifications_due ON jobhost_notifications (state, next_at);",
 ];
 
 /// The transaction-scoped advisory lock that serialises migrations ("jobhost"

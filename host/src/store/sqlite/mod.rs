@@ -36,6 +36,9 @@ const NEEDS_SCHEMA: i64 = 9;
 /// The schema that keeps the chain (`chain`, `chain_adopted`).
 const CHAIN_SCHEMA: i64 = 10;
 
+/// The schema that keeps incidents and their notifications.
+const NOTICE_SCHEMA: i64 = 11;
+
 /// The oldest schema read-only commands still read, treating what it lacks
 /// as empty (a monitor keeps working between a deploy and the first run
 /// that migrates): the one before [`OPERATOR_SCHEMA`].
@@ -525,6 +528,10 @@ impl Backend for Sqlite {
 
     fn chain_tables(&self) -> bool {
         self.version >= CHAIN_SCHEMA
+    }
+
+    fn notice_tables(&self) -> bool {
+        self.version >= NOTICE_SCHEMA
     }
 
     fn counted(&self) -> bool {

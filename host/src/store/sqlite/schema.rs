@@ -359,4 +359,37 @@ pub(super) const MIGRATIONS: &[&str] = &[
     INSERT INTO chain_adopted (what, id) SELECT 'message', seq || ' ' || key FROM outbox;
     INSERT INTO chain_adopted (what, id) SELECT 'audit', CAST(id AS TEXT) FROM audit;
     ALTER TABLE outbox ADD COLUMN entry TEXT;",
+    // v11: incidents and their notifications (`[[notify]]`): at most one
+    // open incident of a kind per job, so that hosts that see the same
+    // failure stage its notifications once; each notification an outbox
+    // row of its own, leased by the host that sends it.
+    "CREATE TABLE incidents (
+        id               INTEGER PRIMARY KEY,
+        job              TEXT NOT NULL,
+        kind             TEXT NOT NULL,     -- failed, abandoned, late, stale, paused
+        key              TEXT,              -- the window that opened it, if one did
+        detail           TEXT NOT NULL,     -- what opened it, one line
+        opened_at        INTEGER NOT NULL,  -- unix seconds, UTC
+        closed_at        INTEGER,
+        closed_by        TEXT               -- what closed it, one line
+    ) STRICT;
+    CREATE UNIQUE INDEX incidents_open ON incidents (job, kind) WHERE closed_at IS NULL;
+    CREATE TABLE notifications (
+        id               INTEGER PRIMARY KEY,
+        job              TEXT NOT NULL,
+        incident         INTEGER NOT NULL REFERENCES incidents (id),
+        event            TEXT NOT NULL,     -- the incident's kind, recovered, paused
+        target           TEXT NOT NULL,     -- the [[notify]] URL as written
+        idempotency_key  TEXT NOT NULL,
+        body             TEXT NOT NULL,     -- JSON, as sent
+        state            TEXT NOT NULL CHECK (state IN ('PENDING', 'SENT', 'FAILED')),
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        next_at          INTEGER NOT NULL,  -- unix seconds, UTC
+        lease_until      INTEGER,
+        owner            TEXT,
+        detail           TEXT,              -- the last answer
+        created_at       INTEGER NOT NULL,
+        UNIQUE (idempotency_key, target)
+    ) STRICT;
+    CREATE INDEX notifications_due ON notifications (state, next_at);",
 ];
