@@ -289,3 +289,263 @@ fn in_a_browser_guest_markup_is_text_and_no_script_runs() {
         c.close().await.unwrap();
     });
 }
+
+/// A page of another origin (another port of this machine: the same site
+/// to a browser, so only the origin check stands between it and the
+/// dashboard) whose script sends a form to `action` at once.
+fn forger(action: &str) -> (String, std::thread::JoinHandle<()>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let addr = listener.local_addr().unwrap().to_string();
+    let page = format!(
+        "<!doctype html><html><body><form id=\"f\" method=\"post\" action=\"{action}\">\
+         <input name=\"note\" value=\"forged\"></form>\
+         <script>document.getElementById('f').submit();</script></body></html>"
+    );
+    let serving = std::thread::spawn(move || {
+        // The page, and the favicon the browser may ask for.
+        for _ in 0..2 {
+            let Ok((mut conn, _)) = listener.accept() else {
+                return;
+            };
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                    page.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    (addr, serving)
+}
+
+/// The HTTP status of the page the browser shows now.
+async fn status_now(c: &Client) -> u64 {
+    c.execute(
+        "return performance.getEntriesByType('navigation')[0].responseStatus;",
+        vec![],
+    )
+    .await
+    .unwrap()
+    .as_u64()
+    .expect("a status")
+}
+
+/// Sends a form to `action` from the page the browser shows (as a person
+/// with the browser's developer tools could), with `fields`.
+async fn submit(c: &Client, action: &str, fields: serde_json::Value) {
+    c.execute(
+        "const f = document.createElement('form'); f.method = 'post'; f.action = arguments[0];\
+         for (const [k, v] of Object.entries(arguments[1])) {\
+           const i = document.createElement('input'); i.name = k; i.value = v; f.appendChild(i); }\
+         document.body.appendChild(f); f.submit();",
+        vec![serde_json::json!(action), fields],
+    )
+    .await
+    .unwrap();
+    // Until the answer has replaced the page.
+    for _ in 0..100 {
+        let url = c.current_url().await.unwrap();
+        if url.path() == action {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+async fn sign_in(c: &Client, base: &str, token: &str) {
+    c.goto(&format!("{base}/login")).await.unwrap();
+    c.find(Locator::Css("#token"))
+        .await
+        .unwrap()
+        .send_keys(token)
+        .await
+        .unwrap();
+    c.find(Locator::Css("#login"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let Ok(who) = c.find(Locator::Css("#who")).await else {
+        let body = c.source().await.unwrap();
+        panic!(
+            "not signed in at {}: {body}",
+            c.current_url().await.unwrap()
+        );
+    };
+    assert!(!who.text().await.unwrap().is_empty());
+}
+
+/// The revision of 2026-11-03 and whether the job is paused.
+fn facts(db: &std::path::Path) -> (u64, bool) {
+    let rows = history(db);
+    let revision = rows
+        .iter()
+        .find(|r| r["key"] == "daily-report:2026-11-03")
+        .and_then(|r| r["revision"].as_u64())
+        .expect("11-03's row");
+    use jobhost::store::Ledger as _;
+    let mut store = jobhost::store::SqliteStore::open(db).expect("the store opens");
+    let paused = store.paused("daily-report").expect("the pause is read");
+    (revision, paused.is_some())
+}
+
+#[test]
+fn in_a_browser_an_operator_reruns_and_pauses_a_reader_cannot_and_a_forged_form_is_refused() {
+    let Some((driver, binary)) = driver("dashboard actions browser test") else {
+        return;
+    };
+    let dir = scratch();
+    let (cfg, db, _sink) = every_state(dir.path());
+    let tokens = crate::actions::tokens_file(dir.path(), "alice");
+    let srv: Served = crate::actions::serve_acting(&cfg, &db, &tokens);
+    let base = format!("http://{}", srv.addr);
+    let run_page = format!("{base}/runs/daily-report:2026-11-03");
+    assert_eq!(facts(&db), (1, false));
+    block_on(async {
+        let c = browser(&driver, &binary).await;
+        // Without signing in: sent to sign in.
+        c.goto(&format!("{base}/")).await.unwrap();
+        assert_eq!(c.current_url().await.unwrap().path(), "/login");
+        assert!(c.find(Locator::Css("#login-form")).await.is_ok());
+
+        // A reader sees no form, and one sent anyway is refused.
+        sign_in(&c, &base, crate::actions::READ).await;
+        c.goto(&run_page).await.unwrap();
+        assert!(
+            c.find(Locator::Css("#rerun-form")).await.is_err(),
+            "a reader is offered a rerun"
+        );
+        submit(
+            &c,
+            "/runs/daily-report:2026-11-03/rerun",
+            serde_json::json!({"reason": "x"}),
+        )
+        .await;
+        assert_eq!(status_now(&c).await, 403);
+        let body = c
+            .find(Locator::Css("body"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(body.contains("may only read"), "{body}");
+        c.goto(&format!("{base}/jobs/daily-report")).await.unwrap();
+        assert!(c.find(Locator::Css("#pause-form")).await.is_err());
+        submit(
+            &c,
+            "/jobs/daily-report/pause",
+            serde_json::json!({"note": "x"}),
+        )
+        .await;
+        assert_eq!(status_now(&c).await, 403);
+        assert_eq!(facts(&db), (1, false), "a reader changed nothing");
+        c.goto(&format!("{base}/")).await.unwrap();
+        c.find(Locator::Css("form.logout button"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        // The refusals above are on the console as failed loads; what
+        // follows must log none.
+        console(&c).await;
+
+        // An operator reruns the DONE window with a reason ...
+        sign_in(&c, &base, crate::actions::OPERATE).await;
+        c.goto(&run_page).await.unwrap();
+        c.find(Locator::Css("#rerun-reason"))
+            .await
+            .unwrap()
+            .send_keys("late rows arrived")
+            .await
+            .unwrap();
+        c.find(Locator::Css("#rerun"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let outcome = c.find(Locator::Css("#outcome")).await.unwrap();
+        assert_eq!(
+            outcome.attr("data-status").await.unwrap().as_deref(),
+            Some("200")
+        );
+        let receipt = c
+            .find(Locator::Css("#receipt"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(receipt.contains("\"revision\": 2"), "{receipt}");
+        shoot(&c, "acted.png").await;
+        c.goto(&run_page).await.unwrap();
+        let page = c
+            .find(Locator::Css("main"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(page.contains("rerun because: late rows arrived"), "{page}");
+        // ... and pauses the job.
+        c.goto(&format!("{base}/jobs/daily-report")).await.unwrap();
+        c.find(Locator::Css("#pause-note"))
+            .await
+            .unwrap()
+            .send_keys("destination migrating")
+            .await
+            .unwrap();
+        c.find(Locator::Css("#pause"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        assert_eq!(status_now(&c).await, 200);
+        assert_eq!(facts(&db), (2, true));
+        c.goto(&format!("{base}/jobs/daily-report")).await.unwrap();
+        assert!(c.find(Locator::Css("#resume-form")).await.is_ok());
+        shoot(&c, "job-actions.png").await;
+        // No failed load, no refused script or style (debug notes aside).
+        let logged: Vec<_> = console(&c)
+            .await
+            .into_iter()
+            .filter(|(level, _)| level != "DEBUG" && level != "INFO")
+            .collect();
+        assert!(logged.is_empty(), "the pages logged {logged:?}");
+
+        // A page of another origin sends a resume with the operator's
+        // session cookie: refused, and the job stays paused.
+        let (evil, serving) = forger(&format!("{base}/jobs/daily-report/resume"));
+        c.goto(&format!("http://{evil}/")).await.unwrap();
+        for _ in 0..100 {
+            if c.current_url().await.unwrap().as_str().starts_with(&base) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert!(
+            c.current_url().await.unwrap().as_str().starts_with(&base),
+            "the form was sent"
+        );
+        assert_eq!(status_now(&c).await, 403);
+        let body = c
+            .find(Locator::Css("body"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(body.contains("refused"), "{body}");
+        assert_eq!(facts(&db), (2, true), "the forged form changed nothing");
+        c.close().await.unwrap();
+        drop(serving);
+    });
+}

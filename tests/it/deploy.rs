@@ -286,7 +286,13 @@ fn the_sample_secret_holds_a_dashboard_token_jobhost_accepts_unchanged() {
     // The port the Deployment names may be taken here; the check is the
     // token's, on the same kind of address (not loopback).
     let listen = listen.replace(":8480", ":0");
-    let checked = jobhost::app::serve::check_listen(&listen, Some(&file), false);
+    let checked = jobhost::app::serve::check_listen(
+        &listen,
+        jobhost::app::serve::Access {
+            token_file: Some(&file),
+            ..Default::default()
+        },
+    );
     assert!(checked.is_ok(), "{token:?}: {}", checked.unwrap_err());
     assert!(token.contains("replace"), "{token} is marked to replace");
 }

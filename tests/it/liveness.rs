@@ -156,7 +156,8 @@ fn a_daemon_loop_stuck_past_its_wake_up_fails_livez_until_it_wakes() {
     let server = jobhost::app::serve::start(jobhost::app::serve::Settings {
         jobs: jobhost::app::serve::fixed(Vec::new()),
         listen: "127.0.0.1:0".parse().unwrap(),
-        token: None,
+        tokens: Default::default(),
+        actions: None,
         clock: Arc::new(move || seen.now()),
         daemon: None,
         liveness: Some(heartbeat.clone()),

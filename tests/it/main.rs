@@ -2,6 +2,7 @@
 //! process with an injected clock and inspects its receipt, its exit code,
 //! its stderr and the store it leaves behind.
 
+mod actions;
 mod alerts;
 mod bad_input;
 mod browser;

@@ -200,15 +200,25 @@ fn a_backfill_of_thirty_days_runs_what_each_only_asks_for_and_nothing_twice() {
         "{receipts:?}"
     );
     assert!(states(store).values().all(|(s, r)| s == "DONE" && *r == 1));
-    // Each old error is kept, in the audit lines.
+    // Each old error is kept, in the audit lines; each window the first
+    // backfill ran is one too (a window a person named), with the state it
+    // found (none, or SKIPPED), as are the five `run --for` above.
     let all = cli(&["history", "--all", "--json", "--store", store]);
     let audit: Vec<Value> = lines(&all)
         .into_iter()
         .filter(|l| l.get("audit").is_some())
         .collect();
-    assert_eq!(audit.len(), 2, "{audit:?}");
-    assert!(audit.iter().all(|a| a["audit"] == "retry"));
-    assert!(audit.iter().any(|a| a["old_state"] == "ABANDONED"));
+    let retried: Vec<&Value> = audit.iter().filter(|a| a["audit"] == "retry").collect();
+    assert_eq!(retried.len(), 2, "{audit:?}");
+    assert!(retried.iter().any(|a| a["old_state"] == "ABANDONED"));
+    let ran: Vec<&Value> = audit.iter().filter(|a| a["audit"] == "run").collect();
+    assert_eq!(ran.len(), 25 + 5, "{audit:?}");
+    assert_eq!(
+        ran.iter().filter(|a| a["old_state"] == "SKIPPED").count(),
+        1,
+        "{ran:?}"
+    );
+    assert_eq!(audit.len(), 32, "{audit:?}");
     assert_eq!(distinct_keys(&sink).len(), 30, "one message per window");
 
     let no_reason = backfill(&cfg, store, "2026-11-01", "2026-11-04", &["--only", "all"]);

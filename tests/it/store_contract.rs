@@ -1116,6 +1116,73 @@ fn a_retry_on_purpose_starts_a_new_attempt_series_and_keeps_the_old_error(f: &mu
     assert_eq!(audit[0].detail.as_deref(), Some("the source was down"));
 }
 
+fn a_window_a_person_names_is_audited_as_run_only_when_its_claim_is_granted(f: &mut Fixture) {
+    let mut s = f.open();
+    let named = |w| ClaimRequest {
+        purpose: Purpose::Named { by: "ann@host" },
+        ..f.req(w, "p", 3)
+    };
+    let (new, skipped, cron) = (
+        window("2026-11-08"),
+        window("2026-11-09"),
+        window("2026-11-10"),
+    );
+    assert!(matches!(s.claim(&named(&new)).unwrap(), Claim::Run { .. }));
+    // Held by that claim: a second person's is answered, and not audited.
+    assert!(matches!(
+        f.open().claim(&named(&new)).unwrap(),
+        Claim::Busy { .. }
+    ));
+    s.record_skips(
+        &[Skip {
+            window: &skipped,
+            reason: "missed",
+        }],
+        "daemon",
+        f.now,
+    )
+    .unwrap();
+    assert!(matches!(
+        s.claim(&named(&skipped)).unwrap(),
+        Claim::Run { .. }
+    ));
+    // A run nobody named (a cron's `jobhost run`) writes none.
+    assert!(matches!(
+        s.claim(&f.req(&cron, "c", 3)).unwrap(),
+        Claim::Run { .. }
+    ));
+    let mut audit = s.audit(Some("daily-report")).unwrap();
+    audit.sort_by_key(|a| a.key.clone());
+    let seen: Vec<_> = audit
+        .iter()
+        .map(|a| {
+            (
+                a.action,
+                a.key.as_deref().unwrap_or_default(),
+                a.old_state.as_deref(),
+                a.by.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                AuditAction::Run,
+                "daily-report:2026-11-08",
+                None,
+                "ann@host"
+            ),
+            (
+                AuditAction::Run,
+                "daily-report:2026-11-09",
+                Some("SKIPPED"),
+                "ann@host"
+            ),
+        ]
+    );
+}
+
 fn forget_removes_only_what_did_not_finish_and_says_why_not_otherwise(f: &mut Fixture) {
     let mut s = f.open();
     let who = Actor {
@@ -1775,6 +1842,7 @@ contract!(
     a_plan_reads_only_the_rows_from_a_point_and_the_unfinished_ones_of_any_age,
     a_rerun_archives_the_done_revision_and_runs_the_next_with_new_keys,
     a_retry_on_purpose_starts_a_new_attempt_series_and_keeps_the_old_error,
+    a_window_a_person_names_is_audited_as_run_only_when_its_claim_is_granted,
     forget_removes_only_what_did_not_finish_and_says_why_not_otherwise,
     a_paused_job_claims_nothing_on_any_connection_until_resumed,
     a_batch_claims_only_windows_nobody_claimed_and_lets_go_of_what_it_will_not_start,

@@ -23,6 +23,7 @@ pub mod reads;
 pub mod receipt;
 pub mod replay;
 pub mod status;
+pub mod verbs;
 pub mod verify;
 
 use std::sync::Arc;

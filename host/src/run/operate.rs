@@ -235,6 +235,7 @@ impl Backfilled {
 /// cursor of the one before it (`Backfilled::in_order` says so). A job
 /// whose component returns no cursor has windows that do not depend on one
 /// another, and runs them in any order.
+#[allow(clippy::too_many_arguments)]
 pub fn backfill(
     job: &Job,
     plan: &[Planned],
@@ -242,22 +243,22 @@ pub fn backfill(
     runtime: &Runtime,
     stop: Option<&AtomicBool>,
     parallel: std::num::NonZeroUsize,
+    by: &str,
     each: &mut (dyn FnMut(usize, &Planned, &Outcome) + Send),
 ) -> Backfilled {
-    let by = actor_id();
     let mut done = Backfilled::default();
     let mut todo = Vec::new();
     for (i, p) in plan.iter().enumerate() {
         let asked = match p.act {
-            Act::Run => Asked::Person,
+            Act::Run => Asked::Named { by: by.to_string() },
             Act::Retry => Asked::Retry {
                 reason: reason.to_string(),
-                by: by.clone(),
+                by: by.to_string(),
             },
             Act::Rerun => Asked::Rerun {
                 reason: reason.to_string(),
                 of_revision: p.revision,
-                by: by.clone(),
+                by: by.to_string(),
             },
             Act::Leave => {
                 done.left += 1;
@@ -348,7 +349,7 @@ fn into_inner<T>(m: std::sync::Mutex<T>) -> T {
 /// `Error::Input` for a key that is not one of the job's windows, a
 /// window that is not DONE (naming what to use instead) or has not
 /// closed; `Error::Store`.
-pub fn rerun(job: &Job, key: &str, reason: &str, runtime: &Runtime) -> Result<Outcome> {
+pub fn rerun(job: &Job, key: &str, reason: &str, by: &str, runtime: &Runtime) -> Result<Outcome> {
     let window = window_of(job, key, runtime)?;
     let key = window.key();
     let mut store = crate::store::open(&job.store)?;
@@ -391,7 +392,7 @@ pub fn rerun(job: &Job, key: &str, reason: &str, runtime: &Runtime) -> Result<Ou
     let asked = Asked::Rerun {
         reason: reason.to_string(),
         of_revision: Some(revision),
-        by: actor_id(),
+        by: by.to_string(),
     };
     Ok(run_asked(job, &window, &asked, runtime))
 }
@@ -509,7 +510,7 @@ pub fn rerun_plan(
 /// `Error::Input` for a key that is not one of the job's windows, a window
 /// that has never run, is DONE or SKIPPED (naming the verb that fits);
 /// `Error::Store`.
-pub fn retry(job: &Job, key: &str, reason: &str, runtime: &Runtime) -> Result<Outcome> {
+pub fn retry(job: &Job, key: &str, reason: &str, by: &str, runtime: &Runtime) -> Result<Outcome> {
     let window = window_of(job, key, runtime)?;
     let key = window.key();
     let mut store = crate::store::open(&job.store)?;
@@ -543,7 +544,7 @@ pub fn retry(job: &Job, key: &str, reason: &str, runtime: &Runtime) -> Result<Ou
     }
     let asked = Asked::Retry {
         reason: reason.to_string(),
-        by: actor_id(),
+        by: by.to_string(),
     };
     Ok(run_asked(job, &window, &asked, runtime))
 }
@@ -612,4 +613,127 @@ pub fn typed_key(text: &str) -> Result<WindowKey> {
         )));
     }
     Ok(WindowKey::from_stored(text.to_string()))
+}
+
+/// A reason or note a person typed: trimmed, one printable line of at most
+/// 500 characters (`what` names the field in the refusal).
+///
+/// # Errors
+///
+/// `Error::Input` for a longer one.
+pub fn reason_text(what: &str, text: &str) -> Result<String> {
+    let text = text.trim();
+    if text.chars().count() > 500 {
+        return Err(Error::input(format!(
+            "{what} is longer than 500 characters; say it in fewer"
+        )));
+    }
+    Ok(crate::core::text::printable(text).into_owned())
+}
+
+/// A reason a person must give: as [`reason_text`], and not empty.
+///
+/// # Errors
+///
+/// `Error::Input` for an empty or overlong one.
+pub fn needed_reason(what: &str, text: &str) -> Result<String> {
+    let text = reason_text(what, text)?;
+    if text.is_empty() {
+        return Err(Error::input(format!(
+            "{what} is empty: say why, for whoever reads the history later"
+        )));
+    }
+    Ok(text)
+}
+
+/// A backfill ready to run: its plan, the reason its audit lines carry, a
+/// sentence counting what it will do, and how many windows it runs.
+#[derive(Debug)]
+pub struct Prepared {
+    /// Every window of the range, oldest first, with what is done with it.
+    pub plan: Vec<Planned>,
+    /// The reason given, or `backfill --only WHICH`.
+    pub reason: String,
+    /// `N window(s) from .. to ..: N to run, ...`.
+    pub summary: String,
+    /// How many windows it runs (runs, retries and reruns).
+    pub todo: usize,
+}
+
+/// `jobhost backfill --from --to --only [--reason]` up to the runs: the
+/// range's bounds read as the job's labels or instants, the reason (needed
+/// with `only` all and stale), a paused job refused, and the plan.
+///
+/// # Errors
+///
+/// `Error::Input` for bounds that name no window or are out of order, a
+/// missing reason, a paused job, a range too wide; `Error::Store`.
+pub fn prepare_backfill(
+    job: &Job,
+    store: &mut dyn Store,
+    (from_text, to_text): (&str, &str),
+    only: Only,
+    reason: Option<&str>,
+    now: Timestamp,
+) -> Result<Prepared> {
+    use crate::core::clock::rfc3339;
+    use crate::core::text::printable;
+    let from = job.schedule.bound("--from", from_text, now)?;
+    let to = job.schedule.bound("--to", to_text, now)?;
+    if from >= to {
+        return Err(Error::input(format!(
+            "--from {} is not before --to {}: the range [from, to) holds no window; \
+             give a --to after --from",
+            printable(from_text),
+            printable(to_text)
+        )));
+    }
+    let which = match only {
+        Only::Missing => "missing",
+        Only::Failed => "failed",
+        Only::All => "all",
+        Only::Stale => "stale",
+    };
+    let reason = match (reason.filter(|r| !r.trim().is_empty()), only) {
+        (Some(r), Only::All | Only::Stale) => needed_reason("--reason", r)?,
+        (Some(r), _) => reason_text("--reason", r)?,
+        (None, Only::All | Only::Stale) => {
+            return Err(Error::input(format!(
+                "--only {which} reruns DONE windows as new revisions: say why with --reason TEXT"
+            )));
+        }
+        (None, _) => format!("backfill --only {which}"),
+    };
+    if let Some(p) = store.paused(job.name().as_str())? {
+        return Err(Error::input(format!(
+            "job `{}` is paused (since {} by {}: {}); nothing of it runs, so nothing would be \
+             backfilled: `{}` first",
+            job.name(),
+            rfc3339(p.since),
+            p.by,
+            p.note,
+            job.target.command(&format!("resume {}", job.name()))
+        )));
+    }
+    let plan = backfill_plan(job, store, (from, to), only, now)?;
+    let count = |a: Act| plan.iter().filter(|p| p.act == a).count();
+    let todo = count(Act::Run) + count(Act::Retry) + count(Act::Rerun);
+    let summary = format!(
+        "{} window(s) from {} to {}: {} to run, {} to retry, {} to rerun, {} left as they are, \
+         {} not closed yet",
+        plan.len(),
+        rfc3339(from),
+        rfc3339(to),
+        count(Act::Run),
+        count(Act::Retry),
+        count(Act::Rerun),
+        count(Act::Leave),
+        count(Act::Open)
+    );
+    Ok(Prepared {
+        plan,
+        reason,
+        summary,
+        todo,
+    })
 }

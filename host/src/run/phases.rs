@@ -93,9 +93,16 @@ pub fn run_claimed(job: &Job, window: &Window, claim: Preclaimed, runtime: &Runt
 pub enum Asked {
     /// The scheduler's own run: a window it skipped stays skipped.
     Scheduled,
-    /// A person's `run`, `run --for` or `backfill --only missing`: a
+    /// A person's `run` (of the newest due window, as a cron runs it): a
     /// window a scheduler skipped is run.
     Person,
+    /// A window a person named (`run --for`, a backfill, the dashboard): as
+    /// [`Asked::Person`], and a granted claim writes an audit line `run`
+    /// saying who asked.
+    Named {
+        /// Who asked.
+        by: String,
+    },
     /// `backfill --only failed`: also a FAILED or ABANDONED window, as a
     /// new series of attempts.
     Retry {
@@ -121,6 +128,7 @@ impl Asked {
         match self {
             Asked::Scheduled => Purpose::Scheduled,
             Asked::Person => Purpose::Asked,
+            Asked::Named { by } => Purpose::Named { by },
             Asked::Retry { reason, by } => Purpose::Retry { reason, by },
             Asked::Rerun {
                 reason,
@@ -141,16 +149,18 @@ pub fn run_asked(job: &Job, window: &Window, asked: &Asked, runtime: &Runtime) -
     run_picked(job, Some(window), asked, None, runtime)
 }
 
-/// Runs the window a person names with `jobhost run --for TEXT` (a label or
-/// an instant inside it, see [`crate::core::schedule::Schedule::named`])
-/// once, in `runtime`, exactly as a plain `run` runs its window: a window a
-/// scheduler skipped is run too. A window that names nothing or has not
-/// closed at the clock's reading is refused (exit 2) before the store is
-/// opened.
-pub fn run_for(job: &Job, text: &str, runtime: &Runtime) -> Outcome {
+/// Runs the window a person (`by`) names with `jobhost run --for TEXT` (a
+/// label or an instant inside it, see
+/// [`crate::core::schedule::Schedule::named`]) once, in `runtime`, exactly
+/// as a plain `run` runs its window: a window a scheduler skipped is run
+/// too, and a claim granted is audited as `run` by `by`. A window that
+/// names nothing or has not closed at the clock's reading is refused (exit
+/// 2) before the store is opened.
+pub fn run_for(job: &Job, text: &str, by: &str, runtime: &Runtime) -> Outcome {
     let now = runtime.clock().now();
+    let asked = Asked::Named { by: by.to_string() };
     match job.schedule.named("--for", text, now) {
-        Ok(window) => run_picked(job, Some(&window), &Asked::Person, None, runtime),
+        Ok(window) => run_picked(job, Some(&window), &asked, None, runtime),
         Err(e) => {
             let mut outcome = Outcome::refused(&e);
             outcome.receipt.now = Some(rfc3339(now));

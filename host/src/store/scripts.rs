@@ -325,6 +325,7 @@ impl<B: Backend> SqlStore<B> {
             if let Some(c) = caught_up {
                 claimed = c;
             }
+            let audit = named(&mut tx, req, None)?;
             chain.append(
                 job,
                 &Entry {
@@ -332,6 +333,7 @@ impl<B: Backend> SqlStore<B> {
                     fence: Some(claimed.1),
                     state: Some(RunState::Claimed.as_str().into()),
                     component: Some(req.component.into()),
+                    audit,
                     ..Entry::new("claim", req.now, Some(k))
                 },
             )?;
@@ -407,7 +409,8 @@ impl<B: Backend> SqlStore<B> {
                     ],
                 )?;
                 let prepared = existing.state == RunState::Prepared;
-                chain.append(job, &taken(req, &existing, prepared, from, None))?;
+                let audit = named(&mut tx, req, Some(existing.state.as_str()))?;
+                chain.append(job, &taken(req, &existing, prepared, from, audit))?;
             }
             Decision::Restart { .. } => {
                 let audit = restart(&mut tx, &key, req, &existing, process)?;
@@ -2515,6 +2518,32 @@ fn restart<T: Tx>(
         &[Text(key.as_str())],
     )?;
     Ok(audit)
+}
+
+/// The audit line of a granted claim of a window a person named
+/// ([`Purpose::Named`]): `run`, with who asked and the state it found.
+fn named<T: Tx>(
+    tx: &mut T,
+    req: &ClaimRequest<'_>,
+    old_state: Option<&str>,
+) -> Result<Option<AuditFact>> {
+    let crate::store::Purpose::Named { by } = req.purpose else {
+        return Ok(None);
+    };
+    let key = req.window.key();
+    audit(
+        tx,
+        &AuditRow {
+            job: req.window.job.as_str(),
+            key: Some(key.as_str()),
+            action: AuditAction::Run,
+            old_state,
+            reason: "",
+            detail: None,
+            actor: by,
+        },
+    )
+    .map(Some)
 }
 
 /// Archives a DONE window's row and messages as a revision and claims its

@@ -184,6 +184,7 @@ stored_names! {
         Pause = "pause",
         Resume = "resume",
         Prune = "prune",
+        Run = "run",
     }
 }
 
@@ -312,6 +313,13 @@ pub enum Purpose<'a> {
     /// A run a person asked for (`run`, `run --for`, `backfill --only
     /// missing`): a window a scheduler skipped is run.
     Asked,
+    /// As [`Purpose::Asked`], for a window a person named (`run --for`, a
+    /// backfill, the dashboard): a claim it is granted writes an audit line
+    /// `run` saying who asked.
+    Named {
+        /// Who asked (user and host, or a dashboard token's name).
+        by: &'a str,
+    },
     /// `backfill --only failed`: also a FAILED or ABANDONED window, as a
     /// new series of attempts (the old error kept in the audit lines).
     Retry {
@@ -348,14 +356,16 @@ impl<'a> Purpose<'a> {
     pub fn reason(self) -> Option<&'a str> {
         match self {
             Purpose::Retry { reason, .. } | Purpose::Rerun { reason, .. } => Some(reason),
-            Purpose::Scheduled | Purpose::Asked => None,
+            Purpose::Scheduled | Purpose::Asked | Purpose::Named { .. } => None,
         }
     }
 
     /// Who asked, for audit lines.
     pub fn by(self) -> Option<&'a str> {
         match self {
-            Purpose::Retry { by, .. } | Purpose::Rerun { by, .. } => Some(by),
+            Purpose::Retry { by, .. } | Purpose::Rerun { by, .. } | Purpose::Named { by } => {
+                Some(by)
+            }
             Purpose::Scheduled | Purpose::Asked => None,
         }
     }

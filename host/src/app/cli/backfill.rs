@@ -7,12 +7,11 @@ use std::io::IsTerminal;
 use jiff::Timestamp;
 
 use super::Out;
-use super::flags::{JobFlags, needed_reason, reason_text};
+use super::flags::JobFlags;
 use crate::app::args::env;
-use crate::core::clock::rfc3339;
 use crate::core::error::{Error, Result};
 use crate::core::text::{printable, say};
-use crate::run::operate::{self, Act, Only, Planned};
+use crate::run::operate::{self, Only, Planned};
 use crate::run::outputs::EventLine;
 use crate::run::{Outcome, Runtime};
 use crate::store;
@@ -58,56 +57,22 @@ pub(super) fn main(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
     let job = config.job(&env)?;
     crate::run::refuse_ephemeral_store(&job)?;
     let now = config.now()?.or(runtime.now).unwrap_or_else(Timestamp::now);
-    let from = job.schedule.bound("--from", &args.from, now)?;
-    let to = job.schedule.bound("--to", &args.to, now)?;
-    if from >= to {
-        return Err(Error::input(format!(
-            "--from {} is not before --to {}: the range [from, to) holds no window; \
-             give a --to after --from",
-            printable(&args.from),
-            printable(&args.to)
-        )));
-    }
-    let reason = match (&args.reason, only) {
-        (Some(r), Only::All | Only::Stale) => needed_reason("--reason", r)?,
-        (Some(r), _) => reason_text("--reason", r)?,
-        (None, Only::All | Only::Stale) => {
-            return Err(Error::input(format!(
-                "--only {} reruns DONE windows as new revisions: say why with --reason TEXT",
-                args.only
-            )));
-        }
-        (None, _) => format!("backfill --only {}", args.only),
-    };
-    let plan = {
+    let operate::Prepared {
+        plan,
+        reason,
+        summary,
+        todo,
+    } = {
         let mut store = store::open(&job.store)?;
-        if let Some(p) = store.paused(job.name().as_str())? {
-            return Err(Error::input(format!(
-                "job `{}` is paused (since {} by {}: {}); nothing of it runs, so nothing would be \
-                 backfilled: `{}` first",
-                job.name(),
-                rfc3339(p.since),
-                p.by,
-                p.note,
-                job.target.command(&format!("resume {}", job.name()))
-            )));
-        }
-        operate::backfill_plan(&job, store.as_mut(), (from, to), only, now)?
+        operate::prepare_backfill(
+            &job,
+            store.as_mut(),
+            (&args.from, &args.to),
+            only,
+            args.reason.as_deref(),
+            now,
+        )?
     };
-    let count = |a: Act| plan.iter().filter(|p| p.act == a).count();
-    let todo = count(Act::Run) + count(Act::Retry) + count(Act::Rerun);
-    let summary = format!(
-        "{} window(s) from {} to {}: {} to run, {} to retry, {} to rerun, {} left as they are, \
-         {} not closed yet",
-        plan.len(),
-        rfc3339(from),
-        rfc3339(to),
-        count(Act::Run),
-        count(Act::Retry),
-        count(Act::Rerun),
-        count(Act::Leave),
-        count(Act::Open)
-    );
     let mut out = Out::stdout();
     if args.dry_run {
         for p in &plan {
@@ -140,6 +105,7 @@ pub(super) fn main(args: BackfillArgs, runtime: &Runtime) -> Result<i32> {
         &runtime,
         Some(stop),
         parallel,
+        &operate::actor_id(),
         &mut |_, p, outcome| {
             n += 1;
             if let Err(e) = out.line(&outcome.receipt.line(level)) {

@@ -118,16 +118,20 @@ pub(super) fn main(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
         .iter()
         .map(|file| loading.load(file))
         .collect::<Result<Vec<_>, Error>>()?;
+    let auth = &args.auth;
+    if args.listen.is_none()
+        && (auth.allow_actions || auth.token_file.is_some() || auth.tokens_file.is_some())
+    {
+        return Err(Error::input(
+            "--allow-actions, --token-file and --tokens-file are for the dashboard: give \
+             --listen ADDR too"
+                .to_string(),
+        ));
+    }
     let listen = args
         .listen
         .as_deref()
-        .map(|l| {
-            crate::app::serve::check_listen(
-                l,
-                args.auth.token_file.as_deref(),
-                args.auth.insecure_no_auth,
-            )
-        })
+        .map(|l| crate::app::serve::check_listen(l, args.auth.access()))
         .transpose()?;
     // One engine and linker for the daemon's life: the components are
     // checked in it, and every run shares it.
@@ -156,18 +160,27 @@ pub(super) fn main(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
         crate::run::daemon::refuse_cycles(jobs.iter().chain(held.iter().map(|j| &**j)))?;
     }
     // The dashboard's list of jobs: a folder keeps it current.
-    let served = |store: Option<&std::path::Path>, file: &std::path::Path, j: &crate::run::Job| {
-        crate::app::serve::ServedJob {
-            schedule: j.schedule.clone(),
-            location: j.store.clone(),
-            digest_cache: j.digest.as_ref().map(|d| d.cache_dir.clone()),
-            target: page_target(store, file),
-        }
-    };
+    // With --allow-actions, a window run from the page is run as the
+    // daemon runs it: the job it loaded.
+    let acts = args.auth.allow_actions;
+    let served =
+        move |store: Option<&std::path::Path>, file: &std::path::Path, j: &Arc<crate::run::Job>| {
+            let load: Option<crate::app::serve::actions::LoadJob> = acts.then(|| {
+                let j = j.clone();
+                Arc::new(move || Ok(j.clone())) as crate::app::serve::actions::LoadJob
+            });
+            crate::app::serve::ServedJob {
+                schedule: j.schedule.clone(),
+                location: j.store.clone(),
+                digest_cache: j.digest.as_ref().map(|d| d.cache_dir.clone()),
+                target: page_target(store, file),
+                load,
+            }
+        };
     let catalog = crate::app::serve::fixed(
         jobs.iter()
             .zip(&args.config)
-            .map(|(j, file)| served(args.store.as_deref(), file, j))
+            .map(|(j, file)| served(args.store.as_deref(), file, &Arc::new(j.clone())))
             .collect(),
     );
     if let Some(f) = &mut folder {
@@ -188,13 +201,20 @@ pub(super) fn main(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
     let metrics = Arc::new(crate::app::serve::DaemonMetrics::default());
     let heartbeat = Arc::new(crate::run::liveness::Heartbeat::default());
     let _server = match listen {
-        Some((addr, token)) => {
+        Some((addr, tokens)) => {
             let origin = jiff::Timestamp::now();
             let shift = start.map(|t| t.duration_since(origin));
+            let actions = acts.then(|| {
+                crate::app::serve::actions::Actions::new(Runtime {
+                    sandbox: Some(sandbox.clone()),
+                    ..runtime.clone()
+                })
+            });
             let served = crate::app::serve::start(crate::app::serve::Settings {
                 jobs: catalog,
                 listen: addr,
-                token,
+                tokens,
+                actions,
                 clock: Arc::new(move || {
                     let now = jiff::Timestamp::now();
                     shift.map_or(now, |d| now.checked_add(d).unwrap_or(now))

@@ -8,7 +8,7 @@ use super::Out;
 use crate::app::config::{JobConfig, RunFlags};
 use crate::core::command::Target;
 use crate::core::error::{Error, Result};
-use crate::core::text::{printable, say};
+use crate::core::text::say;
 use crate::core::window::JobName;
 use crate::run::Outcome;
 use crate::run::receipt::{Event, ReceiptLevel};
@@ -122,27 +122,7 @@ pub(super) fn print_receipt(outcome: &Outcome, level: ReceiptLevel) -> Result<i3
     Ok(outcome.exit_code)
 }
 
-/// A reason a person must give: not empty.
-pub(super) fn needed_reason(what: &str, text: &str) -> Result<String> {
-    let text = reason_text(what, text)?;
-    if text.is_empty() {
-        return Err(Error::input(format!(
-            "{what} is empty: say why, for whoever reads the history later"
-        )));
-    }
-    Ok(text)
-}
-
-/// A reason or note a person typed: one line, bounded.
-pub(super) fn reason_text(what: &str, text: &str) -> Result<String> {
-    let text = text.trim();
-    if text.chars().count() > 500 {
-        return Err(Error::input(format!(
-            "{what} is longer than 500 characters; say it in fewer"
-        )));
-    }
-    Ok(printable(text).into_owned())
-}
+pub(super) use crate::run::operate::{needed_reason, reason_text};
 
 /// The job name a person typed, checked against `--config`'s job.
 pub(super) fn named_job(text: &str, config: Option<&std::path::Path>) -> Result<JobName> {

@@ -225,7 +225,7 @@ pub fn main_with(runtime: &Runtime) -> i32 {
         Command::Compile(args) => compile::main(args),
         Command::New(args) => new::main(args),
         Command::Daemon(args) => daemon::main(args, runtime),
-        Command::Serve(args) => serve::main(args),
+        Command::Serve(args) => serve::main(args, runtime),
         Command::Status(args) => status::main(args),
         Command::Plan(args) => plan::main(args),
         Command::Replay(args) => replay::main(args),

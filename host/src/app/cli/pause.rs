@@ -4,13 +4,11 @@
 use jiff::Timestamp;
 
 use super::flags::{StoreFlags, named_job, reason_text};
-use crate::core::clock::rfc3339;
 use crate::core::command::Target;
 use crate::core::error::Error;
-use crate::core::text::{printable, say};
+use crate::core::text::say;
 use crate::run::operate;
-use crate::run::outputs::EventLine;
-use crate::store::{self, Actor};
+use crate::store;
 
 /// `jobhost pause`.
 #[derive(Debug, clap::Args)]
@@ -63,63 +61,32 @@ pub(super) fn resume(args: ResumeArgs) -> Result<i32, Error> {
 }
 
 fn pause_or_resume(job: &str, note: &str, flags: &StoreFlags, pausing: bool) -> Result<i32, Error> {
-    let (name, note, by, before) = {
-        let name = named_job(job, flags.config())?;
-        let note = reason_text("--note", note)?;
-        if pausing && note.is_empty() {
-            return Err(Error::input(
-                "--note is empty: say why the job is paused, for whoever finds it so".to_string(),
-            ));
-        }
-        let location = flags.location()?;
+    let name = named_job(job, flags.config())?;
+    let note = reason_text("--note", note)?;
+    if pausing && note.is_empty() {
+        return Err(Error::input(
+            "--note is empty: say why the job is paused, for whoever finds it so".to_string(),
+        ));
+    }
+    let location = flags.location()?;
+    let changed = {
         let mut store = store::open(&location)?;
-        // A typo pauses nothing that exists: without --config (which names
-        // the job), the store must know the job.
-        if flags.config().is_none()
-            && store.history_from(name.as_str(), None)?.is_empty()
-            && store.paused(name.as_str())?.is_none()
-        {
-            return Err(Error::input(format!(
-                "store `{location}` holds no run of job `{name}`; check the name (`jobhost \
-                 history` lists the jobs), or give --config FILE of the job to {} it before its \
-                 first run",
-                if pausing { "pause" } else { "resume" }
-            )));
-        }
-        let by = operate::actor_id();
-        let actor = Actor {
-            by: &by,
-            reason: &note,
-        };
-        let now = Timestamp::now();
-        let before = if pausing {
-            store.pause(name.as_str(), actor, now)?
-        } else {
-            store.resume(name.as_str(), actor, now)?
-        };
-        (name, note, by, before)
+        crate::run::verbs::pause_or_resume(
+            store.as_mut(),
+            &name,
+            &note,
+            &operate::actor_id(),
+            pausing,
+            flags.config().is_some(),
+            &crate::core::command::process_target(),
+            Timestamp::now(),
+        )
+        .map_err(|e| match e {
+            Error::Input(m) => Error::input(format!("store `{location}`: {m}")),
+            other => other,
+        })?
     };
-    let line = EventLine::paused(pausing, name.as_str(), &note, &by, before.as_ref());
-    super::print_json(&line)?;
-    let said = match (pausing, &before) {
-        (true, None) => format!(
-            "paused {name}: nothing of it is claimed, on any host sharing the store, until `{}`",
-            crate::core::command::process_target().command(&format!("resume {name}"))
-        ),
-        (true, Some(p)) => format!(
-            "{name} was already paused (since {} by {}); its note is now: {note}",
-            rfc3339(p.since),
-            p.by
-        ),
-        (false, Some(p)) => format!(
-            "resumed {name} (paused since {} by {}: {}); the windows that fell due meanwhile \
-             are decided by its catch_up policy",
-            rfc3339(p.since),
-            p.by,
-            p.note
-        ),
-        (false, None) => format!("{name} was not paused; nothing changed"),
-    };
-    say(if pausing { "pause" } else { "resume" }, &printable(&said));
+    super::print_json(&changed.line)?;
+    say(if pausing { "pause" } else { "resume" }, &changed.said);
     Ok(0)
 }

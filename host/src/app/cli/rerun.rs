@@ -62,7 +62,7 @@ pub(super) fn rerun(args: RerunArgs, runtime: &Runtime) -> Result<i32, Error> {
     };
     one_receipt(&args.job, runtime, |job, runtime| {
         let reason = needed_reason("--reason", &args.reason)?;
-        operate::rerun(job, key, &reason, runtime)
+        operate::rerun(job, key, &reason, &operate::actor_id(), runtime)
     })
 }
 
@@ -161,7 +161,7 @@ pub(super) fn retry(args: RetryArgs, runtime: &Runtime) -> Result<i32, Error> {
             Some(r) => needed_reason("--reason", r)?,
             None => "jobhost retry".to_string(),
         };
-        operate::retry(job, &args.key, &reason, runtime)
+        operate::retry(job, &args.key, &reason, &operate::actor_id(), runtime)
     })
 }
 

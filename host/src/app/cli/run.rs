@@ -98,7 +98,9 @@ pub(super) fn main(args: RunArgs, runtime: &Runtime) -> Result<i32, Error> {
             let mut runtime = runtime.at(now.or(runtime.now));
             runtime.wait_for_needs = args.wait.map(std::time::Duration::from_secs);
             match &args.for_window {
-                Some(text) => crate::run::run_for(&job, text, &runtime),
+                Some(text) => {
+                    crate::run::run_for(&job, text, &crate::run::operate::actor_id(), &runtime)
+                }
                 None => crate::run::run(&job, &runtime),
             }
         }

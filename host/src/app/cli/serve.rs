@@ -1,4 +1,5 @@
-//! `jobhost serve`: the read-only dashboard and `/metrics`, until stopped.
+//! `jobhost serve`: the dashboard and `/metrics`, until stopped; read-only
+//! unless `--allow-actions` lets an `operate` token act from it.
 
 use std::path::{Path, PathBuf};
 
@@ -31,12 +32,9 @@ pub(super) struct ServeArgs {
 }
 
 /// Serves the dashboard until stopped: 0, or the error.
-pub(super) fn main(args: ServeArgs) -> Result<i32, Error> {
-    let (addr, token) = crate::app::serve::check_listen(
-        &args.listen,
-        args.auth.token_file.as_deref(),
-        args.auth.insecure_no_auth,
-    )?;
+pub(super) fn main(args: ServeArgs, runtime: &crate::run::Runtime) -> Result<i32, Error> {
+    let (addr, tokens) = crate::app::serve::check_listen(&args.listen, args.auth.access())?;
+    let acts = args.auth.allow_actions;
     let mut jobs: Vec<crate::app::serve::ServedJob> = Vec::new();
     let mut now = args
         .now
@@ -44,7 +42,7 @@ pub(super) fn main(args: ServeArgs) -> Result<i32, Error> {
         .map(|t| crate::core::clock::parse_instant("--now", t))
         .transpose()?;
     for file in &args.config {
-        let (job, at) = served_job(file, args.store.as_deref(), args.now.as_deref())?;
+        let (job, at) = served_job(file, args.store.as_deref(), args.now.as_deref(), acts)?;
         if jobs.iter().any(|j| j.schedule.job == job.schedule.job) {
             return Err(Error::input(format!(
                 "job `{}` is named by two --config files (the second is `{}`): give each job once",
@@ -63,7 +61,7 @@ pub(super) fn main(args: ServeArgs) -> Result<i32, Error> {
         let mut folder = crate::app::config::folder::JobFolder::open(
             dir,
             Box::new(move |file| {
-                served_job(file, store.as_deref(), at.as_deref()).map(|(job, _)| job)
+                served_job(file, store.as_deref(), at.as_deref(), acts).map(|(job, _)| job)
             }),
             Some(crate::run::daemon::reload_on_hangup()?),
         )?
@@ -88,10 +86,19 @@ pub(super) fn main(args: ServeArgs) -> Result<i32, Error> {
             .map_err(|e| Error::host("cannot start the job folder's thread").because(e))?;
     }
     let stop = crate::run::daemon::stop_on_signals()?;
+    // Runs started from the page share one engine and linker.
+    let actions = if acts {
+        Some(crate::app::serve::actions::Actions::new(
+            runtime.sharing_sandbox()?,
+        ))
+    } else {
+        None
+    };
     let served = crate::app::serve::start(crate::app::serve::Settings {
         jobs: catalog,
         listen: addr,
-        token,
+        tokens,
+        actions,
         clock: std::sync::Arc::new(move || now.unwrap_or_else(jiff::Timestamp::now)),
         daemon: None,
         liveness: None,
@@ -109,24 +116,39 @@ pub(super) fn main(args: ServeArgs) -> Result<i32, Error> {
 
 /// The job of config `file` as the dashboard shows it (its schedule, store
 /// and digest cache: no credential is needed), and the instant its config
-/// names (`now`).
+/// names (`now`). With `acts`, what it changes is signed with the job's
+/// key, and its full job (credentials filled in) is loaded from the file
+/// each time an action runs it, so that a changed credential is read.
 fn served_job(
     file: &Path,
     store: Option<&Path>,
     now: Option<&str>,
+    acts: bool,
 ) -> Result<(crate::app::serve::ServedJob, Option<jiff::Timestamp>), Error> {
-    let config = JobConfig::load(&RunFlags {
+    let flags = RunFlags {
         config: Some(file.to_path_buf()),
         store: store.map(Path::to_path_buf),
         now: now.map(str::to_string),
         ..RunFlags::default()
-    })?;
+    };
+    let config = JobConfig::load(&flags)?;
     let schedule = config.schedule()?;
+    let load: Option<crate::app::serve::actions::LoadJob> = if acts {
+        config.use_signing_key()?;
+        Some(std::sync::Arc::new(move || {
+            JobConfig::load(&flags)
+                .and_then(|c| c.job(&env))
+                .map(std::sync::Arc::new)
+        }))
+    } else {
+        None
+    };
     let job = crate::app::serve::ServedJob {
         location: config.store(&env)?,
         digest_cache: config.digest_cache_dir(),
         target: page_target(store, file),
         schedule,
+        load,
     };
     Ok((job, config.now()?))
 }
@@ -134,13 +156,37 @@ fn served_job(
 /// Where and to whom the dashboard is served.
 #[derive(Debug, Clone, clap::Args)]
 pub(super) struct ListenArgs {
-    /// A file whose first line is the bearer token every request (but
-    /// /healthz) must carry; required to listen off loopback.
+    /// A file whose first line is a bearer token every request (but
+    /// /healthz) may carry to read; a token (this or --tokens-file) is
+    /// required to listen off loopback.
     #[arg(long, value_name = "FILE")]
     pub(super) token_file: Option<PathBuf>,
+    /// A file of `NAME ROLE SHA256` lines: tokens by name, each `read` or
+    /// `operate`, known by the SHA-256 of their text (`printf %s "$TOKEN" |
+    /// sha256sum`); every request must then carry one (a bearer header, or
+    /// a session from signing in at /login).
+    #[arg(long, value_name = "FILE")]
+    pub(super) tokens_file: Option<PathBuf>,
+    /// Let a person with an `operate` token run, rerun, retry, forget,
+    /// backfill, pause and resume from the dashboard and its JSON API
+    /// under /api/ (each audited with the token's name).
+    #[arg(long)]
+    pub(super) allow_actions: bool,
     /// Serve off loopback without a token, to anyone who can reach it.
-    #[arg(long, conflicts_with = "token_file")]
+    #[arg(long, conflicts_with_all = ["token_file", "tokens_file"])]
     pub(super) insecure_no_auth: bool,
+}
+
+impl ListenArgs {
+    /// The flags as the server checks them.
+    pub(super) fn access(&self) -> crate::app::serve::Access<'_> {
+        crate::app::serve::Access {
+            token_file: self.token_file.as_deref(),
+            tokens_file: self.tokens_file.as_deref(),
+            insecure_no_auth: self.insecure_no_auth,
+            allow_actions: self.allow_actions,
+        }
+    }
 }
 
 /// How a dashboard page names the job of the config `file` in the commands

@@ -7,13 +7,18 @@
 //! Prometheus text format (`prometheus-client`); `/healthz`, and `/livez`,
 //! which fails when the daemon's loop is stuck.
 //!
-//! Safe by construction: no route writes anything; every text from a guest
-//! or a destination is escaped (control characters shown as `\u{..}`,
-//! then HTML-escaped); the Content-Security-Policy forbids inline script;
-//! off loopback a bearer token is required (compared in constant time) unless
-//! the operator says `--insecure-no-auth`; each page does a bounded number
-//! of indexed reads.
+//! Safe by construction: by default no route writes anything; with
+//! `--allow-actions` and an `operate` token, the routes of `actions` act
+//! through the same functions as the command line's verbs (`auth` says how
+//! cross-site requests are refused); every text from a guest or a
+//! destination is escaped (control characters shown as `\u{..}`, then
+//! HTML-escaped); the Content-Security-Policy forbids inline script; off
+//! loopback a token is required (compared in constant time) unless the
+//! operator says `--insecure-no-auth`; each page does a bounded number of
+//! indexed reads.
 
+pub mod actions;
+pub mod auth;
 mod metrics;
 mod pages;
 
@@ -25,7 +30,6 @@ use std::thread::JoinHandle;
 
 use jiff::Timestamp;
 use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 use crate::core::error::{Error, Result};
 use crate::core::schedule::Schedule;
@@ -42,6 +46,9 @@ const WORKERS: usize = 2;
 /// The longest request target answered (longer: 414).
 const MAX_TARGET: usize = 2048;
 
+/// The largest request body read (an action's form or JSON; larger: 413).
+const MAX_BODY: usize = 16 * 1024;
+
 /// One job the server shows.
 #[derive(Clone)]
 pub struct ServedJob {
@@ -53,6 +60,9 @@ pub struct ServedJob {
     pub digest_cache: Option<PathBuf>,
     /// How the commands its pages print name it (`--config FILE`).
     pub target: crate::core::command::Target,
+    /// How its full `Job` is made for an action that runs it (`None`: it
+    /// cannot be run from this server).
+    pub load: Option<actions::LoadJob>,
 }
 
 impl crate::app::config::folder::Named for ServedJob {
@@ -89,9 +99,12 @@ pub struct Settings {
     pub jobs: Catalog,
     /// The address to listen on.
     pub listen: SocketAddr,
-    /// The SHA-256 of the bearer token every request (but `/healthz` and
-    /// `/livez`) must carry, when one is required.
-    pub token: Option<[u8; 32]>,
+    /// The tokens a request (but `/healthz`, `/livez` and the sign-in
+    /// page) must carry one of, by name and role; none: no token needed.
+    pub tokens: auth::Tokens,
+    /// What a person with an `operate` token may do (`--allow-actions`);
+    /// `None`: the server only reads.
+    pub actions: Option<actions::Actions>,
     /// The instant pages judge lateness by: `now()` of this.
     pub clock: Arc<dyn Fn() -> Timestamp + Send + Sync>,
     /// The daemon's counters, when served inside it.
@@ -110,19 +123,29 @@ impl Settings {
     }
 }
 
-/// Checks `--listen`, `--token-file` and `--insecure-no-auth` together:
-/// the address and the token's digest.
+/// Who may use a server, as its flags say.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Access<'a> {
+    /// `--token-file`: one `read` token.
+    pub token_file: Option<&'a Path>,
+    /// `--tokens-file`: tokens by name and role.
+    pub tokens_file: Option<&'a Path>,
+    /// `--insecure-no-auth`.
+    pub insecure_no_auth: bool,
+    /// `--allow-actions`.
+    pub allow_actions: bool,
+}
+
+/// Checks `--listen` and the flags of `access` together: the address and
+/// the tokens.
 ///
 /// # Errors
 ///
 /// `Error::Input` for an address that does not resolve, a token file that
-/// cannot be read or holds no token, and a non-loopback address with
-/// neither a token nor `--insecure-no-auth`.
-pub fn check_listen(
-    listen: &str,
-    token_file: Option<&Path>,
-    insecure_no_auth: bool,
-) -> Result<(SocketAddr, Option<[u8; 32]>)> {
+/// cannot be read or holds no token, a non-loopback address with neither
+/// a token nor `--insecure-no-auth`, and `--allow-actions` without an
+/// `operate` token.
+pub fn check_listen(listen: &str, access: Access<'_>) -> Result<(SocketAddr, auth::Tokens)> {
     let addrs: Vec<SocketAddr> = listen
         .to_socket_addrs()
         .map_err(|e| {
@@ -138,19 +161,30 @@ pub fn check_listen(
             crate::core::text::printable(listen)
         )));
     };
-    let token = match token_file {
-        Some(f) => Some(read_token(f)?),
-        None => None,
+    let mut tokens = match access.tokens_file {
+        Some(f) => auth::Tokens::read_file(f)?,
+        None => auth::Tokens::default(),
     };
+    if let Some(f) = access.token_file {
+        tokens.add_read(read_token(f)?);
+    }
+    if access.allow_actions && !tokens.can_operate() {
+        return Err(Error::input(
+            "--allow-actions needs someone allowed to act: give --tokens-file FILE with at least \
+             one `NAME operate SHA256` line"
+                .to_string(),
+        ));
+    }
     let loopback = addrs.iter().all(|a| a.ip().is_loopback());
-    if !loopback && token.is_none() && !insecure_no_auth {
+    if !loopback && !tokens.required() && !access.insecure_no_auth {
         return Err(Error::input(format!(
             "--listen `{}` is not a loopback address: give --token-file FILE (a bearer token \
-             every request must carry) or --insecure-no-auth to serve it to anyone who can reach it",
+             every request must carry), --tokens-file FILE, or --insecure-no-auth to serve it \
+             to anyone who can reach it",
             crate::core::text::printable(listen)
         )));
     }
-    Ok((addr, token))
+    Ok((addr, tokens))
 }
 
 /// The digest of the token in `file`: its first line, at least 16
@@ -205,20 +239,6 @@ fn token_mode_warning(file: &Path, mode: u32) -> Option<String> {
     })
 }
 
-/// Whether `header` (an `Authorization` value) carries the token whose
-/// digest is `want`: the digests are compared in constant time, so the
-/// comparison says nothing of how much matched.
-fn authorized(header: Option<&str>, want: &[u8; 32]) -> bool {
-    let Some(given) = header.and_then(|h| {
-        h.strip_prefix("Bearer ")
-            .or_else(|| h.strip_prefix("bearer "))
-    }) else {
-        return false;
-    };
-    let got: [u8; 32] = Sha256::digest(given.trim().as_bytes()).into();
-    got.ct_eq(want).into()
-}
-
 /// A running server: dropped or [`Running::stop`]ped, it stops.
 pub struct Running {
     server: Arc<tiny_http::Server>,
@@ -266,15 +286,22 @@ pub fn start(settings: Settings) -> Result<Running> {
     let server = Arc::new(server);
     let settings = Arc::new(settings);
     let pages = Arc::new(pages::Pages::new());
+    let sessions = Arc::new(auth::Sessions::default());
     let workers = (0..WORKERS)
         .map(|i| {
-            let (server, settings, pages) = (server.clone(), settings.clone(), pages.clone());
+            let (server, settings, pages, sessions) = (
+                server.clone(),
+                settings.clone(),
+                pages.clone(),
+                sessions.clone(),
+            );
             std::thread::Builder::new()
                 .name(format!("jobhost-serve-{i}"))
                 .spawn(move || {
                     let mut worker = Worker {
                         settings: &settings,
                         pages: &pages,
+                        sessions: &sessions,
                         stores: HashMap::new(),
                     };
                     while let Ok(request) = server.recv() {
@@ -295,6 +322,7 @@ pub fn start(settings: Settings) -> Result<Running> {
 struct Worker<'a> {
     settings: &'a Settings,
     pages: &'a pages::Pages,
+    sessions: &'a auth::Sessions,
     /// Open stores by location; `None` inside: no store there yet.
     stores: HashMap<String, Box<dyn store::Store>>,
 }
@@ -304,6 +332,8 @@ pub(crate) struct Reply {
     pub status: u16,
     pub content_type: &'static str,
     pub body: Vec<u8>,
+    /// Headers besides those every answer carries.
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl Reply {
@@ -312,31 +342,58 @@ impl Reply {
             status,
             content_type: "text/plain; charset=utf-8",
             body: body.as_bytes().to_vec(),
+            headers: Vec::new(),
         }
+    }
+
+    /// A `303 See Other` to `to`.
+    pub(crate) fn see_other(to: &str) -> Reply {
+        Reply {
+            headers: vec![("Location", to.to_string())],
+            ..Reply::text(303, &format!("see {to}\n"))
+        }
+    }
+
+    /// This reply with the header `name: value` added.
+    pub(crate) fn with(mut self, name: &'static str, value: String) -> Reply {
+        self.headers.push((name, value));
+        self
     }
 }
 
 /// What the Content-Security-Policy allows: scripts and styles from the
-/// server's own files, nothing inline, nothing framed.
+/// server's own files, nothing inline, nothing framed, forms sent only to
+/// the server itself.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
-                   connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+                   connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 impl Worker<'_> {
-    fn answer(&mut self, request: tiny_http::Request) {
-        let reply = self.route(&request);
+    fn answer(&mut self, mut request: tiny_http::Request) {
+        let reply = if *request.method() == tiny_http::Method::Post {
+            match read_body(&mut request) {
+                Ok(body) => self.route(&request, &body),
+                Err(reply) => reply,
+            }
+        } else {
+            self.route(&request, &[])
+        };
         let mut response = tiny_http::Response::from_data(reply.body)
             .with_status_code(tiny_http::StatusCode(reply.status));
         let mut headers = vec![
-            ("Content-Type", reply.content_type),
-            ("Content-Security-Policy", CSP),
-            ("X-Content-Type-Options", "nosniff"),
-            ("Referrer-Policy", "no-referrer"),
-            ("Cache-Control", "no-store"),
-            ("X-Frame-Options", "DENY"),
+            ("Content-Type", reply.content_type.to_string()),
+            ("Content-Security-Policy", CSP.to_string()),
+            ("X-Content-Type-Options", "nosniff".to_string()),
+            // Not `no-referrer`: with it a browser sends `Origin: null` with
+            // the pages' own forms, and the origin check needs their origin.
+            // Another site is told nothing.
+            ("Referrer-Policy", "same-origin".to_string()),
+            ("Cache-Control", "no-store".to_string()),
+            ("X-Frame-Options", "DENY".to_string()),
         ];
         if reply.status == 401 {
-            headers.push(("WWW-Authenticate", "Bearer"));
+            headers.push(("WWW-Authenticate", "Bearer".to_string()));
         }
+        headers.extend(reply.headers);
         for (name, value) in headers {
             if let Ok(h) = tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()) {
                 response.add_header(h);
@@ -345,20 +402,21 @@ impl Worker<'_> {
         let _ = request.respond(response);
     }
 
-    fn route(&mut self, request: &tiny_http::Request) -> Reply {
+    fn route(&mut self, request: &tiny_http::Request, body: &[u8]) -> Reply {
         let target = request.url();
         if target.len() > MAX_TARGET {
             return Reply::text(414, "request target too long\n");
         }
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        if !matches!(
-            request.method(),
-            tiny_http::Method::Get | tiny_http::Method::Head
-        ) {
-            return Reply::text(
-                405,
-                "only GET and HEAD are answered: this server changes nothing\n",
-            );
+        let post = *request.method() == tiny_http::Method::Post;
+        if !post
+            && !matches!(
+                request.method(),
+                tiny_http::Method::Get | tiny_http::Method::Head
+            )
+        {
+            return Reply::text(405, "only GET, HEAD and POST are answered\n")
+                .with("Allow", "GET, HEAD, POST".to_string());
         }
         if path == "/healthz" {
             return Reply::text(200, "ok\n");
@@ -366,29 +424,257 @@ impl Worker<'_> {
         if path == "/livez" {
             return self.livez();
         }
-        if let Some(want) = &self.settings.token {
-            let header = request
+        let header = |name: &str| {
+            request
                 .headers()
                 .iter()
-                .find(|h| h.field.equiv("Authorization"))
-                .map(|h| h.value.as_str());
-            if !authorized(header, want) {
-                return Reply::text(401, "unauthorized\n");
-            }
-        }
-        let accept_json = request
-            .headers()
-            .iter()
-            .find(|h| h.field.equiv("Accept"))
-            .is_some_and(|h| h.value.as_str().contains("application/json"));
+                .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
+                .map(|h| h.value.as_str())
+        };
         let now = (self.settings.clock)();
-        let route = pages::Route::parse(path, query, accept_json);
+        let api = path.starts_with("/api/");
+        // The API takes only a bearer token; pages also a session cookie.
+        let tokens = &self.settings.tokens;
+        let who = match tokens.bearer(header("Authorization")) {
+            Some(t) => Some(auth::Who {
+                name: t.name.clone(),
+                role: t.role,
+            }),
+            None if api => None,
+            None => self.sessions.who(header("Cookie")),
+        };
+        let browser =
+            || auth::same_origin(header("Origin"), header("Host"), header("Sec-Fetch-Site"));
+        match (path, post) {
+            ("/login", false) => return self.sign_in_page(who.as_ref(), None, 200, now),
+            ("/login", true) => {
+                if let Err(why) = browser() {
+                    return Reply::text(403, &format!("{why}\n"));
+                }
+                return self.sign_in(body, now);
+            }
+            ("/logout", true) => {
+                if let Err(why) = browser() {
+                    return Reply::text(403, &format!("{why}\n"));
+                }
+                self.sessions.end(header("Cookie"));
+                return Reply::see_other("/login").with(
+                    "Set-Cookie",
+                    format!(
+                        "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
+                        auth::COOKIE
+                    ),
+                );
+            }
+            _ => {}
+        }
+        let accept = header("Accept").unwrap_or_default();
+        let route =
+            (!post).then(|| pages::Route::parse(path, query, accept.contains("application/json")));
+        // The stylesheet, the script and the icon are the same for
+        // everyone, and the sign-in page needs them.
+        if let Some(pages::Route::Static(name)) = route {
+            return pages::static_file(name);
+        }
+        if tokens.required() && who.is_none() {
+            // A browser asking for a page is sent to sign in; anything
+            // else is told what to send.
+            if !post && !api && accept.contains("text/html") && header("Authorization").is_none() {
+                return Reply::see_other("/login");
+            }
+            return Reply::text(
+                401,
+                "unauthorized: send Authorization: Bearer TOKEN, or sign in at /login\n",
+            );
+        }
+        if post {
+            let Some(act) = actions::Act::parse(path.strip_prefix("/api").unwrap_or(path)) else {
+                return Reply::text(404, "no such action\n");
+            };
+            if !api && let Err(why) = browser() {
+                return Reply::text(403, &format!("{why}\n"));
+            }
+            return self.act(&act, who.as_ref(), body, api, header("Content-Type"), now);
+        }
+        if let Some(id) = path
+            .strip_prefix("/api/tasks/")
+            .or_else(|| path.strip_prefix("/tasks/"))
+        {
+            return self.task(id, api, now, who.as_ref());
+        }
+        let Some(route) = route else {
+            return Reply::text(404, "not found\n");
+        };
+        let viewer = self.viewer(who.as_ref());
         match route {
             pages::Route::Static(name) => pages::static_file(name),
             pages::Route::Metrics => self.metrics(now),
             pages::Route::NotFound => Reply::text(404, "not found\n"),
-            page => self.page(page, now),
+            page => self.page(page, now, &viewer),
         }
+    }
+
+    /// What the pages show of who is looking and what they may do.
+    fn viewer(&self, who: Option<&auth::Who>) -> pages::Viewer {
+        pages::Viewer {
+            name: who.map(|w| w.name.clone()),
+            role: who.map(|w| w.role.as_str()),
+            can_act: self.settings.actions.is_some()
+                && (who.is_some_and(|w| w.role == auth::Role::Operate)),
+            signs_in: self.settings.tokens.required(),
+        }
+    }
+
+    /// `/login`: the sign-in form.
+    fn sign_in_page(
+        &self,
+        who: Option<&auth::Who>,
+        error: Option<&str>,
+        status: u16,
+        now: Timestamp,
+    ) -> Reply {
+        let viewer = self.viewer(who);
+        let mut reply = self
+            .pages
+            .sign_in(&viewer, error, now)
+            .unwrap_or_else(|e| Reply::text(503, &format!("{e:#}\n")));
+        reply.status = status;
+        reply
+    }
+
+    /// `POST /login`: a session for the token the form carries.
+    fn sign_in(&self, body: &[u8], now: Timestamp) -> Reply {
+        let fields = actions::fields(body, false).unwrap_or_default();
+        let given = fields.get("token").map(String::as_str).unwrap_or_default();
+        let Some(token) = self.settings.tokens.find(given) else {
+            return self.sign_in_page(
+                None,
+                Some("That token is not one this dashboard accepts."),
+                401,
+                now,
+            );
+        };
+        let who = auth::Who {
+            name: token.name.clone(),
+            role: token.role,
+        };
+        match self.sessions.start(who) {
+            Ok(value) => Reply::see_other("/").with(
+                "Set-Cookie",
+                format!(
+                    "{}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+                    auth::COOKIE,
+                    auth::SESSION_LIFE.as_secs()
+                ),
+            ),
+            Err(e) => Reply::text(503, &format!("{e:#}\n")),
+        }
+    }
+
+    /// A POST that asks for an action.
+    fn act(
+        &mut self,
+        act: &actions::Act,
+        who: Option<&auth::Who>,
+        body: &[u8],
+        api: bool,
+        content_type: Option<&str>,
+        now: Timestamp,
+    ) -> Reply {
+        let Some(actions) = &self.settings.actions else {
+            return Reply::text(
+                403,
+                "this dashboard only reads: start it with --allow-actions and a --tokens-file \
+                 holding an `operate` token to act from it\n",
+            );
+        };
+        let Some(who) = who.filter(|w| w.role == auth::Role::Operate) else {
+            return Reply::text(
+                403,
+                &format!(
+                    "refused: {} may only read; acting needs a token whose role is `operate`\n",
+                    who.map_or("an anonymous reader".to_string(), |w| format!(
+                        "token `{}`",
+                        w.name
+                    ))
+                ),
+            );
+        };
+        if api && !content_type.is_some_and(|c| c.starts_with("application/json")) {
+            return Reply::text(
+                415,
+                "send the action's fields as JSON with Content-Type: application/json\n",
+            );
+        }
+        let fields = match actions::fields(body, api) {
+            Ok(f) => f,
+            Err(why) => return Reply::text(400, &format!("{why}\n")),
+        };
+        let jobs = self.settings.listed().jobs;
+        let acted = actions::act(actions, &jobs, act, &fields, &who.name, now);
+        crate::core::text::say(
+            "dashboard",
+            &crate::core::text::printable(&format!(
+                "{} asked {act:?}: {} (HTTP {})",
+                who.name,
+                acted.said.as_deref().unwrap_or("done"),
+                acted.status
+            )),
+        );
+        if api {
+            let mut reply = Reply {
+                status: acted.status,
+                content_type: "application/json",
+                body: format!("{}\n", acted.line).into_bytes(),
+                headers: vec![("Jobhost-Exit-Code", acted.exit_code.to_string())],
+            };
+            if let Some(href) = acted.href {
+                reply.headers.push(("Location", href));
+            }
+            return reply;
+        }
+        if acted.status == 202
+            && let Some(href) = &acted.href
+        {
+            return Reply::see_other(href);
+        }
+        let viewer = self.viewer(Some(who));
+        let mut reply = self
+            .pages
+            .acted(&viewer, &acted, now)
+            .unwrap_or_else(|e| Reply::text(503, &format!("{e:#}\n")));
+        reply.status = acted.status;
+        reply
+    }
+
+    /// A backfill's progress: its page, or its JSON.
+    fn task(&self, id: &str, api: bool, now: Timestamp, who: Option<&auth::Who>) -> Reply {
+        let (id, suffix) = match id.strip_suffix(".json") {
+            Some(i) => (i, true),
+            None => (id, false),
+        };
+        let task = self
+            .settings
+            .actions
+            .as_ref()
+            .zip(id.parse::<u64>().ok())
+            .and_then(|(a, id)| a.tasks.get(id));
+        let Some(task) = task else {
+            return Reply::text(404, "no such backfill on this server\n");
+        };
+        let view = task.view();
+        if api || suffix {
+            return Reply {
+                status: 200,
+                content_type: "application/json",
+                body: serde_json::to_vec(&view).unwrap_or_default(),
+                headers: Vec::new(),
+            };
+        }
+        let viewer = self.viewer(who);
+        self.pages
+            .task(&viewer, &view, now)
+            .unwrap_or_else(|e| Reply::text(503, &format!("{e:#}\n")))
     }
 
     /// `/livez`: 503 once the daemon's loop is late by the time it gave
@@ -424,8 +710,8 @@ impl Worker<'_> {
         self.stores.remove(&location.to_string());
     }
 
-    fn page(&mut self, route: pages::Route, now: Timestamp) -> Reply {
-        match pages::render(self, route, now) {
+    fn page(&mut self, route: pages::Route, now: Timestamp, viewer: &pages::Viewer) -> Reply {
+        match pages::render(self, route, now, viewer) {
             Ok(reply) => reply,
             Err(e) => {
                 let line = crate::core::text::printable(&e.chain()).into_owned();
@@ -447,6 +733,7 @@ impl Worker<'_> {
                 status: 200,
                 content_type: "application/openmetrics-text; version=1.0.0; charset=utf-8",
                 body: text.into_bytes(),
+                headers: Vec::new(),
             },
             Err(e) => {
                 let line = crate::core::text::printable(&e.chain()).into_owned();
@@ -454,5 +741,26 @@ impl Worker<'_> {
                 Reply::text(503, &format!("{line}\n"))
             }
         }
+    }
+}
+
+/// A POST's body, up to [`MAX_BODY`] bytes; longer: a 413 answer.
+fn read_body(request: &mut tiny_http::Request) -> std::result::Result<Vec<u8>, Reply> {
+    use std::io::Read;
+    if request.body_length().is_some_and(|n| n > MAX_BODY) {
+        return Err(Reply::text(413, "the request body is larger than 16 KiB\n"));
+    }
+    let mut body = Vec::new();
+    match request
+        .as_reader()
+        .take(MAX_BODY as u64 + 1)
+        .read_to_end(&mut body)
+    {
+        Ok(n) if n > MAX_BODY => Err(Reply::text(413, "the request body is larger than 16 KiB\n")),
+        Ok(_) => Ok(body),
+        Err(e) => Err(Reply::text(
+            400,
+            &format!("cannot read the request body: {e}\n"),
+        )),
     }
 }

@@ -91,11 +91,77 @@ impl Pages {
             ("job.html", include_str!("templates/job.html")),
             ("run.html", include_str!("templates/run.html")),
             ("strip.html", include_str!("templates/strip.html")),
+            ("login.html", include_str!("templates/login.html")),
+            ("acted.html", include_str!("templates/acted.html")),
+            ("task.html", include_str!("templates/task.html")),
         ] {
             env.add_template(name, text)
                 .unwrap_or_else(|e| panic!("embedded template {name} is invalid: {e}"));
         }
         Pages { env }
+    }
+
+    /// `/login`'s page, with `error` said above the form.
+    pub(super) fn sign_in(
+        &self,
+        viewer: &Viewer,
+        error: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Reply> {
+        self.html(
+            "login.html",
+            context! { viewer => viewer, error => error, now => crate::core::clock::rfc3339(now), json_href => "/jobs.json" },
+        )
+    }
+
+    /// The page an action from a form answers with: what it said and the
+    /// line the command line's verb prints.
+    pub(super) fn acted(
+        &self,
+        viewer: &Viewer,
+        acted: &super::actions::Acted,
+        now: Timestamp,
+    ) -> Result<Reply> {
+        let line: Option<serde_json::Value> = serde_json::from_str(&acted.line).ok();
+        let pretty = line
+            .as_ref()
+            .and_then(|v| serde_json::to_string_pretty(v).ok())
+            .unwrap_or_else(|| acted.line.clone());
+        let key = line
+            .as_ref()
+            .and_then(|v| v.get("key").and_then(|k| k.as_str()).map(str::to_string));
+        let job = line
+            .as_ref()
+            .and_then(|v| v.get("job").and_then(|k| k.as_str()).map(str::to_string));
+        self.html(
+            "acted.html",
+            context! {
+                viewer => viewer,
+                ok => acted.status < 300,
+                status => acted.status,
+                exit_code => acted.exit_code,
+                said => acted.said,
+                line => pretty,
+                key => key,
+                job => job,
+                now => crate::core::clock::rfc3339(now),
+                json_href => "/jobs.json",
+            },
+        )
+    }
+
+    /// A backfill's page.
+    pub(super) fn task(
+        &self,
+        viewer: &Viewer,
+        task: &super::actions::TaskView,
+        now: Timestamp,
+    ) -> Result<Reply> {
+        let json_href = format!("/tasks/{}.json", task.id);
+        self.html(
+            "task.html",
+            context! { viewer => viewer, task => task, now => crate::core::clock::rfc3339(now), json_href => json_href },
+        )
     }
 
     fn html(&self, name: &str, ctx: minijinja::Value) -> Result<Reply> {
@@ -110,6 +176,7 @@ impl Pages {
             status: 200,
             content_type: "text/html; charset=utf-8",
             body: body.into_bytes(),
+            headers: Vec::new(),
         })
     }
 }
@@ -148,7 +215,21 @@ fn json(value: &impl Serialize) -> Result<Reply> {
         status: 200,
         content_type: "application/json",
         body,
+        headers: Vec::new(),
     })
+}
+
+/// Who is looking at a page and what it offers them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(super) struct Viewer {
+    /// The token's name, when one was given or signed in with.
+    pub name: Option<String>,
+    /// Its role.
+    pub role: Option<&'static str>,
+    /// Whether the page shows the forms that act.
+    pub can_act: bool,
+    /// Whether the server takes tokens (a sign-in link is shown).
+    pub signs_in: bool,
 }
 
 /// The overview, as the JSON twin carries it.
@@ -177,7 +258,12 @@ struct RunPage {
     reads: ReadCount,
 }
 
-pub(super) fn render(worker: &mut Worker<'_>, route: Route, now: Timestamp) -> Result<Reply> {
+pub(super) fn render(
+    worker: &mut Worker<'_>,
+    route: Route,
+    now: Timestamp,
+    viewer: &Viewer,
+) -> Result<Reply> {
     let listed = worker.settings.listed();
     let pages = worker.pages;
     let now_text = crate::core::clock::rfc3339(now);
@@ -207,7 +293,7 @@ pub(super) fn render(worker: &mut Worker<'_>, route: Route, now: Timestamp) -> R
             }
             pages.html(
                 "jobs.html",
-                context! { page => page, now => page.now, json_href => "/jobs.json" },
+                context! { page => page, now => page.now, json_href => "/jobs.json", viewer => viewer },
             )
         }
         Route::Job {
@@ -233,9 +319,15 @@ pub(super) fn render(worker: &mut Worker<'_>, route: Route, now: Timestamp) -> R
                 return json(&page);
             }
             let json_href = format!("/jobs/{}.json", seg(name.clone()));
+            let tasks = worker
+                .settings
+                .actions
+                .as_ref()
+                .map(|a| a.tasks.of_job(&name))
+                .unwrap_or_default();
             pages.html(
                 "job.html",
-                context! { page => page, now => now_text, json_href => json_href },
+                context! { page => page, now => now_text, json_href => json_href, viewer => viewer, tasks => tasks },
             )
         }
         Route::Run { key, json: as_json } => {
@@ -260,7 +352,7 @@ pub(super) fn render(worker: &mut Worker<'_>, route: Route, now: Timestamp) -> R
             let json_href = format!("/runs/{}.json", seg(key.to_string()));
             pages.html(
                 "run.html",
-                context! { page => page, now => now_text, json_href => json_href },
+                context! { page => page, now => now_text, json_href => json_href, viewer => viewer },
             )
         }
         Route::Metrics | Route::Static(_) | Route::NotFound => Ok(Reply::text(404, "not found\n")),
@@ -304,16 +396,19 @@ pub(super) fn static_file(name: &str) -> Reply {
             status: 200,
             content_type: "text/css; charset=utf-8",
             body: include_bytes!("static/app.css").to_vec(),
+            headers: Vec::new(),
         },
         "app.js" => Reply {
             status: 200,
             content_type: "text/javascript; charset=utf-8",
             body: include_bytes!("static/app.js").to_vec(),
+            headers: Vec::new(),
         },
         "icon.svg" => Reply {
             status: 200,
             content_type: "image/svg+xml",
             body: include_bytes!("static/icon.svg").to_vec(),
+            headers: Vec::new(),
         },
         _ => Reply::text(404, "not found\n"),
     }
