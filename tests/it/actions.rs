@@ -99,12 +99,13 @@ fn post_as(
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|s| s.parse().ok())
         .expect("a status line");
+    // Header names are any case (hyper sends them in lower case).
     let exit = head
         .lines()
-        .find_map(|l| l.strip_prefix("Jobhost-Exit-Code: "))
-        .unwrap_or_default()
-        .trim()
-        .to_string();
+        .filter_map(|l| l.split_once(':'))
+        .find(|(n, _)| n.trim().eq_ignore_ascii_case("Jobhost-Exit-Code"))
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_default();
     (status, exit, body.to_string())
 }
 
@@ -495,4 +496,61 @@ fn a_backfill_from_the_api_runs_in_the_background_and_its_progress_is_read() {
         "{}",
         page.body
     );
+}
+
+#[test]
+fn a_request_that_claims_a_huge_body_or_never_sends_it_stops_nothing() {
+    use std::io::{Read, Write};
+    let dir = scratch();
+    let (cfg, db, _sink) = every_state(dir.path());
+    let tokens = tokens_file(dir.path(), "ops");
+    let srv = serve_acting(&cfg, &db, &tokens);
+    let a = srv.addr.as_str();
+    // A body claimed far larger than memory, then the connection closed:
+    // answered 413 (a POST) or ignored (a GET), and the server lives on.
+    for method in ["POST", "GET"] {
+        let mut conn = std::net::TcpStream::connect(a).unwrap();
+        let _ = write!(
+            conn,
+            "{method} /api/jobs/daily-report/pause HTTP/1.1\r\nHost: {a}\r\n\
+             Authorization: Bearer {OPERATE}\r\nContent-Type: application/json\r\n\
+             Content-Length: 1000000000000000\r\n\r\n{{\"note\""
+        );
+        let _ = conn.shutdown(std::net::Shutdown::Write);
+        let mut answer = String::new();
+        let _ = conn.read_to_string(&mut answer);
+        if method == "POST" {
+            assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+        }
+    }
+    // Two clients that send headers and never their bodies hold up no
+    // page: both answering threads stay free.
+    let stalled: Vec<_> = (0..2)
+        .map(|_| {
+            let mut conn = std::net::TcpStream::connect(a).unwrap();
+            write!(
+                conn,
+                "POST /api/jobs/daily-report/pause HTTP/1.1\r\nHost: {a}\r\n\
+                 Authorization: Bearer {OPERATE}\r\nContent-Type: application/json\r\n\
+                 Content-Length: 100\r\n\r\n"
+            )
+            .unwrap();
+            conn
+        })
+        .collect();
+    let page = crate::dashboard::get(
+        a,
+        "/jobs.json",
+        &[("Authorization", &format!("Bearer {READ}"))],
+    );
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert_eq!(crate::dashboard::get(a, "/healthz", &[]).status, 200);
+    drop(stalled);
+    let (status, _, body) = post(
+        a,
+        "/api/jobs/daily-report/pause",
+        Some(OPERATE),
+        r#"{"note": "still here"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
 }

@@ -173,6 +173,38 @@ fn sender(
     let _ = done.send(());
 }
 
+/// The OTLP/HTTP exporter to `url` with `headers`, telling the receiver
+/// `resource`: its requests go through a ureq agent of its own, with a
+/// bounded time each and no retry (a batch the receiver does not take is
+/// dropped, not retried: the sender never falls behind a receiver that is
+/// down). `None` when the exporter cannot be built.
+fn exporter(
+    url: String,
+    headers: Vec<(String, String)>,
+    resource: &Resource,
+) -> Option<opentelemetry_otlp::SpanExporter> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(EXPORT_TIMEOUT))
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .build()
+        .into();
+    let mut exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(opentelemetry_otlp::Protocol::HttpJson)
+        .with_endpoint(url)
+        .with_timeout(EXPORT_TIMEOUT)
+        .with_headers(headers.into_iter().collect())
+        .with_http_client(Client { agent })
+        .with_retry_policy(opentelemetry_otlp::RetryPolicy::default().with_max_retries(0))
+        .build()
+        .ok()?;
+    // The spans go to the exporter through this module's queue, not the
+    // provider's processor, so it is told the resource here.
+    exporter.set_resource(resource);
+    Some(exporter)
+}
+
 /// Starts exporting this process's traces to the OTLP/HTTP receiver at
 /// `endpoint` (`shown` as written), with `headers`; once per process: a
 /// second call naming the same endpoint changes nothing.
@@ -193,41 +225,45 @@ pub fn start(endpoint: &str, shown: &str, headers: &[(String, String)]) -> Resul
             t.shown
         )));
     }
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(EXPORT_TIMEOUT))
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .build()
-        .into();
     let url = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
+    // What the exporter's builder would refuse, refused here, so that the
+    // exporter itself (its HTTP agent, its TLS setup) can be built on the
+    // sender's thread while the run goes on: a one-shot run does not wait
+    // for it.
+    url.parse::<ureq::http::Uri>().map_err(|e| {
+        Error::input(format!(
+            "`[telemetry] otlp_endpoint = \"{shown}\"` cannot be used: {e}"
+        ))
+    })?;
+    for (name, value) in headers {
+        if ureq::http::HeaderName::from_bytes(name.as_bytes()).is_err()
+            || ureq::http::HeaderValue::from_str(value).is_err()
+        {
+            return Err(Error::input(format!(
+                "`[telemetry] headers.{}` is not a valid HTTP header name and value; use \
+                 letters, digits and `-` in the name and printable text in the value",
+                crate::core::text::printable(name)
+            )));
+        }
+    }
     let resource = Resource::builder_empty()
         .with_service_name("jobhost")
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
         .build();
-    let mut exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .with_protocol(opentelemetry_otlp::Protocol::HttpJson)
-        .with_endpoint(url)
-        .with_timeout(EXPORT_TIMEOUT)
-        .with_headers(headers.iter().cloned().collect())
-        .with_http_client(Client { agent })
-        // A batch the receiver does not take is dropped, not retried: the
-        // sender never falls behind a receiver that is down.
-        .with_retry_policy(opentelemetry_otlp::RetryPolicy::default().with_max_retries(0))
-        .build()
-        .map_err(|e| {
-            Error::input(format!(
-                "`[telemetry] otlp_endpoint = \"{shown}\"` cannot be used: {e}"
-            ))
-        })?;
-    // The spans go to the exporter through this module's queue, not the
-    // provider's processor, so it is told the resource here.
-    exporter.set_resource(&resource);
     let (tx, rx) = sync_channel::<SpanData>(QUEUE);
     let (done_tx, done_rx) = sync_channel::<()>(1);
+    let (headers, for_exporter) = (headers.to_vec(), resource.clone());
     std::thread::Builder::new()
         .name("jobhost-traces".into())
-        .spawn(move || sender(rx, exporter, done_tx))
+        .spawn(move || match exporter(url, headers, &for_exporter) {
+            Some(exporter) => sender(rx, exporter, done_tx),
+            None => {
+                // Not expected after the checks above: every span of the
+                // process is dropped, and counted.
+                drop(rx);
+                let _ = done_tx.send(());
+            }
+        })
         .map_err(|e| Error::host(format!("cannot start the trace sender: {e}")))?;
     let provider = SdkTracerProvider::builder()
         .with_span_processor(Queue {

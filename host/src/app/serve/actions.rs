@@ -213,13 +213,16 @@ pub(super) fn act(
                     href: Some(format!("/tasks/{id}")),
                 }
             }
-            None => Acted {
-                status: 404,
-                line: String::new(),
-                said: Some(format!("no backfill {id} on this server")),
-                exit_code: 2,
-                href: None,
-            },
+            None => {
+                let said = format!("no backfill {id} on this server");
+                Acted {
+                    status: 404,
+                    line: serde_json::json!({ "error": said }).to_string(),
+                    said: Some(said),
+                    exit_code: 2,
+                    href: None,
+                }
+            }
         };
     }
     let name = act.job().unwrap_or_default();
@@ -271,7 +274,7 @@ pub(super) fn act(
             operate::rerun(&job, key, &reason, who, &runtime).map(|o| Acted::ran(&o))
         }),
         Act::Retry(key) => full_job(served).and_then(|job| {
-            let reason = match field("reason") {
+            let reason = match field("reason").trim() {
                 "" => "retry from the dashboard".to_string(),
                 r => operate::reason_text("the reason", r)?,
             };
@@ -326,31 +329,36 @@ fn backfill(
             now,
         )?
     };
-    if let Some(running) = actions.tasks.running(job.name().as_str()) {
-        return Ok(Acted {
-            status: 409,
-            line: serde_json::to_string(&running.view()).unwrap_or_default(),
-            said: Some(format!(
-                "backfill {} of job `{}` is still running; wait for it, or stop it on its page",
-                running.id,
-                job.name()
-            )),
-            exit_code: 2,
-            href: Some(format!("/tasks/{}", running.id)),
-        });
-    }
-    let task = actions.tasks.start(
+    let task = match actions.tasks.start(
         job.name().as_str(),
         who,
         &prepared.summary,
         prepared.todo,
         now,
-    );
+    ) {
+        Ok(task) => task,
+        Err(running) => {
+            return Ok(Acted {
+                status: 409,
+                line: serde_json::to_string(&running.view()).unwrap_or_default(),
+                said: Some(format!(
+                    "backfill {} of job `{}` is still running; wait for it, or stop it on its \
+                     page",
+                    running.id,
+                    job.name()
+                )),
+                exit_code: 2,
+                href: Some(format!("/tasks/{}", running.id)),
+            });
+        }
+    };
     let href = format!("/tasks/{}", task.id);
     let (t, by) = (task.clone(), who.to_string());
-    std::thread::Builder::new()
+    let spawned = std::thread::Builder::new()
         .name(format!("jobhost-backfill-{}", task.id))
         .spawn(move || {
+            // However the thread ends (a panic too), the task ends with it.
+            let guard = Ending(t.clone());
             let runtime = match runtime.sharing_sandbox() {
                 Ok(r) => r,
                 Err(e) => {
@@ -369,8 +377,15 @@ fn backfill(
                 &mut |_, p, outcome| t.step(p.window.key().as_str(), outcome),
             );
             t.end(Some(&ended), None);
-        })
-        .map_err(|e| Error::host("cannot start the backfill's thread").because(e))?;
+            drop(guard);
+        });
+    match spawned {
+        Ok(handle) => *task.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle),
+        Err(e) => {
+            task.end(None, Some(format!("cannot start its thread: {e}")));
+            return Err(Error::host("cannot start the backfill's thread").because(e));
+        }
+    }
     Ok(Acted {
         status: 202,
         line: serde_json::to_string(&task.view()).unwrap_or_default(),
@@ -394,8 +409,33 @@ const KEPT_TASKS: usize = 32;
 /// How many of a backfill's last windows its page lists.
 const LAST_WINDOWS: usize = 20;
 
+/// Ends its task when dropped, if nothing else did (a panic).
+struct Ending(Arc<Task>);
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        if !self.0.finished() {
+            self.0
+                .end(None, Some("its thread stopped unexpectedly".to_string()));
+        }
+    }
+}
+
 impl Tasks {
-    fn start(&self, job: &str, by: &str, summary: &str, total: usize, now: Timestamp) -> Arc<Task> {
+    /// A new task of `job`, or the one of `job` still running (one at a
+    /// time per job), decided under one lock.
+    fn start(
+        &self,
+        job: &str,
+        by: &str,
+        summary: &str,
+        total: usize,
+        now: Timestamp,
+    ) -> std::result::Result<Arc<Task>, Arc<Task>> {
+        let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(running) = list.iter().find(|t| t.job == job && !t.finished()) {
+            return Err(running.clone());
+        }
         let id = self.next.fetch_add(1, Ordering::SeqCst) + 1;
         let task = Arc::new(Task {
             id,
@@ -406,8 +446,8 @@ impl Tasks {
             started: crate::core::clock::rfc3339(now),
             stop: AtomicBool::new(false),
             progress: Mutex::new(Progress::default()),
+            thread: Mutex::new(None),
         });
-        let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
         list.push(task.clone());
         while list.len() > KEPT_TASKS {
             match list.iter().position(|t| t.finished()) {
@@ -417,17 +457,27 @@ impl Tasks {
                 None => break,
             }
         }
-        task
+        Ok(task)
+    }
+
+    /// Asks every backfill to stop after the windows it is running, and
+    /// waits for them (the server is stopping).
+    pub(super) fn stop_all(&self) {
+        let list: Vec<Arc<Task>> = self.list.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for t in &list {
+            t.stop.store(true, Ordering::SeqCst);
+        }
+        for t in &list {
+            let handle = t.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(h) = handle {
+                let _ = h.join();
+            }
+        }
     }
 
     pub(super) fn get(&self, id: u64) -> Option<Arc<Task>> {
         let list = self.list.lock().unwrap_or_else(|p| p.into_inner());
         list.iter().find(|t| t.id == id).cloned()
-    }
-
-    fn running(&self, job: &str) -> Option<Arc<Task>> {
-        let list = self.list.lock().unwrap_or_else(|p| p.into_inner());
-        list.iter().find(|t| t.job == job && !t.finished()).cloned()
     }
 
     /// The views of the backfills of `job`, newest first.
@@ -451,6 +501,7 @@ pub(super) struct Task {
     started: String,
     stop: AtomicBool,
     progress: Mutex<Progress>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 #[derive(Default)]

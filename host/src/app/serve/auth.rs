@@ -78,13 +78,29 @@ impl Tokens {
     }
 
     /// Adds `--token-file`'s token (the digest of its text) as a `read`
-    /// token.
-    pub fn add_read(&mut self, digest: [u8; 32]) {
+    /// token named [`TOKEN_FILE_NAME`].
+    ///
+    /// # Errors
+    ///
+    /// `Error::Input` when `--tokens-file` holds the same token, or a token
+    /// of that name: one token, one role, one name in the audit lines.
+    pub fn add_read(&mut self, digest: [u8; 32]) -> Result<()> {
+        if self
+            .tokens
+            .iter()
+            .any(|t| t.digest == digest || t.name == TOKEN_FILE_NAME)
+        {
+            return Err(Error::input(format!(
+                "--token-file's token, or the name `{TOKEN_FILE_NAME}` it is known by, is in \
+                 --tokens-file too; give each token once (drop --token-file, or its line)"
+            )));
+        }
         self.tokens.push(Token {
             name: TOKEN_FILE_NAME.to_string(),
             role: Role::Read,
             digest,
         });
+        Ok(())
     }
 
     /// The tokens of a `--tokens-file`: one per line as `NAME ROLE HASH`,
@@ -215,6 +231,10 @@ pub const SESSION_LIFE: Duration = Duration::from_secs(12 * 3600);
 /// The most sessions kept at once; signing in past it ends the oldest.
 const MAX_SESSIONS: usize = 4096;
 
+/// The most sessions of one token; signing in past it ends its oldest, so
+/// that one token cannot push out everyone else's.
+const MAX_SESSIONS_PER_TOKEN: usize = 16;
+
 /// Browser sessions, in memory: a restart signs everyone out.
 #[derive(Default)]
 pub struct Sessions {
@@ -239,6 +259,17 @@ impl Sessions {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         map.retain(|_, (_, until)| *until > now);
+        let own = |map: &HashMap<[u8; 32], (Who, Instant)>| {
+            map.iter()
+                .filter(|(_, (w, _))| w.name == who.name)
+                .min_by_key(|(_, (_, until))| *until)
+                .map(|(k, _)| *k)
+        };
+        if map.values().filter(|(w, _)| w.name == who.name).count() >= MAX_SESSIONS_PER_TOKEN
+            && let Some(oldest) = own(&map)
+        {
+            map.remove(&oldest);
+        }
         if map.len() >= MAX_SESSIONS
             && let Some(oldest) = map
                 .iter()
@@ -402,6 +433,30 @@ mod tests {
         assert_eq!(s.who(Some(&format!("{COOKIE}=00{value}"))), None);
         s.end(Some(&header));
         assert_eq!(s.who(Some(&header)), None);
+    }
+
+    #[test]
+    fn one_token_keeps_at_most_its_own_share_of_sessions() {
+        let s = Sessions::default();
+        let who = |name: &str| Who {
+            name: name.into(),
+            role: Role::Read,
+        };
+        let first = s.start(who("alice")).unwrap();
+        let alice = format!("{COOKIE}={first}");
+        for _ in 0..MAX_SESSIONS_PER_TOKEN {
+            s.start(who("mallory")).unwrap();
+        }
+        assert!(
+            s.who(Some(&alice)).is_some(),
+            "another token's sessions stay"
+        );
+        let mut newest = String::new();
+        for _ in 0..MAX_SESSIONS_PER_TOKEN {
+            newest = s.start(who("alice")).unwrap();
+        }
+        assert!(s.who(Some(&alice)).is_none(), "its own oldest went");
+        assert!(s.who(Some(&format!("{COOKIE}={newest}"))).is_some());
     }
 
     #[test]

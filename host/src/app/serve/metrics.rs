@@ -159,7 +159,7 @@ impl crate::run::daemon::Observer for DaemonMetrics {
 /// # Errors
 ///
 /// `Error::Host` when the text cannot be encoded.
-pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> {
+pub(super) fn render(worker: &mut Worker, now: Timestamp) -> Result<String> {
     let mut registry = Registry::default();
     let windows = Family::<StoreJobState, Gauge>::default();
     let last_done = Family::<StoreJob, Gauge>::default();
@@ -172,7 +172,7 @@ pub(super) fn render(worker: &mut Worker<'_>, now: Timestamp) -> Result<String> 
     let reachable = Family::<StoreLabel, Gauge>::default();
     let queries = Gauge::<i64>::default();
     let mut count = ReadCount::default();
-    let settings = worker.settings;
+    let settings = worker.settings.clone();
     // A store that failed once in this scrape is not tried again for its
     // other jobs (a database that is down costs one connect timeout).
     let mut down: Vec<String> = Vec::new();

@@ -1,7 +1,8 @@
 //! The read-only dashboard and Prometheus metrics, served by jobhost
-//! itself (`jobhost serve`, `jobhost daemon --listen`): a small synchronous
-//! HTTP server (`tiny_http`) on threads of its own, each with its own store
-//! connections, opened read-only; pages rendered from templates embedded in
+//! itself (`jobhost serve`, `jobhost daemon --listen`): an HTTP/1 server
+//! (`http`: hyper on a runtime of its own thread) whose requests are
+//! answered on threads of their own, each with its own store connections,
+//! opened read-only; pages rendered from templates embedded in
 //! the binary (`minijinja`, HTML auto-escaping on every template); a JSON
 //! twin of every page with the same facts (`run::board`); `/metrics` in the
 //! Prometheus text format (`prometheus-client`); `/healthz`, and `/livez`,
@@ -19,6 +20,7 @@
 
 pub mod actions;
 pub mod auth;
+mod http;
 mod metrics;
 mod pages;
 
@@ -26,7 +28,6 @@ use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use jiff::Timestamp;
 use sha2::{Digest, Sha256};
@@ -40,14 +41,14 @@ pub use metrics::DaemonMetrics;
 /// The default `--listen` address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8480";
 
-/// How many threads answer requests.
+/// How many threads answer requests for pages.
 const WORKERS: usize = 2;
+
+/// How many threads carry out actions (each a run, say, to its end).
+const ACTORS: usize = 2;
 
 /// The longest request target answered (longer: 414).
 const MAX_TARGET: usize = 2048;
-
-/// The largest request body read (an action's form or JSON; larger: 413).
-const MAX_BODY: usize = 16 * 1024;
 
 /// One job the server shows.
 #[derive(Clone)]
@@ -166,7 +167,7 @@ pub fn check_listen(listen: &str, access: Access<'_>) -> Result<(SocketAddr, aut
         None => auth::Tokens::default(),
     };
     if let Some(f) = access.token_file {
-        tokens.add_read(read_token(f)?);
+        tokens.add_read(read_token(f)?)?;
     }
     if access.allow_actions && !tokens.can_operate() {
         return Err(Error::input(
@@ -241,24 +242,23 @@ fn token_mode_warning(file: &Path, mode: u32) -> Option<String> {
 
 /// A running server: dropped or [`Running::stop`]ped, it stops.
 pub struct Running {
-    server: Arc<tiny_http::Server>,
-    workers: Vec<JoinHandle<()>>,
+    listening: http::Listening,
+    settings: Arc<Settings>,
     /// The address it listens on (with the port chosen, for port 0).
     pub addr: SocketAddr,
 }
 
 impl Running {
-    /// Stops answering and waits for the workers.
+    /// Stops answering, waits for the actions in progress, and stops the
+    /// backfills started from the page after the windows they are running.
     pub fn stop(mut self) {
         self.halt();
     }
 
     fn halt(&mut self) {
-        for _ in &self.workers {
-            self.server.unblock();
-        }
-        for w in self.workers.drain(..) {
-            let _ = w.join();
+        self.listening.stop();
+        if let Some(actions) = &self.settings.actions {
+            actions.tasks.stop_all();
         }
     }
 }
@@ -276,55 +276,79 @@ impl Drop for Running {
 /// `Error::Input` when the address cannot be listened on (in use, not
 /// this machine's).
 pub fn start(settings: Settings) -> Result<Running> {
-    let server = tiny_http::Server::http(settings.listen).map_err(|e| {
-        Error::input(format!(
-            "cannot listen on {}: {e}; choose another --listen address",
-            settings.listen
-        ))
-    })?;
-    let addr = server.server_addr().to_ip().unwrap_or(settings.listen);
-    let server = Arc::new(server);
+    let listen = settings.listen;
     let settings = Arc::new(settings);
     let pages = Arc::new(pages::Pages::new());
     let sessions = Arc::new(auth::Sessions::default());
-    let workers = (0..WORKERS)
-        .map(|i| {
-            let (server, settings, pages, sessions) = (
-                server.clone(),
-                settings.clone(),
-                pages.clone(),
-                sessions.clone(),
-            );
-            std::thread::Builder::new()
-                .name(format!("jobhost-serve-{i}"))
-                .spawn(move || {
-                    let mut worker = Worker {
-                        settings: &settings,
-                        pages: &pages,
-                        sessions: &sessions,
-                        stores: HashMap::new(),
-                    };
-                    while let Ok(request) = server.recv() {
-                        worker.answer(request);
-                    }
-                })
-                .map_err(|e| Error::host("cannot start the server's threads").because(e))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let worker = {
+        let (settings, pages, sessions) = (settings.clone(), pages.clone(), sessions.clone());
+        move || Worker {
+            settings: settings.clone(),
+            pages: pages.clone(),
+            sessions: sessions.clone(),
+            stores: HashMap::new(),
+        }
+    };
+    let early: Arc<http::Early> = {
+        let settings = settings.clone();
+        Arc::new(move |request: &http::Incoming| early(&settings, request))
+    };
+    let listening = http::listen(listen, early, (WORKERS, worker.clone()), (ACTORS, worker))?;
     Ok(Running {
-        server,
-        workers,
-        addr,
+        addr: listening.addr,
+        listening,
+        settings,
     })
 }
 
+/// What is answered before any thread is asked: a target too long, a
+/// method not served, `/healthz` and `/livez` (which read nothing).
+fn early(settings: &Settings, request: &http::Incoming) -> Option<Reply> {
+    if request.target.len() > MAX_TARGET {
+        return Some(Reply::text(414, "request target too long\n"));
+    }
+    if request.method == http::Method::Other {
+        return Some(
+            Reply::text(405, "only GET, HEAD and POST are answered\n")
+                .with("Allow", "GET, HEAD, POST".to_string()),
+        );
+    }
+    let path = request
+        .target
+        .split_once('?')
+        .map_or(request.target.as_str(), |(p, _)| p);
+    match path {
+        "/healthz" => Some(Reply::text(200, "ok\n")),
+        "/livez" => Some(livez(settings)),
+        _ => None,
+    }
+}
+
+/// `/livez`: 503 once the daemon's loop is late by the time it gave
+/// itself, else 200; without a daemon (`serve`), as `/healthz`. It reads
+/// nothing from the store.
+fn livez(settings: &Settings) -> Reply {
+    let Some(heartbeat) = &settings.liveness else {
+        return Reply::text(200, "ok\n");
+    };
+    let pulse = heartbeat.check((settings.clock)());
+    let status = if pulse.is_alive() { 200 } else { 503 };
+    Reply::text(status, &pulse.line())
+}
+
 /// One answering thread, with its own store connections.
-struct Worker<'a> {
-    settings: &'a Settings,
-    pages: &'a pages::Pages,
-    sessions: &'a auth::Sessions,
+struct Worker {
+    settings: Arc<Settings>,
+    pages: Arc<pages::Pages>,
+    sessions: Arc<auth::Sessions>,
     /// Open stores by location; `None` inside: no store there yet.
     stores: HashMap<String, Box<dyn store::Store>>,
+}
+
+impl http::Answer for Worker {
+    fn answer(&mut self, request: &http::Incoming) -> Reply {
+        self.route(request)
+    }
 }
 
 /// An answer, before it is sent.
@@ -361,76 +385,13 @@ impl Reply {
     }
 }
 
-/// What the Content-Security-Policy allows: scripts and styles from the
-/// server's own files, nothing inline, nothing framed, forms sent only to
-/// the server itself.
-const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
-                   connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
-
-impl Worker<'_> {
-    fn answer(&mut self, mut request: tiny_http::Request) {
-        let reply = if *request.method() == tiny_http::Method::Post {
-            match read_body(&mut request) {
-                Ok(body) => self.route(&request, &body),
-                Err(reply) => reply,
-            }
-        } else {
-            self.route(&request, &[])
-        };
-        let mut response = tiny_http::Response::from_data(reply.body)
-            .with_status_code(tiny_http::StatusCode(reply.status));
-        let mut headers = vec![
-            ("Content-Type", reply.content_type.to_string()),
-            ("Content-Security-Policy", CSP.to_string()),
-            ("X-Content-Type-Options", "nosniff".to_string()),
-            // Not `no-referrer`: with it a browser sends `Origin: null` with
-            // the pages' own forms, and the origin check needs their origin.
-            // Another site is told nothing.
-            ("Referrer-Policy", "same-origin".to_string()),
-            ("Cache-Control", "no-store".to_string()),
-            ("X-Frame-Options", "DENY".to_string()),
-        ];
-        if reply.status == 401 {
-            headers.push(("WWW-Authenticate", "Bearer".to_string()));
-        }
-        headers.extend(reply.headers);
-        for (name, value) in headers {
-            if let Ok(h) = tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()) {
-                response.add_header(h);
-            }
-        }
-        let _ = request.respond(response);
-    }
-
-    fn route(&mut self, request: &tiny_http::Request, body: &[u8]) -> Reply {
-        let target = request.url();
-        if target.len() > MAX_TARGET {
-            return Reply::text(414, "request target too long\n");
-        }
+impl Worker {
+    fn route(&mut self, request: &http::Incoming) -> Reply {
+        let target = request.target.as_str();
+        let body = request.body.as_slice();
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        let post = *request.method() == tiny_http::Method::Post;
-        if !post
-            && !matches!(
-                request.method(),
-                tiny_http::Method::Get | tiny_http::Method::Head
-            )
-        {
-            return Reply::text(405, "only GET, HEAD and POST are answered\n")
-                .with("Allow", "GET, HEAD, POST".to_string());
-        }
-        if path == "/healthz" {
-            return Reply::text(200, "ok\n");
-        }
-        if path == "/livez" {
-            return self.livez();
-        }
-        let header = |name: &str| {
-            request
-                .headers()
-                .iter()
-                .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
-                .map(|h| h.value.as_str())
-        };
+        let post = request.method == http::Method::Post;
+        let header = |name: &str| request.header(name);
         let now = (self.settings.clock)();
         let api = path.starts_with("/api/");
         // The API takes only a bearer token; pages also a session cookie.
@@ -451,7 +412,8 @@ impl Worker<'_> {
                 if let Err(why) = browser() {
                     return Reply::text(403, &format!("{why}\n"));
                 }
-                return self.sign_in(body, now);
+                let https = header("X-Forwarded-Proto") == Some("https");
+                return self.sign_in(body, https, now);
             }
             ("/logout", true) => {
                 if let Err(why) = browser() {
@@ -543,7 +505,9 @@ impl Worker<'_> {
     }
 
     /// `POST /login`: a session for the token the form carries.
-    fn sign_in(&self, body: &[u8], now: Timestamp) -> Reply {
+    /// Behind a proxy that terminates TLS (`X-Forwarded-Proto: https`),
+    /// the cookie is `Secure`.
+    fn sign_in(&self, body: &[u8], https: bool, now: Timestamp) -> Reply {
         let fields = actions::fields(body, false).unwrap_or_default();
         let given = fields.get("token").map(String::as_str).unwrap_or_default();
         let Some(token) = self.settings.tokens.find(given) else {
@@ -562,9 +526,10 @@ impl Worker<'_> {
             Ok(value) => Reply::see_other("/").with(
                 "Set-Cookie",
                 format!(
-                    "{}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+                    "{}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
                     auth::COOKIE,
-                    auth::SESSION_LIFE.as_secs()
+                    auth::SESSION_LIFE.as_secs(),
+                    if https { "; Secure" } else { "" }
                 ),
             ),
             Err(e) => Reply::text(503, &format!("{e:#}\n")),
@@ -677,18 +642,6 @@ impl Worker<'_> {
             .unwrap_or_else(|e| Reply::text(503, &format!("{e:#}\n")))
     }
 
-    /// `/livez`: 503 once the daemon's loop is late by the time it gave
-    /// itself, else 200; without a daemon (`serve`), as `/healthz`. It
-    /// reads nothing from the store.
-    fn livez(&self) -> Reply {
-        let Some(heartbeat) = &self.settings.liveness else {
-            return Reply::text(200, "ok\n");
-        };
-        let pulse = heartbeat.check((self.settings.clock)());
-        let status = if pulse.is_alive() { 200 } else { 503 };
-        Reply::text(status, &pulse.line())
-    }
-
     /// The store of `location`, opened read-only on first use (`None`: no
     /// store there yet).
     fn store(&mut self, location: &StoreLocation) -> Result<Option<&mut Box<dyn store::Store>>> {
@@ -744,23 +697,39 @@ impl Worker<'_> {
     }
 }
 
-/// A POST's body, up to [`MAX_BODY`] bytes; longer: a 413 answer.
-fn read_body(request: &mut tiny_http::Request) -> std::result::Result<Vec<u8>, Reply> {
-    use std::io::Read;
-    if request.body_length().is_some_and(|n| n > MAX_BODY) {
-        return Err(Reply::text(413, "the request body is larger than 16 KiB\n"));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> Settings {
+        Settings {
+            jobs: fixed(Vec::new()),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            tokens: auth::Tokens::default(),
+            actions: None,
+            clock: Arc::new(Timestamp::now),
+            daemon: None,
+            liveness: None,
+        }
     }
-    let mut body = Vec::new();
-    match request
-        .as_reader()
-        .take(MAX_BODY as u64 + 1)
-        .read_to_end(&mut body)
-    {
-        Ok(n) if n > MAX_BODY => Err(Reply::text(413, "the request body is larger than 16 KiB\n")),
-        Ok(_) => Ok(body),
-        Err(e) => Err(Reply::text(
-            400,
-            &format!("cannot read the request body: {e}\n"),
-        )),
+
+    #[test]
+    fn health_a_long_target_and_a_method_not_served_are_answered_without_a_thread() {
+        use http::{Incoming, Method};
+        let s = settings();
+        let status = |m, t: &str| early(&s, &Incoming::new(m, t, &[])).map(|r| r.status);
+        assert_eq!(status(Method::Get, "/healthz"), Some(200));
+        assert_eq!(status(Method::Head, "/livez?x=1"), Some(200));
+        assert_eq!(status(Method::Other, "/"), Some(405));
+        assert_eq!(
+            status(Method::Get, &format!("/{}", "a".repeat(MAX_TARGET))),
+            Some(414)
+        );
+        assert_eq!(
+            status(Method::Get, "/jobs"),
+            None,
+            "a page goes to a thread"
+        );
+        assert_eq!(status(Method::Post, "/login"), None);
     }
 }

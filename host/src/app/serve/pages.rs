@@ -259,13 +259,13 @@ struct RunPage {
 }
 
 pub(super) fn render(
-    worker: &mut Worker<'_>,
+    worker: &mut Worker,
     route: Route,
     now: Timestamp,
     viewer: &Viewer,
 ) -> Result<Reply> {
     let listed = worker.settings.listed();
-    let pages = worker.pages;
+    let pages = worker.pages.clone();
     let now_text = crate::core::clock::rfc3339(now);
     match route {
         Route::Jobs { json: as_json } => {
@@ -362,7 +362,7 @@ pub(super) fn render(
 /// Runs `f` over the counted store of `location` (`None`: no store yet),
 /// adding its reads to `count`; a store error drops the connection.
 pub(super) fn with_reads<T>(
-    worker: &mut Worker<'_>,
+    worker: &mut Worker,
     location: &crate::store::StoreLocation,
     count: &mut ReadCount,
     f: impl FnOnce(Option<&mut Reads<'_>>) -> Result<T>,
