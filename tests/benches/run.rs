@@ -10,7 +10,8 @@
 //!    the guest's own `Digest` compiled natively over the host's batches.
 //!
 //! `cargo bench -p jobhost-tests --bench run` (add `-- --quick` for fewer
-//! samples). Medians with the 25th and 75th percentiles; run with
+//! samples, `-- --skip` for the skip path beside its floors only: a
+//! process that opens the store and reads the one row, `skip-floor`). Medians with the 25th and 75th percentiles; run with
 //! `RUST_BACKTRACE=0`, which this bench sets for itself and its children.
 //!
 //! To compare a change with the code before it, build the older tree's
@@ -77,12 +78,46 @@ fn main() {
     reset_output(&small.config);
     let out = run_process(&small.config, &done_store, NOW, &cache);
     assert!(ran_10k(&out), "{out}");
+    let key = out
+        .lines()
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .and_then(|v| v["key"].as_str().map(str::to_string))
+        .expect("the receipt names its window");
+    // The skip path and its floor (a process that opens the same store and
+    // reads the one row), interleaved sample by sample.
+    let mut skip_floor = Vec::new();
     let skip = sample(n_proc, |_| {
+        let t = Instant::now();
+        let floor = Command::new(env!("CARGO_BIN_EXE_skip-floor"))
+            .arg(&done_store)
+            .arg(&key)
+            .output()
+            .expect("skip-floor runs");
+        skip_floor.push(t.elapsed());
+        assert!(
+            String::from_utf8_lossy(&floor.stdout).contains("\"DONE\""),
+            "{floor:?}"
+        );
         let t = Instant::now();
         let out = run_process(&small.config, &done_store, NOW, &cache);
         assert!(out.contains("\"reason\":\"done\""), "{out}");
         t.elapsed()
     });
+    // `-- --skip`: only the skip path beside its floors.
+    if std::env::args().any(|a| a == "--skip") {
+        report("process floor: `jobhost --version`", &floor);
+        report("skip path: one `jobhost run` process, window done", &skip);
+        report(
+            "skip floor: a process that opens the store and reads the row",
+            &skip_floor,
+        );
+        println!(
+            "  skip path / its floor: {:.2}x (medians, interleaved)",
+            median(&skip).as_secs_f64() / median(&skip_floor).as_secs_f64()
+        );
+        let _ = std::fs::remove_dir_all(&work);
+        return;
+    }
     let before_after = std::env::var_os("JOBHOST_BENCH_BASELINE")
         .map(PathBuf::from)
         .map(|baseline| compare(&baseline, &small.config, &work, &cache, n_proc));
@@ -190,6 +225,14 @@ fn main() {
     );
     report("process floor: `jobhost --version`", &floor);
     report("skip path: one `jobhost run` process, window done", &skip);
+    report(
+        "skip floor: a process that opens the store and reads the row",
+        &skip_floor,
+    );
+    println!(
+        "  skip path / its floor: {:.2}x (medians, interleaved)",
+        median(&skip).as_secs_f64() / median(&skip_floor).as_secs_f64()
+    );
     report("ran: one `jobhost run` process, 10k rows, cached", &run10k);
     report(
         "the same, delivered by HTTP POST to 127.0.0.1",

@@ -189,7 +189,7 @@ fn in_a_browser_the_jobs_page_shows_health_and_a_failed_cell_leads_to_its_error(
             Some("failed")
         );
         cell.click().await.unwrap();
-        let error = c.find(Locator::Css("#error")).await.unwrap();
+        let error = arrived(&c, "#error").await.expect("the run's page");
         assert!(error.text().await.unwrap().contains("400"));
         let replay = c.find(Locator::Css("#replay")).await.unwrap();
         assert_eq!(
@@ -356,6 +356,18 @@ async fn submit(c: &Client, action: &str, fields: serde_json::Value) {
     }
 }
 
+/// The element `css` of the page a click leads to, once it has loaded (at
+/// most 20 s).
+async fn arrived(
+    c: &Client,
+    css: &str,
+) -> Result<fantoccini::elements::Element, fantoccini::error::CmdError> {
+    c.wait()
+        .at_most(std::time::Duration::from_secs(20))
+        .for_element(Locator::Css(css))
+        .await
+}
+
 async fn sign_in(c: &Client, base: &str, token: &str) {
     c.goto(&format!("{base}/login")).await.unwrap();
     c.find(Locator::Css("#token"))
@@ -370,7 +382,8 @@ async fn sign_in(c: &Client, base: &str, token: &str) {
         .click()
         .await
         .unwrap();
-    let Ok(who) = c.find(Locator::Css("#who")).await else {
+    // A click returns before the page it leads to has loaded: wait for it.
+    let Ok(who) = arrived(c, "#who").await else {
         let body = c.source().await.unwrap();
         panic!(
             "not signed in at {}: {body}",
@@ -452,6 +465,7 @@ fn in_a_browser_an_operator_reruns_and_pauses_a_reader_cannot_and_a_forged_form_
             .click()
             .await
             .unwrap();
+        arrived(&c, "#login-form").await.expect("signed out");
         // The refusals above are on the console as failed loads; what
         // follows must log none.
         console(&c).await;
@@ -471,7 +485,7 @@ fn in_a_browser_an_operator_reruns_and_pauses_a_reader_cannot_and_a_forged_form_
             .click()
             .await
             .unwrap();
-        let outcome = c.find(Locator::Css("#outcome")).await.unwrap();
+        let outcome = arrived(&c, "#outcome").await.expect("the rerun's answer");
         assert_eq!(
             outcome.attr("data-status").await.unwrap().as_deref(),
             Some("200")
@@ -508,6 +522,11 @@ fn in_a_browser_an_operator_reruns_and_pauses_a_reader_cannot_and_a_forged_form_
             .click()
             .await
             .unwrap();
+        let outcome = arrived(&c, "#outcome").await.expect("the pause's answer");
+        assert_eq!(
+            outcome.attr("data-status").await.unwrap().as_deref(),
+            Some("200")
+        );
         assert_eq!(status_now(&c).await, 200);
         assert_eq!(facts(&db), (2, true));
         c.goto(&format!("{base}/jobs/daily-report")).await.unwrap();
