@@ -554,3 +554,78 @@ fn a_request_that_claims_a_huge_body_or_never_sends_it_stops_nothing() {
     );
     assert_eq!(status, 200, "{body}");
 }
+
+#[test]
+fn a_daemon_serving_its_dashboard_acts_with_the_jobs_it_loaded() {
+    let dir = scratch();
+    let cfg = report_config(dir.path(), 50);
+    let db = dir.path().join("s.db");
+    let tokens = tokens_file(dir.path(), "ops");
+    let srv = serve(&[
+        "daemon",
+        "--config",
+        s(&cfg),
+        "--store",
+        s(&db),
+        "--now",
+        "2026-11-09T00:05:00Z",
+        "--listen",
+        "127.0.0.1:0",
+        "--allow-actions",
+        "--tokens-file",
+        s(&tokens),
+    ]);
+    let a = srv.addr.as_str();
+    // A window the daemon's schedule does not reach: run from the page,
+    // in the daemon's process.
+    let (status, exit, body) = post(
+        a,
+        "/api/jobs/daily-report/run",
+        Some(OPERATE),
+        r#"{"window": "2026-11-02"}"#,
+    );
+    assert_eq!((status, exit.as_str()), (200, "0"), "{body}");
+    let receipt: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(receipt["event"], "ran", "{receipt}");
+    assert_eq!(receipt["key"], "daily-report:2026-11-02");
+    let (status, _, body) = post(
+        a,
+        "/api/jobs/daily-report/pause",
+        Some(OPERATE),
+        r#"{"note": "from the daemon's page"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let audit = cli(&["history", "--all", "--json", "--store", s(&db)]);
+    let lines: Vec<Value> = audit
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &Value| l.get("audit").is_some())
+        .collect();
+    let by_ops: Vec<(&str, &str)> = lines
+        .iter()
+        .filter(|l| l["by"] == "ops")
+        .map(|l| {
+            (
+                l["audit"].as_str().unwrap(),
+                l["key"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert!(
+        by_ops.contains(&("run", "daily-report:2026-11-02")),
+        "{lines:?}"
+    );
+    assert!(by_ops.contains(&("pause", "")), "{lines:?}");
+    // --allow-actions is for a daemon that serves its dashboard.
+    let refused = cli(&[
+        "daemon",
+        "--config",
+        s(&cfg),
+        "--allow-actions",
+        "--until",
+        "2026-11-09T00:05:00Z",
+    ]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains("--listen"), "{}", refused.stderr);
+}
