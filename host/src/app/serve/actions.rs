@@ -200,30 +200,7 @@ pub(super) fn act(
     now: Timestamp,
 ) -> Acted {
     if let Act::StopTask(id) = act {
-        return match actions.tasks.get(*id) {
-            Some(task) => {
-                task.stop.store(true, Ordering::SeqCst);
-                Acted {
-                    status: 200,
-                    line: serde_json::to_string(&task.view()).unwrap_or_default(),
-                    said: Some(format!(
-                        "backfill {id} stops after the windows it is running now"
-                    )),
-                    exit_code: 0,
-                    href: Some(format!("/tasks/{id}")),
-                }
-            }
-            None => {
-                let said = format!("no backfill {id} on this server");
-                Acted {
-                    status: 404,
-                    line: serde_json::json!({ "error": said }).to_string(),
-                    said: Some(said),
-                    exit_code: 2,
-                    href: None,
-                }
-            }
-        };
+        return stop_task(actions, *id);
     }
     let name = act.job().unwrap_or_default();
     let Some(served) = jobs.iter().find(|j| j.schedule.job.as_str() == name) else {
@@ -283,9 +260,37 @@ pub(super) fn act(
         Act::Backfill(_) => {
             full_job(served).and_then(|job| backfill(actions, job, fields, who, runtime, now))
         }
-        Act::StopTask(_) => unreachable!("answered above"),
+        Act::StopTask(id) => Ok(stop_task(actions, *id)),
     };
     result.unwrap_or_else(|e| Acted::refused(&e))
+}
+
+/// Asks backfill `id` to stop after the windows it is running.
+fn stop_task(actions: &Actions, id: u64) -> Acted {
+    match actions.tasks.get(id) {
+        Some(task) => {
+            task.stop.store(true, Ordering::SeqCst);
+            Acted {
+                status: 200,
+                line: serde_json::to_string(&task.view()).unwrap_or_default(),
+                said: Some(format!(
+                    "backfill {id} stops after the windows it is running now"
+                )),
+                exit_code: 0,
+                href: Some(format!("/tasks/{id}")),
+            }
+        }
+        None => {
+            let said = format!("no backfill {id} on this server");
+            Acted {
+                status: 404,
+                line: serde_json::json!({ "error": said }).to_string(),
+                said: Some(said),
+                exit_code: 2,
+                href: None,
+            }
+        }
+    }
 }
 
 /// The served job's full `Job`, or why it cannot run from here.
