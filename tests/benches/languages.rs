@@ -88,6 +88,57 @@ fn main() {
         );
     }
 
+    // 1b. A new version of a report: the second of two Python reports that
+    //     differ only in their app code, compiled into the cache the first
+    //     one was compiled into (cold for its own file: no artifact of it),
+    //     beside the first one's cold compile into an empty cache.
+    //     The first one is also compiled whole, reusing nothing
+    //     (`JOBHOST_FUNCTION_CACHE=off`, as before the function cache), each
+    //     sample beside it.
+    let python2 = python_variant(&root, &target, &work);
+    let (mut whole, mut first, mut second) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut reused_first, mut reused_second) = (String::new(), String::new());
+    let compile_into = |component: &Path, cache: &Path, reuse: &str| {
+        let mut cmd = jobhost();
+        cmd.arg("compile")
+            .arg(component)
+            .arg("--cache-dir")
+            .arg(cache)
+            .env("JOBHOST_FUNCTION_CACHE", reuse);
+        let (s, out) = measure(cmd);
+        assert!(out.contains("\"cache\":\"miss\""), "{out}");
+        (s, out)
+    };
+    for i in 0..n_compile {
+        let cache = work.join(format!("new-version-{i}"));
+        let alone = work.join(format!("whole-{i}"));
+        if i % 2 == 0 {
+            whole.push(compile_into(&python, &alone, "off").0);
+        }
+        let (s, out) = compile_into(&python, &cache, "on");
+        first.push(s);
+        reused_first = counts(&out);
+        if i % 2 == 1 {
+            whole.push(compile_into(&python, &alone, "off").0);
+        }
+        let (s, out) = compile_into(&python2, &cache, "on");
+        second.push(s);
+        reused_second = counts(&out);
+        let _ = std::fs::remove_dir_all(&cache);
+        let _ = std::fs::remove_dir_all(&alone);
+    }
+    println!("a new version of the Python report, cranelift ({n_compile} each):");
+    show("whole", &whole);
+    show("first", &first);
+    show("second", &second);
+    println!("  first: {reused_first}; second: {reused_second}");
+    let m = |v: &[Sample]| median(&v.iter().map(|s| s.wall).collect::<Vec<_>>()).as_secs_f64();
+    println!(
+        "  first / whole = {:.2}x, second / whole = {:.2}x",
+        m(&first) / m(&whole),
+        m(&second) / m(&whole)
+    );
+
     // The rest runs on a warm cache, with the default compiler.
     let cache = work.join("cache");
     let jobs = [
@@ -225,6 +276,47 @@ fn main() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
+/// The Python reference with one string of its app changed, built like it.
+fn python_variant(root: &Path, target: &Path, work: &Path) -> PathBuf {
+    let dir = work.join("python-v2");
+    let copy = Command::new("cp")
+        .arg("-r")
+        .arg(root.join("guest-python"))
+        .arg(&dir)
+        .status()
+        .expect("cp");
+    assert!(copy.success(), "cannot copy guest-python");
+    let app = dir.join("app.py");
+    let text = std::fs::read_to_string(&app).expect("app.py");
+    let changed = text.replacen("f\"sales digest of", "f\"daily sales digest of", 1);
+    assert_ne!(text, changed, "the variant must change the app's code");
+    std::fs::write(&app, changed).expect("app.py");
+    let app_dir = dir.to_string_lossy().into_owned();
+    let guest = guests::PythonGuest {
+        name: "guest_python_v2",
+        app_dir: &app_dir,
+        ..guests::PYTHON_REPORT
+    };
+    guests::build_python(&guest, &target.join("python"))
+        .unwrap_or_else(|e| panic!("building the Python variant failed:\n{e}"))
+}
+
+/// `jobhost compile`'s counts of reused and compiled functions, as text.
+fn counts(out: &str) -> String {
+    let field = |name: &str| {
+        out.split(&format!("\"{name}\":"))
+            .nth(1)
+            .and_then(|rest| rest.split([',', '}']).next())
+            .unwrap_or("-")
+            .to_string()
+    };
+    format!(
+        "{} functions reused, {} compiled",
+        field("functions_reused"),
+        field("functions_compiled")
+    )
+}
+
 fn jobhost() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_jobhost-under-test"));
     cmd.env("RUST_BACKTRACE", "0")
@@ -331,7 +423,7 @@ fn ratio(py: &[Sample], rs: &[Sample]) {
     println!("  Python / Rust = {:.2}x", m(py) / m(rs));
 }
 
-/// Bytes of every file under `dir`.
+/// Bytes of every compiled artifact (`.cwasm`) under `dir`.
 fn dir_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
         .map(|d| {
@@ -340,8 +432,10 @@ fn dir_bytes(dir: &Path) -> u64 {
                     let p = e.path();
                     if p.is_dir() {
                         dir_bytes(&p)
-                    } else {
+                    } else if p.extension().is_some_and(|x| x == "cwasm") {
                         e.metadata().map_or(0, |m| m.len())
+                    } else {
+                        0
                     }
                 })
                 .sum()

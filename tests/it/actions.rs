@@ -76,7 +76,7 @@ fn post_as(
     body: &str,
 ) -> (u16, String, String) {
     let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "-D", "-", "-X", "POST"])
+    cmd.args(["-sS", "--max-time", "300", "-D", "-", "-X", "POST"])
         .args(["-H", &format!("Content-Type: {content_type}")])
         .args(["--data-binary", body]);
     if let Some(t) = token {
@@ -395,6 +395,18 @@ fn a_read_token_a_read_only_server_and_a_bad_request_change_nothing() {
     assert_eq!(status, 404, "{answer}");
     let (status, _, answer) = post(a, "/api/jobs/daily-report/delete", Some(OPERATE), pause);
     assert_eq!(status, 404, "{answer}");
+    // A `force` that is neither true nor false is refused, not read as no.
+    let (status, exit, answer) = post(
+        a,
+        "/api/runs/daily-report:2026-11-05/forget",
+        Some(OPERATE),
+        r#"{"reason": "x", "force": "ture"}"#,
+    );
+    assert_eq!((status, exit.as_str()), (400, "2"), "{answer}");
+    assert!(
+        answer.contains("field `force` is `ture`; send true or false"),
+        "{answer}"
+    );
     // A form POST without this server's Origin: refused.
     let (status, _, answer) = post_as(
         a,
@@ -510,6 +522,9 @@ fn a_request_that_claims_a_huge_body_or_never_sends_it_stops_nothing() {
     // answered 413 (a POST) or ignored (a GET), and the server lives on.
     for method in ["POST", "GET"] {
         let mut conn = std::net::TcpStream::connect(a).unwrap();
+        // A server that read on and on would fail this test, not hang it.
+        conn.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+            .unwrap();
         let _ = write!(
             conn,
             "{method} /api/jobs/daily-report/pause HTTP/1.1\r\nHost: {a}\r\n\

@@ -96,7 +96,15 @@ fn a_first_run_says_it_is_compiling_and_how_long_it_took() {
         "{}",
         said[1]
     );
-    assert!(said[1].ends_with(" s"), "{}", said[1]);
+    let took = said[1].split("` in ").nth(1).unwrap_or("");
+    assert!(
+        took.split(' ')
+            .next()
+            .is_some_and(|t| t.parse::<f64>().is_ok())
+            && (took.ends_with(" s") || took.contains(" s, reusing the code of ")),
+        "{}",
+        said[1]
+    );
 }
 
 #[test]
@@ -235,4 +243,141 @@ fn an_unknown_compiler_is_refused_by_name() {
         history(dir.path().join("s.db")).is_empty(),
         "nothing claimed"
     );
+}
+
+/// The artifact a `compile` line names, read whole.
+fn artifact_bytes(line: &Value) -> Vec<u8> {
+    std::fs::read(line["artifact"].as_str().expect("an artifact path")).expect("the artifact")
+}
+
+#[test]
+fn a_new_component_reuses_functions_compiled_before_and_gets_the_same_code() {
+    let dir = scratch();
+    let shared = dir.path().join("shared");
+    // Two Rust components built by one toolchain share the standard
+    // library's and the SDK's code.
+    let first = compile(&shared, &[&guests().top_products]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let then = compile(&shared, &[&guests().report]);
+    assert_eq!(then.code, 0, "{}", then.stderr);
+    let line = &lines(&then)[0];
+    assert_eq!(line["cache"], "miss", "{line}");
+    let reused = line["functions_reused"]
+        .as_u64()
+        .expect("a count of reused functions");
+    let compiled = line["functions_compiled"]
+        .as_u64()
+        .expect("a count of compiled ones");
+    assert!(reused >= 100, "{line}");
+    assert!(compiled > 0, "the report has code of its own: {line}");
+    assert!(
+        then.stderr.contains(&format!(
+            ", reusing the code of {reused} of its {} functions from the function cache",
+            reused + compiled
+        )),
+        "{}",
+        then.stderr
+    );
+
+    // The same component compiled whole, reusing nothing, in a cache of
+    // its own: byte for byte the same code.
+    let whole = dir.path().join("whole");
+    let mut cmd = command(
+        dir.path(),
+        &["compile", "--cache-dir", s(&whole), s(&guests().report)],
+    );
+    cmd.env("JOBHOST_FUNCTION_CACHE", "off");
+    let alone = to_run(cmd.output().unwrap());
+    assert_eq!(alone.code, 0, "{}", alone.stderr);
+    let alone_line = &lines(&alone)[0];
+    assert!(alone_line.get("functions_reused").is_none(), "{alone_line}");
+    assert!(!whole.read_dir().unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("functions-")
+    }));
+    assert!(
+        artifact_bytes(line) == artifact_bytes(alone_line),
+        "the code compiled with reuse differs from the code compiled whole"
+    );
+
+    // And it runs as the whole one does.
+    let cfg = report_config(dir.path(), 300);
+    let mut outputs = Vec::new();
+    for (cache, store) in [(&shared, "a.db"), (&whole, "b.db")] {
+        let mut cmd = job_command(&cfg, dir.path().join(store), "2026-11-09T00:05:00Z");
+        cmd.env("JOBHOST_CACHE_DIR", cache);
+        let run = to_run(cmd.output().unwrap());
+        let r = run.receipt();
+        assert_eq!(
+            (r["event"].as_str(), r["compiled"].as_str()),
+            (Some("ran"), Some("hit")),
+            "{}",
+            run.stderr
+        );
+        outputs.push(std::fs::read(dir.path().join("out.jsonl")).unwrap());
+        std::fs::remove_file(dir.path().join("out.jsonl")).unwrap();
+    }
+    assert_eq!(outputs[0], outputs[1]);
+}
+
+#[test]
+fn a_damaged_function_cache_is_said_and_the_component_compiled_whole() {
+    let dir = scratch();
+    let cache = dir.path().join("cache");
+    let first = compile(&cache, &[&guests().report]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let made = &lines(&first)[0];
+    let good = artifact_bytes(made);
+    let functions = cache
+        .read_dir()
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("functions-")
+        })
+        .expect("a function cache beside the artifacts");
+    std::fs::write(&functions, vec![0x5a; 8192]).unwrap();
+    std::fs::remove_file(made["artifact"].as_str().unwrap()).unwrap();
+    let again = compile(&cache, &[&guests().report]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(
+        again
+            .stderr
+            .contains("warning: not reusing compiled functions from `")
+            && again.stderr.contains("the component is compiled whole"),
+        "{}",
+        again.stderr
+    );
+    let line = &lines(&again)[0];
+    assert!(line.get("functions_reused").is_none(), "{line}");
+    assert!(artifact_bytes(line) == good);
+}
+
+#[test]
+fn an_unknown_function_cache_setting_is_refused_by_name() {
+    let dir = scratch();
+    let mut cmd = command(
+        dir.path(),
+        &[
+            "compile",
+            "--cache-dir",
+            s(&dir.path().join("c")),
+            s(&guests().report),
+        ],
+    );
+    cmd.env("JOBHOST_FUNCTION_CACHE", "maybe");
+    let run = to_run(cmd.output().unwrap());
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("JOBHOST_FUNCTION_CACHE is `maybe`; set it to `on`"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
 }

@@ -90,6 +90,9 @@ impl Answer {
 /// `GET path` with `headers`, over a connection of its own.
 pub fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
     let mut conn = TcpStream::connect(addr).expect("connects");
+    // A server that never answers fails the test rather than hanging it.
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(120)))
+        .expect("a read timeout");
     let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (n, v) in headers {
         req.push_str(&format!("{n}: {v}\r\n"));

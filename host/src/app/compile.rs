@@ -80,6 +80,8 @@ pub fn compile(request: CompileRequest) -> Result<()> {
                 .map(|d| (d.as_secs_f64() * 1000.0).round() / 1000.0),
             artifact: artifact.as_ref().map(|a| a.display().to_string()),
             artifact_bytes,
+            functions_reused: loaded.reuse.map(|r| r.reused),
+            functions_compiled: loaded.reuse.map(|r| r.compiled),
         };
         let line = serde_json::to_string(&line)
             .map_err(|e| Error::host("cannot write a JSON line").because(e))?;

@@ -15,12 +15,15 @@
 use std::fs;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+use crate::guest::functions::{FunctionCache, Reuse};
+use crate::guest::trust::{ensure_private_dir, trusted_file};
 
 /// What happened when a component was loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -129,15 +132,26 @@ impl CompileCache {
         engine: &Engine,
         wasm: &[u8],
         digest: &str,
-    ) -> wasmtime::Result<(Component, CacheOutcome)> {
+        functions: Option<&FunctionCache>,
+    ) -> wasmtime::Result<(Component, CacheOutcome, Option<Reuse>)> {
         let dir = self
             .usable_dir()
             .filter(|_| crate::core::text::is_sha256_hex(digest));
         let Some(dir) = dir else {
-            return Ok((Component::new(engine, wasm)?, CacheOutcome::Bypassed));
+            if let Some(f) = functions {
+                f.detach();
+            }
+            return Ok((Component::new(engine, wasm)?, CacheOutcome::Bypassed, None));
         };
         let path = artifact_path(dir, engine, digest);
-        let bytes = engine.precompile_component(wasm)?;
+        if let Some(f) = functions {
+            f.attach(&dir.join(format!("functions-{}.sqlite", compat_hash(engine))));
+        }
+        let compiled = engine.precompile_component(wasm);
+        let reuse = functions
+            .filter(|f| f.attached())
+            .map(FunctionCache::finish);
+        let bytes = compiled?;
         if let Err(e) = write_atomically(dir, &path, &bytes) {
             warn(&format!(
                 "cannot store compiled artifact in `{}`: {e}",
@@ -145,7 +159,7 @@ impl CompileCache {
             ));
             // SAFETY: these bytes were compiled by this engine just now.
             let component = unsafe { Component::deserialize(engine, &bytes) }?;
-            return Ok((component, CacheOutcome::Bypassed));
+            return Ok((component, CacheOutcome::Bypassed, reuse));
         }
         // SAFETY: written just now by this process, into a directory only
         // this user can write.
@@ -156,7 +170,7 @@ impl CompileCache {
             // SAFETY: compiled by this engine just now.
             Err(_) => unsafe { Component::deserialize(engine, &bytes) }?,
         };
-        Ok((component, CacheOutcome::Miss))
+        Ok((component, CacheOutcome::Miss, reuse))
     }
 
     /// Why artifacts cannot be stored in this cache, if they cannot: no
@@ -338,54 +352,6 @@ fn compat_hash(engine: &Engine) -> String {
     let mut h = ShaHasher(Sha256::new());
     engine.precompile_compatibility_hash().hash(&mut h);
     hex::encode(&h.0.finalize()[..12])
-}
-
-fn current_uid() -> u32 {
-    rustix::process::geteuid().as_raw()
-}
-
-fn ensure_private_dir(dir: &Path) -> Result<(), String> {
-    if !dir.exists() {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| format!("cannot create it: {e}"))?;
-    }
-    let meta = fs::metadata(dir).map_err(|e| e.to_string())?;
-    if !meta.is_dir() {
-        return Err("it is not a directory".to_string());
-    }
-    if meta.uid() != current_uid() {
-        return Err(format!(
-            "it is owned by uid {}, not by this user",
-            meta.uid()
-        ));
-    }
-    if meta.permissions().mode() & 0o022 != 0 {
-        return Err(format!(
-            "others can write to it (mode {:o}); run `chmod go-w` on it",
-            meta.permissions().mode() & 0o777
-        ));
-    }
-    Ok(())
-}
-
-fn trusted_file(path: &Path) -> Result<(), String> {
-    let meta = fs::symlink_metadata(path).map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("it is not a regular file".to_string());
-    }
-    if meta.uid() != current_uid() {
-        return Err(format!(
-            "it is owned by uid {}, not by this user",
-            meta.uid()
-        ));
-    }
-    if meta.permissions().mode() & 0o022 != 0 {
-        return Err("others can write to it".to_string());
-    }
-    Ok(())
 }
 
 /// Writes to a temporary file in `dir` (mode 0600) and renames it into

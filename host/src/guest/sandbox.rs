@@ -40,6 +40,7 @@ use crate::guest::failure::{
     GuestFailure, Telling, classify, host_failure, journal_failure, one_line, report_too_large,
     telling, timeout_failure, without_runtime_panic,
 };
+use crate::guest::functions::{FunctionCache, Reuse};
 use crate::guest::guest_log::GuestLog;
 use crate::guest::journal::{self, Recorder};
 pub use crate::guest::limits::GuestLimits;
@@ -87,6 +88,25 @@ impl Compiler {
     }
 }
 
+/// Whether compiling with Cranelift reuses functions compiled before
+/// (`JOBHOST_FUNCTION_CACHE`, `on` by default): see
+/// [`crate::guest::functions`].
+///
+/// # Errors
+///
+/// `Error::Input` naming the variable for a value other than `on` or `off`.
+pub fn function_cache_from_env() -> Result<bool> {
+    const VARIABLE: &str = "JOBHOST_FUNCTION_CACHE";
+    match std::env::var(VARIABLE).as_deref() {
+        Err(_) | Ok("" | "on") => Ok(true),
+        Ok("off") => Ok(false),
+        Ok(other) => Err(Error::input(format!(
+            "{VARIABLE} is `{}`; set it to `on` (the default) or `off`",
+            crate::core::text::printable(other)
+        ))),
+    }
+}
+
 /// The engine and linker shared by every run in this process, on as many
 /// threads at once as the caller likes. Everything of one run (its store,
 /// limits, clocks, journal) is made anew by [`Sandbox::run`]. The engine's
@@ -101,6 +121,8 @@ pub struct Sandbox {
     /// and a run after the first neither maps the compiled file again nor
     /// links it.
     loaded: std::sync::Mutex<Loaded>,
+    /// Compiled functions kept across components (Cranelift only).
+    functions: Option<Arc<FunctionCache>>,
 }
 
 /// The linked components a sandbox keeps, oldest first, at most
@@ -250,6 +272,9 @@ pub struct LoadedComponent {
     pub cache: CacheOutcome,
     /// How long compiling took, when it was compiled now.
     pub compile: Option<Duration>,
+    /// How many of its functions were reused from components compiled
+    /// before, when it was compiled now with a cache folder (Cranelift).
+    pub reuse: Option<Reuse>,
 }
 
 /// What this host's world needs of a component that `component` lacks, in
@@ -412,14 +437,27 @@ impl Sandbox {
         let mut config = Config::new();
         config.epoch_interruption(true);
         config.wasm_component_model(true);
-        match Compiler::from_env()? {
+        let reuse = function_cache_from_env()?;
+        let functions = match Compiler::from_env()? {
+            Compiler::Optimizing if !reuse => {
+                config.cranelift_opt_level(wasmtime::OptLevel::Speed);
+                None
+            }
             Compiler::Optimizing => {
                 config.cranelift_opt_level(wasmtime::OptLevel::Speed);
+                let functions = Arc::new(FunctionCache::default());
+                config
+                    .enable_incremental_compilation(functions.clone())
+                    .map_err(|e| {
+                        Error::Host(format!("cannot set up the compiler's cache: {e:#}").into())
+                    })?;
+                Some(functions)
             }
             Compiler::Baseline => {
                 config.strategy(wasmtime::Strategy::Winch);
+                None
             }
-        }
+        };
         let engine = Engine::new(&config).map_err(|e| {
             Error::Host(format!("cannot start the WebAssembly engine: {e:#}").into())
         })?;
@@ -432,6 +470,7 @@ impl Sandbox {
             engine,
             linker,
             loaded: std::sync::Mutex::default(),
+            functions,
         })
     }
 
@@ -456,13 +495,14 @@ impl Sandbox {
                 digest: file.digest(),
                 cache: CacheOutcome::Hit,
                 compile: None,
+                reuse: None,
             });
         }
-        let (component, cache_outcome, compile) = match cache.find(&self.engine, &file.hex) {
-            Some(c) => (c, CacheOutcome::Hit, None),
+        let (component, cache_outcome, compile, reuse) = match cache.find(&self.engine, &file.hex) {
+            Some(c) => (c, CacheOutcome::Hit, None, None),
             None => {
-                let (c, outcome, took) = self.compile(file, cache)?;
-                (c, outcome, Some(took))
+                let (c, outcome, took, reuse) = self.compile(file, cache)?;
+                (c, outcome, Some(took), reuse)
             }
         };
         let shown = file.path.display();
@@ -487,6 +527,7 @@ impl Sandbox {
             digest: file.digest(),
             cache: cache_outcome,
             compile,
+            reuse,
         })
     }
 
@@ -501,7 +542,7 @@ impl Sandbox {
         &self,
         file: &mut ComponentFile,
         cache: &CompileCache,
-    ) -> Result<(Component, CacheOutcome, Duration)> {
+    ) -> Result<(Component, CacheOutcome, Duration, Option<Reuse>)> {
         let shown = file.path.display().to_string();
         file.bytes()?;
         let bytes = file.bytes.as_deref().unwrap_or_default();
@@ -535,15 +576,23 @@ impl Sandbox {
             ),
         );
         let started = std::time::Instant::now();
-        let (component, outcome) = cache
-            .compile(&self.engine, bytes, &file.hex)
+        let (component, outcome, reuse) = cache
+            .compile(&self.engine, bytes, &file.hex, self.functions.as_deref())
             .map_err(|e| Error::input(format!("invalid component `{shown}`: {e:#}")))?;
         let took = started.elapsed();
+        let reused = match reuse {
+            Some(r) if r.reused > 0 => format!(
+                ", reusing the code of {} of its {} functions from the function cache",
+                r.reused,
+                r.reused + r.compiled
+            ),
+            _ => String::new(),
+        };
         crate::core::text::say(
             "note",
-            &format!("compiled `{shown}` in {:.1} s", took.as_secs_f64()),
+            &format!("compiled `{shown}` in {:.1} s{reused}", took.as_secs_f64()),
         );
-        Ok((component, outcome, took))
+        Ok((component, outcome, took, reuse))
     }
 
     /// The component whose sha256 hex is `hex`, from the compile cache.
@@ -570,6 +619,7 @@ impl Sandbox {
             digest: format!("sha256:{hex}"),
             cache: CacheOutcome::Hit,
             compile: None,
+            reuse: None,
         })
     }
 

@@ -575,6 +575,13 @@ pub struct Compiled {
     pub artifact: Option<String>,
     /// Its size.
     pub artifact_bytes: Option<u64>,
+    /// Functions whose compiled code was reused from components compiled
+    /// before into the same cache (none on a hit, or with Winch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub functions_reused: Option<usize>,
+    /// Functions compiled now (and kept for later components).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub functions_compiled: Option<usize>,
 }
 
 /// `replay`'s line for one window.

@@ -190,6 +190,19 @@ pub(super) fn fields(body: &[u8], json: bool) -> std::result::Result<Fields, Str
         .collect()
 }
 
+/// A yes-or-no field: absent or empty is no; a form's checkbox sends `on`,
+/// JSON `true` or `false`. Anything else is refused rather than read as no.
+fn flag(fields: &Fields, name: &str) -> Result<bool> {
+    match fields.get(name).map(|v| v.trim()).unwrap_or_default() {
+        "" | "false" | "off" | "0" | "no" => Ok(false),
+        "true" | "on" | "1" | "yes" => Ok(true),
+        other => Err(Error::input(format!(
+            "field `{name}` is `{}`; send true or false",
+            crate::core::text::printable(other)
+        ))),
+    }
+}
+
 /// Carries out `act` for `who` on the jobs `jobs`, at the instant `now`.
 pub(super) fn act(
     actions: &Actions,
@@ -229,12 +242,13 @@ pub(super) fn act(
             )
             .map(|c| Acted::changed(&c))
         }),
-        Act::Forget(key) => crate::store::open(&served.location).and_then(|mut s| {
+        Act::Forget(key) => flag(fields, "force").and_then(|force| {
+            let mut s = crate::store::open(&served.location)?;
             crate::run::verbs::forget(
                 s.as_mut(),
                 key,
                 field("reason"),
-                matches!(field("force"), "true" | "on" | "1" | "yes"),
+                force,
                 who,
                 &served.target,
                 true,
@@ -658,5 +672,20 @@ mod tests {
         );
         assert!(fields(br#"{"a": [1]}"#, true).is_err());
         assert!(fields(b"", true).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_yes_or_no_field_is_read_or_refused_never_guessed() {
+        let f = |body: &str| flag(&fields(body.as_bytes(), true).unwrap(), "force");
+        assert!(!f("{}").unwrap());
+        assert!(f(r#"{"force": true}"#).unwrap());
+        assert!(!f(r#"{"force": false}"#).unwrap());
+        assert!(f(r#"{"force": "on"}"#).unwrap());
+        let e = f(r#"{"force": "ture"}"#).unwrap_err().to_string();
+        assert!(
+            e.contains("field `force` is `ture`; send true or false"),
+            "{e}"
+        );
+        assert!(f(r#"{"force": 2}"#).is_err());
     }
 }
