@@ -1,6 +1,7 @@
 //! Embeds the SDKs `jobhost new` copies into a new project: the Rust SDK's
 //! manifest and README and every source file of `sdk/rust/src` (its unit
-//! tests aside), and every module of `sdk/python/jobhost`, found here
+//! tests aside), every module of `sdk/python/jobhost`, and the JavaScript
+//! SDK's package (`sdk/js`: its manifest, README and modules), found here
 //! rather than listed by hand, so a file added to an SDK ships without
 //! another change. The Python SDK's `pyproject.toml` is not shipped: a
 //! project imports its copy of `jobhost` from beside its app, and is no
@@ -34,6 +35,27 @@ fn main() {
         "The Python SDK's modules, as `(path in the package, text)`.",
         &root.join("python/jobhost"),
         |name| name.ends_with(".py") || name == "py.typed",
+    );
+    embed(
+        &mut out,
+        "JS_SDK",
+        "The JavaScript SDK's modules, as `(path in its src/, text)`.",
+        &root.join("js/src"),
+        |name| name.ends_with(".js") || name.ends_with(".d.ts"),
+    );
+    embed(
+        &mut out,
+        "JS_SDK_TESTING",
+        "The JavaScript SDK's fake host for native tests, as `(path in src/testing/, text)`.",
+        &root.join("js/src/testing"),
+        |name| name.ends_with(".js"),
+    );
+    embed(
+        &mut out,
+        "JS_SDK_PACKAGE",
+        "The JavaScript SDK's package.json and README, as `(path in the SDK, text)`.",
+        &root.join("js"),
+        |name| name == "package.json" || name == "README.md",
     );
     let dest = PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo")).join("sdk.rs");
     std::fs::write(&dest, out).expect("write the SDK list");

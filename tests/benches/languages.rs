@@ -1,5 +1,5 @@
-//! The Python reference report against the Rust reference, side by side in
-//! one process, each figure interleaved sample by sample (A B A B ...) so
+//! The Python and JavaScript reference reports against the Rust reference,
+//! side by side in one process, each figure interleaved sample by sample (A B A B ...) so
 //! that the machine's noise hits both alike:
 //!
 //! 1. cold compile: `jobhost compile` of each component into an empty
@@ -273,7 +273,147 @@ fn main() {
         show("Rust", &rs);
         ratio(&py, &rs);
     }
+    javascript(&root, &target, &work, &rust, (n_compile, n_proc, n_big));
     let _ = std::fs::remove_dir_all(&work);
+}
+
+/// The JavaScript reference beside the Rust one: a cold compile, a new
+/// version of it compiled into the first one's cache, the skip path, warm
+/// runs and 1M rows, each pair interleaved as above.
+fn javascript(root: &Path, target: &Path, work: &Path, rust: &Path, n: (usize, usize, usize)) {
+    let (n_compile, n_proc, n_big) = n;
+    let js = guests::build_js(&guests::JS_REPORT, &target.join("js"))
+        .unwrap_or_else(|e| panic!("building the JavaScript guest failed:\n{e}"));
+    let dir = work.join("js-v2");
+    let copy = Command::new("cp")
+        .arg("-r")
+        .arg(root.join("guest-js"))
+        .arg(&dir)
+        .status()
+        .expect("cp");
+    assert!(copy.success(), "cannot copy guest-js");
+    let app = dir.join("app.js");
+    let text = std::fs::read_to_string(&app).expect("app.js");
+    let changed = text.replacen("`sales digest of", "`daily sales digest of", 1);
+    assert_ne!(text, changed, "the variant must change the app's code");
+    std::fs::write(&app, changed).expect("app.js");
+    let app_dir = dir.to_string_lossy().into_owned();
+    let variant = guests::JsGuest {
+        name: "guest_js_v2",
+        app_dir: &app_dir,
+        ..guests::JS_REPORT
+    };
+    let js2 = guests::build_js(&variant, &target.join("js"))
+        .unwrap_or_else(|e| panic!("building the JavaScript variant failed:\n{e}"));
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    println!("JavaScript: component {:.1} MB", size(&js) as f64 / 1e6);
+
+    // Cold compile, and a new version compiled into the first one's cache.
+    let (mut first, mut second, mut rs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut reused = String::new();
+    for i in 0..n_compile {
+        let cache = work.join(format!("js-cold-{i}"));
+        let compile = |component: &Path, cache: &Path| {
+            let mut cmd = jobhost();
+            cmd.arg("compile")
+                .arg(component)
+                .arg("--cache-dir")
+                .arg(cache);
+            let (s, out) = measure(cmd);
+            assert!(out.contains("\"cache\":\"miss\""), "{out}");
+            (s, out)
+        };
+        first.push(compile(&js, &cache).0);
+        let (s, out) = compile(&js2, &cache);
+        second.push(s);
+        reused = counts(&out);
+        rs.push(compile(rust, &work.join(format!("js-rs-cold-{i}"))).0);
+        let _ = std::fs::remove_dir_all(&cache);
+        let _ = std::fs::remove_dir_all(work.join(format!("js-rs-cold-{i}")));
+    }
+    println!("cold compile, cranelift ({n_compile} each):");
+    show("JS", &first);
+    show("Rust", &rs);
+    ratio_of("JS", &first, &rs);
+    println!("a new version of the JavaScript report, cranelift ({n_compile} each):");
+    show("first", &first);
+    show("second", &second);
+    println!("  second: {reused}");
+
+    let cache = work.join("js-cache");
+    let jobs = [
+        setup(&work.join("js-small"), &js, 10_000),
+        setup(&work.join("js-rs-small"), rust, 10_000),
+    ];
+    let example = [
+        setup_on(
+            &work.join("js-example"),
+            &js,
+            &root.join("examples/sales.db"),
+        ),
+        setup_on(
+            &work.join("js-rs-example"),
+            rust,
+            &root.join("examples/sales.db"),
+        ),
+    ];
+    let big = [
+        setup(&work.join("js-big"), &js, 1_000_000),
+        setup(&work.join("js-rs-big"), rust, 1_000_000),
+    ];
+    for (i, job) in jobs.iter().chain(&example).chain(&big).enumerate() {
+        let out = run(
+            job,
+            &work.join(format!("js-warm-{i}.db")),
+            EMPTY_NOW,
+            &cache,
+        )
+        .1;
+        assert!(out.contains("\"event\":\"ran\""), "{out}");
+    }
+    for (i, job) in jobs.iter().enumerate() {
+        let out = run(job, &work.join(format!("js-done-{i}.db")), NOW, &cache).1;
+        assert!(out.contains("\"event\":\"ran\""), "{out}");
+    }
+    let (a, b) = pair(n_proc, |which| {
+        let (s, out) = run(
+            &jobs[which],
+            &work.join(format!("js-done-{which}.db")),
+            NOW,
+            &cache,
+        );
+        assert!(out.contains("\"reason\":\"done\""), "{out}");
+        s
+    });
+    println!("skip path: one `jobhost run` process, window done ({n_proc} each):");
+    show("JS", &a);
+    show("Rust", &b);
+    ratio_of("JS", &a, &b);
+    for (what, set, samples, expect) in [
+        ("warm run, 10k rows", &jobs, n_proc, "\"rows\":10000"),
+        (
+            "warm run, one day of examples/sales.db",
+            &example,
+            n_proc,
+            "\"event\":\"ran\"",
+        ),
+        ("1M rows", &big, n_big, "\"rows\":1000000"),
+    ] {
+        let mut k = 0;
+        let (a, b) = pair(samples, |which| {
+            k += 1;
+            let job = &set[which];
+            let _ = std::fs::remove_file(job.with_file_name("out.jsonl"));
+            let store = work.join(format!("js-{which}-{k}-{}.db", expect.len()));
+            let (s, out) = run(job, &store, NOW, &cache);
+            assert!(out.contains(expect), "{out}");
+            s
+        });
+        println!("{what}: one `jobhost run` process ({samples} each):");
+        show("JS", &a);
+        show("Rust", &b);
+        ratio_of("JS", &a, &b);
+    }
 }
 
 /// The Python reference with one string of its app changed, built like it.
@@ -419,8 +559,12 @@ fn show(name: &str, v: &[Sample]) {
 }
 
 fn ratio(py: &[Sample], rs: &[Sample]) {
+    ratio_of("Python", py, rs);
+}
+
+fn ratio_of(name: &str, a: &[Sample], rs: &[Sample]) {
     let m = |v: &[Sample]| median(&v.iter().map(|s| s.wall).collect::<Vec<_>>()).as_secs_f64();
-    println!("  Python / Rust = {:.2}x", m(py) / m(rs));
+    println!("  {name} / Rust = {:.2}x", m(a) / m(rs));
 }
 
 /// Bytes of every compiled artifact (`.cwasm`) under `dir`.

@@ -336,3 +336,31 @@ pub fn python_guests() -> &'static PythonGuests {
         }
     })
 }
+
+/// The JavaScript reference report, built once per test process (and kept,
+/// by the hash of its sources, across processes).
+pub fn js_report() -> &'static PathBuf {
+    static GUEST: OnceLock<PathBuf> = OnceLock::new();
+    GUEST.get_or_init(|| {
+        jobhost_tests::guests::build_js(
+            &jobhost_tests::guests::JS_REPORT,
+            &guest_target().join("js"),
+        )
+        .unwrap_or_else(|e| panic!("building the JavaScript reference failed:\n{e}"))
+    })
+}
+
+/// The JavaScript probe (behaviour chosen by the param `probe`).
+pub fn js_probe() -> &'static PathBuf {
+    static GUEST: OnceLock<PathBuf> = OnceLock::new();
+    GUEST.get_or_init(|| {
+        let probe = jobhost_tests::guests::JsGuest {
+            name: "js_probe",
+            app_dir: "tests/guests/js-probe",
+            entry: "app.js",
+            world: "describing-reporter",
+        };
+        jobhost_tests::guests::build_js(&probe, &guest_target().join("js"))
+            .unwrap_or_else(|e| panic!("building the JavaScript probe failed:\n{e}"))
+    })
+}

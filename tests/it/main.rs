@@ -26,6 +26,7 @@ mod harness;
 mod history;
 mod holes;
 mod hostile;
+mod javascript;
 mod journal;
 mod liveness;
 mod naive_times;

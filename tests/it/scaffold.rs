@@ -1,4 +1,4 @@
-//! `jobhost new NAME --lang rust|python`: each scaffold is built as its
+//! `jobhost new NAME --lang rust|python|js|ts`: each scaffold is built as its
 //! output says (the Rust one outside this workspace, on the SDK's own
 //! manifest, by path), its own test passes natively, and its job runs on
 //! the sample data it came with; each ships its SDK's files as they are.
@@ -194,6 +194,60 @@ fn the_python_scaffold_builds_tests_and_runs() {
     ok("componentize-py with -p vendor", built);
 }
 
+/// Builds and tests a JavaScript or TypeScript scaffold as its output
+/// says (npm fetching the pinned componentize-js and esbuild), and runs its
+/// job.
+fn js_scaffold_builds_tests_and_runs(lang: &str) {
+    let dir = scratch();
+    let name = format!("daily-{lang}");
+    let out = new(dir.path(), &name, lang);
+    let project = dir.path().join(&name);
+    assert!(
+        said(&out, "build:").ends_with("npm install && npm run build"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("componentize-js 0.23.0"),
+        "{}",
+        out.stdout
+    );
+    let npm = |args: &[&str]| {
+        Command::new("npm")
+            .current_dir(&project)
+            .args(args)
+            .output()
+            .expect("npm runs (install Node.js 20 or later and npm)")
+    };
+    ok(
+        "npm install",
+        npm(&[
+            "install",
+            "--prefer-offline",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+        ]),
+    );
+    ok("npm run build", npm(&["run", "build"]));
+    let tested = npm(&["test"]);
+    let stdout = String::from_utf8_lossy(&tested.stdout).into_owned();
+    ok("npm test", tested);
+    assert!(stdout.contains("# pass 2"), "{stdout}");
+    runs_on_its_sample_data(&project, &name);
+    readme_names_its_own_sdk(&project, "jobhost/", "jobhost-sdk");
+}
+
+#[test]
+fn the_typescript_scaffold_builds_tests_and_runs() {
+    js_scaffold_builds_tests_and_runs("ts");
+}
+
+#[test]
+fn the_javascript_scaffold_builds_tests_and_runs() {
+    js_scaffold_builds_tests_and_runs("js");
+}
+
 #[test]
 fn new_refuses_a_bad_name_and_an_existing_folder() {
     let dir = scratch();
@@ -292,6 +346,23 @@ fn the_scaffolds_ship_each_sdk_as_it_is() {
         );
     }
     assert!(!dir.path().join("p/pyproject.toml").exists());
+    // JavaScript and TypeScript: the package (its manifest, README and
+    // modules) but its tests, which read the repository's fixtures.
+    new(dir.path(), "j", "js");
+    new(dir.path(), "t", "ts");
+    let js = files_under(&root().join("sdk/js"), &|p| {
+        p == "test" || p == "node_modules"
+    });
+    for project in ["j", "t"] {
+        let shipped = files_under(&dir.path().join(project).join("jobhost"), &|_| false);
+        assert_eq!(names(&shipped), names(&js), "the JavaScript SDK's files");
+        for ((path, shipped), (_, sdk)) in shipped.iter().zip(&js) {
+            assert!(
+                shipped == sdk,
+                "{project}/jobhost/{path} is not sdk/js/{path}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -340,6 +411,15 @@ fn the_sdks_share_a_version_and_the_rust_one_inherits_nothing() {
         .and_then(|v| v.strip_suffix('"'))
         .expect("__version__ in jobhost/__init__.py");
     assert_eq!(package["version"].as_str(), Some(python));
+    let js: Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("sdk/js/package.json")).unwrap())
+            .unwrap();
+    assert_eq!(js["version"].as_str(), Some(python));
+    let index = std::fs::read_to_string(root().join("sdk/js/src/index.js")).unwrap();
+    assert!(
+        index.contains(&format!("export const VERSION = '{python}';")),
+        "sdk/js/src/index.js"
+    );
 }
 
 #[test]

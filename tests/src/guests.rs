@@ -258,6 +258,186 @@ pub fn build_python(guest: &PythonGuest<'_>, out_dir: &Path) -> Result<PathBuf, 
     Ok(out)
 }
 
+/// The componentize-js release the JavaScript guests are built with.
+pub const COMPONENTIZE_JS: &str = "0.23.0";
+
+/// The esbuild release that bundles a JavaScript or TypeScript report and
+/// its SDK into the one module componentize-js takes.
+pub const ESBUILD: &str = "0.28.2";
+
+/// Where componentize-js and esbuild are installed: a folder of the build,
+/// never the system's node_modules.
+pub fn js_tools_dir() -> PathBuf {
+    workspace_root().join("target").join("tools").join(format!(
+        "js-componentize-{COMPONENTIZE_JS}-esbuild-{ESBUILD}"
+    ))
+}
+
+/// Installs the pinned componentize-js and esbuild into [`js_tools_dir`]
+/// with npm unless they are there (`.ci/run` does the same first).
+///
+/// # Errors
+///
+/// npm's output when it cannot install them (no npm, no registry).
+pub fn ensure_js_tools() -> Result<PathBuf, String> {
+    let dir = js_tools_dir();
+    if dir
+        .join("node_modules")
+        .join(".bin")
+        .join("esbuild")
+        .exists()
+    {
+        return Ok(dir);
+    }
+    let partial = dir.with_extension(format!("partial-{}", std::process::id()));
+    std::fs::create_dir_all(&partial)
+        .map_err(|e| format!("cannot create {}: {e}", partial.display()))?;
+    let out = Command::new("npm")
+        .args([
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--no-save",
+            "--loglevel=error",
+        ])
+        .arg("--prefix")
+        .arg(&partial)
+        .arg(format!(
+            "@bytecodealliance/componentize-js@{COMPONENTIZE_JS}"
+        ))
+        .arg(format!("esbuild@{ESBUILD}"))
+        .output()
+        .map_err(|e| {
+            format!("cannot run npm to install componentize-js (install node and npm): {e}")
+        })?;
+    if !out.status.success() {
+        let _ = std::fs::remove_dir_all(&partial);
+        return Err(format!(
+            "`npm install @bytecodealliance/componentize-js@{COMPONENTIZE_JS} esbuild@{ESBUILD}` \
+             failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    if std::fs::rename(&partial, &dir).is_err() {
+        // Another process installed them first.
+        let _ = std::fs::remove_dir_all(&partial);
+    }
+    Ok(dir)
+}
+
+/// A JavaScript or TypeScript guest to build: its folder, entry module and
+/// the WIT world.
+#[derive(Debug, Clone, Copy)]
+pub struct JsGuest<'a> {
+    /// The output file's name (`guest_js` gives `guest_js.wasm`).
+    pub name: &'a str,
+    /// The folder holding the report (relative to the workspace root).
+    pub app_dir: &'a str,
+    /// The module that exports `run` (and `describe`).
+    pub entry: &'a str,
+    /// The WIT world.
+    pub world: &'a str,
+}
+
+/// The reference report in JavaScript.
+pub const JS_REPORT: JsGuest<'static> = JsGuest {
+    name: "guest_js",
+    app_dir: "guest-js",
+    entry: "app.js",
+    world: "describing-reporter",
+};
+
+/// Bundles a JavaScript or TypeScript report with the SDK (esbuild) and
+/// makes it a component (componentize-js) in `out_dir`, once per version
+/// of its sources, as [`build_python`] does.
+///
+/// # Errors
+///
+/// Why the tools could not be installed or the build failed.
+pub fn build_js(guest: &JsGuest<'_>, out_dir: &Path) -> Result<PathBuf, String> {
+    let root = workspace_root();
+    let app = root.join(guest.app_dir);
+    let sdk = root.join("sdk").join("js").join("src");
+    let wit = root.join("wit");
+    let mut hasher = Sha256::new();
+    hasher.update(
+        format!(
+            "{COMPONENTIZE_JS}\0{ESBUILD}\0{}\0{}\0",
+            guest.entry, guest.world
+        )
+        .as_bytes(),
+    );
+    for dir in [&app, &sdk, &wit] {
+        hash_tree(dir, dir, &mut hasher)?;
+    }
+    let key = hex::encode(hasher.finalize());
+    let out = out_dir
+        .join(&key[..16])
+        .join(format!("{}.wasm", guest.name));
+    if out.exists() {
+        return Ok(out);
+    }
+    let tools = ensure_js_tools()?;
+    let dir = out.parent().unwrap_or(out_dir);
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let bundle = dir.join(format!(".{}.{}.js", guest.name, std::process::id()));
+    let partial = dir.join(format!(".{}.{}.wasm", guest.name, std::process::id()));
+    let run = |cmd: &mut Command, what: &str| -> Result<(), String> {
+        let done = cmd
+            .current_dir(&root)
+            .output()
+            .map_err(|e| format!("cannot run {what}: {e}"))?;
+        if done.status.success() {
+            return Ok(());
+        }
+        let _ = std::fs::remove_file(&bundle);
+        let _ = std::fs::remove_file(&partial);
+        Err(format!(
+            "{what} could not build {}:\n{}{}",
+            guest.app_dir,
+            String::from_utf8_lossy(&done.stdout),
+            String::from_utf8_lossy(&done.stderr)
+        ))
+    };
+    run(
+        Command::new(tools.join("node_modules").join(".bin").join("esbuild"))
+            .arg(app.join(guest.entry))
+            .args([
+                "--bundle",
+                "--format=esm",
+                "--platform=neutral",
+                "--log-level=warning",
+            ])
+            .arg("--external:jobhost:*")
+            .arg(format!(
+                "--alias:jobhost={}",
+                sdk.join("index.js").display()
+            ))
+            .arg(format!("--outfile={}", bundle.display())),
+        "esbuild",
+    )?;
+    run(
+        Command::new("node")
+            .arg(
+                tools
+                    .join("node_modules")
+                    .join("@bytecodealliance")
+                    .join("componentize-js")
+                    .join("src")
+                    .join("cli.js"),
+            )
+            .arg(&bundle)
+            .arg("-w")
+            .arg(&wit)
+            .args(["-n", guest.world, "-d", "http", "fetch-event", "-o"])
+            .arg(&partial),
+        "componentize-js",
+    )?;
+    let _ = std::fs::remove_file(&bundle);
+    std::fs::rename(&partial, &out).map_err(|e| format!("cannot keep {}: {e}", out.display()))?;
+    Ok(out)
+}
+
 /// Feeds every file under `dir` (sorted, caches left out) into `hasher`.
 fn hash_tree(base: &Path, dir: &Path, hasher: &mut Sha256) -> Result<(), String> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
@@ -268,7 +448,12 @@ fn hash_tree(base: &Path, dir: &Path, hasher: &mut Sha256) -> Result<(), String>
     entries.sort();
     for path in entries {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name == "__pycache__" || name.ends_with(".pyc") || name == "tests" {
+        if name == "__pycache__"
+            || name.ends_with(".pyc")
+            || name == "tests"
+            || name == "test"
+            || name == "node_modules"
+        {
             continue;
         }
         if path.is_dir() {

@@ -1,4 +1,4 @@
-//! `jobhost new NAME --lang rust|python`: writes a report project that
+//! `jobhost new NAME --lang rust|python|js|ts`: writes a report project that
 //! builds and runs as it stands: the report's sources on the SDK (a copy
 //! of it, so the project needs nothing of this repository), the WIT it is
 //! built against, a job config on sample data of its own, a build recipe
@@ -17,6 +17,12 @@ pub enum Lang {
     Rust,
     /// A Python module built with componentize-py.
     Python,
+    /// A JavaScript module, bundled by esbuild and built with
+    /// componentize-js.
+    Js,
+    /// A TypeScript module, bundled (its types stripped) by esbuild and
+    /// built with componentize-js.
+    Ts,
 }
 
 /// What `jobhost new` is asked to make.
@@ -36,6 +42,12 @@ const WIT: &str = include_str!("../../../wit/report.wit");
 /// The componentize-py release the Python SDK is tested with.
 pub const COMPONENTIZE_PY: &str = "0.25.1";
 
+/// The componentize-js release the JavaScript SDK is tested with.
+pub const COMPONENTIZE_JS: &str = "0.23.0";
+
+/// The esbuild release that bundles a JavaScript or TypeScript report.
+pub const ESBUILD: &str = "0.28.2";
+
 // RUST_SDK_CRATE, RUST_SDK and PYTHON_SDK: each SDK file, found by the
 // build script.
 include!(concat!(env!("OUT_DIR"), "/sdk.rs"));
@@ -46,6 +58,7 @@ pub fn sdk_files(lang: Lang) -> Vec<&'static str> {
     match lang {
         Lang::Rust => RUST_SDK.iter().map(|(p, _)| *p).collect(),
         Lang::Python => PYTHON_SDK.iter().map(|(p, _)| *p).collect(),
+        Lang::Js | Lang::Ts => JS_SDK.iter().map(|(p, _)| *p).collect(),
     }
 }
 
@@ -70,6 +83,7 @@ pub fn new(request: &NewRequest) -> Result<Vec<String>> {
     let files = match request.lang {
         Lang::Rust => rust_project(&request.name, today),
         Lang::Python => python_project(&request.name, today),
+        Lang::Js | Lang::Ts => js_project(&request.name, request.lang, today),
     };
     let written =
         write_project(&root, &files).and_then(|()| sample_data(&root.join("data"), today));
@@ -100,6 +114,10 @@ pub fn new(request: &NewRequest) -> Result<Vec<String>> {
             ),
             format!("cd {quoted} && python3 -m unittest"),
         ),
+        Lang::Js | Lang::Ts => (
+            format!("cd {quoted} && npm install && npm run build"),
+            format!("cd {quoted} && npm test"),
+        ),
     };
     let mut lines = Vec::new();
     lines.push(format!(
@@ -107,6 +125,8 @@ pub fn new(request: &NewRequest) -> Result<Vec<String>> {
         match request.lang {
             Lang::Rust => "Rust",
             Lang::Python => "Python",
+            Lang::Js => "JavaScript",
+            Lang::Ts => "TypeScript",
         }
     ));
     if request.lang == Lang::Rust {
@@ -116,6 +136,12 @@ pub fn new(request: &NewRequest) -> Result<Vec<String>> {
         lines.push(format!(
             "needs componentize-py {COMPONENTIZE_PY}: python3 -m pip install \
              componentize-py=={COMPONENTIZE_PY}"
+        ));
+    }
+    if matches!(request.lang, Lang::Js | Lang::Ts) {
+        lines.push(format!(
+            "needs Node.js 20 or later and npm (npm install fetches componentize-js \
+             {COMPONENTIZE_JS} and esbuild {ESBUILD})"
         ));
     }
     lines.push(format!("build: {build}"));
@@ -317,6 +343,82 @@ fn python_project(name: &str, today: i64) -> Vec<(String, String)> {
     files
 }
 
+/// The source file's extension of a JavaScript or TypeScript project.
+fn js_ext(lang: Lang) -> &'static str {
+    if lang == Lang::Ts { "ts" } else { "js" }
+}
+
+fn js_project(name: &str, lang: Lang, today: i64) -> Vec<(String, String)> {
+    let ext = js_ext(lang);
+    let bundle = format!(
+        "esbuild app.{ext} --bundle --format=esm --platform=neutral --log-level=warning \
+         --external:jobhost:* --alias:jobhost=./jobhost/src/index.js --outfile=build/app.js"
+    );
+    let componentize = format!(
+        "componentize-js build/app.js -w wit -n describing-reporter -d http fetch-event -o {name}.wasm"
+    );
+    let register = "--import ./jobhost/src/testing/register.js";
+    let test = if lang == Lang::Ts {
+        format!(
+            "esbuild test/*.test.ts --bundle --format=esm --platform=node --log-level=warning \
+             --external:jobhost --external:jobhost/testing --external:jobhost:* \
+             --outdir=build/test --out-extension:.js=.mjs && node {register} --test build/test/"
+        )
+    } else {
+        format!("node {register} --test test/")
+    };
+    let package = serde_json::json!({
+        "name": name,
+        "private": true,
+        "type": "module",
+        "scripts": {
+            "build": format!("{bundle} && {componentize}"),
+            "test": test,
+        },
+        "devDependencies": {
+            "@bytecodealliance/componentize-js": COMPONENTIZE_JS,
+            "esbuild": ESBUILD,
+        },
+    });
+    let (report, report_test) = if lang == Lang::Ts {
+        (TS_REPORT, TS_TEST)
+    } else {
+        (JS_REPORT, JS_TEST)
+    };
+    let mut files = vec![
+        (format!("app.{ext}"), report.to_string()),
+        (format!("test/app.test.{ext}"), report_test.to_string()),
+        ("wit/report.wit".to_string(), WIT.to_string()),
+        (
+            "package.json".to_string(),
+            format!(
+                "{}\n",
+                serde_json::to_string_pretty(&package).unwrap_or_default()
+            ),
+        ),
+        (
+            "job.toml".to_string(),
+            job_config(name, &format!("{name}.wasm"), today)
+                .replace("memory_mib = 128", "memory_mib = 256"),
+        ),
+        ("README.md".to_string(), readme(name, lang)),
+        (
+            ".gitignore".to_string(),
+            format!("{GITIGNORE}/node_modules\n/build\n"),
+        ),
+    ];
+    for (path, text) in JS_SDK_PACKAGE {
+        files.push((format!("jobhost/{path}"), (*text).to_string()));
+    }
+    for (path, text) in JS_SDK {
+        files.push((format!("jobhost/src/{path}"), (*text).to_string()));
+    }
+    for (path, text) in JS_SDK_TESTING {
+        files.push((format!("jobhost/src/testing/{path}"), (*text).to_string()));
+    }
+    files
+}
+
 fn readme(name: &str, lang: Lang) -> String {
     let (build, test, lang, sdk, wit, more) = match lang {
         Lang::Rust => (
@@ -342,6 +444,26 @@ fn readme(name: &str, lang: Lang) -> String {
                  (`No module named 'app'`):\n\n\
                  ```sh\npython3 -m pip install --target vendor some-package\n\
                  componentize-py -d wit -w describing-reporter componentize app -p . -p vendor -o {name}.wasm\n```\n"
+            ),
+        ),
+        Lang::Js | Lang::Ts => (
+            "npm install\nnpm run build".to_string(),
+            "npm test",
+            if lang == Lang::Ts {
+                "TypeScript"
+            } else {
+                "JavaScript"
+            },
+            "jobhost/",
+            "wit/report.wit",
+            format!(
+                "\n`npm run build` bundles `app.{ext}` with the SDK (and any package it\n\
+                 imports) into one module with esbuild, and makes it a component with\n\
+                 componentize-js ({COMPONENTIZE_JS}, pinned in package.json with esbuild\n\
+                 {ESBUILD}). `npm test` runs `test/` under node against a fake host\n\
+                 (`jobhost/testing`). The component has no network, no files and no\n\
+                 environment; `Date.now()` reads the run's clock.\n",
+                ext = js_ext(lang)
             ),
         ),
     };
@@ -509,6 +631,147 @@ class Sales(jobhost.Report):
 
 
 WitWorld = jobhost.export(Sales)
+"#;
+
+const JS_REPORT: &str = r#"// A daily report: the day's sales per region, sent as one JSON message.
+import * as jobhost from 'jobhost';
+
+/** Adds one batch's amounts to the totals per region. */
+export function add(batch, totals) {
+  const regions = batch.texts('region');
+  const amounts = batch.reals('amount');
+  regions.forEach((region, i) => {
+    if (region !== null && amounts[i] !== null) {
+      totals.set(region, (totals.get(region) ?? 0) + amounts[i]);
+    }
+  });
+}
+
+export class Sales extends jobhost.Report {
+  run(ctx) {
+    const totals = new Map();
+    for (const batch of jobhost.open().batches()) {
+      add(batch, totals);
+    }
+    const regions = Object.fromEntries(
+      [...totals].sort(([a], [b]) => (a < b ? -1 : 1)).map(([r, t]) => [r, Math.round(t * 100) / 100]),
+    );
+    const message = JSON.stringify({ day: ctx.window.label, regions });
+    for (const destination of ctx.destinations) {
+      jobhost.send(destination, message, 'application/json');
+    }
+    return new jobhost.Output(`${totals.size} regions on ${ctx.window.label}`);
+  }
+}
+
+export const { run, describe } = jobhost.exportReport(Sales);
+"#;
+
+const JS_TEST: &str = r#"// The report's logic, natively: npm test
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { batch, runReport } from 'jobhost/testing';
+
+import { Sales, add } from '../app.js';
+
+const COLUMNS = [
+  ['region', 'text'],
+  ['amount', 'real'],
+];
+
+test('amounts add up per region and NULLs are left out', () => {
+  const totals = new Map();
+  add(batch(COLUMNS, [
+    { region: 'north', amount: 1.5 },
+    { region: 'south', amount: 2.0 },
+    { region: 'north', amount: 3.0 },
+    { region: null, amount: 9.0 },
+  ]), totals);
+  assert.deepEqual(Object.fromEntries(totals), { north: 4.5, south: 2.0 });
+});
+
+test('the run sends one message per destination', async () => {
+  const got = await runReport(Sales, {
+    columns: COLUMNS,
+    rows: [{ region: 'north', amount: 1.25 }],
+    destinations: ['out'],
+  });
+  assert.equal(got.error, null);
+  assert.equal(got.output.summary, '1 regions on 2026-11-08');
+  assert.equal(new TextDecoder().decode(got.messages[0].body), '{"day":"2026-11-08","regions":{"north":1.25}}');
+});
+"#;
+
+const TS_REPORT: &str = r#"// A daily report: the day's sales per region, sent as one JSON message.
+import * as jobhost from 'jobhost';
+
+/** Adds one batch's amounts to the totals per region. */
+export function add(batch: jobhost.Batch, totals: Map<string, number>): void {
+  const regions: (string | null)[] = batch.texts('region');
+  const amounts: (number | null)[] = batch.reals('amount');
+  regions.forEach((region, i) => {
+    const amount = amounts[i];
+    if (region !== null && amount !== null) {
+      totals.set(region, (totals.get(region) ?? 0) + amount);
+    }
+  });
+}
+
+export class Sales extends jobhost.Report {
+  run(ctx: jobhost.Context): jobhost.Output {
+    const totals = new Map<string, number>();
+    for (const batch of jobhost.open().batches()) {
+      add(batch, totals);
+    }
+    const regions = Object.fromEntries(
+      [...totals].sort(([a], [b]) => (a < b ? -1 : 1)).map(([r, t]) => [r, Math.round(t * 100) / 100]),
+    );
+    const message = JSON.stringify({ day: ctx.window.label, regions });
+    for (const destination of ctx.destinations) {
+      jobhost.send(destination, message, 'application/json');
+    }
+    return new jobhost.Output(`${totals.size} regions on ${ctx.window.label}`);
+  }
+}
+
+export const { run, describe } = jobhost.exportReport(Sales);
+"#;
+
+const TS_TEST: &str = r#"// The report's logic, natively: npm test
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { batch, runReport } from 'jobhost/testing';
+
+import { Sales, add } from '../app.ts';
+
+const COLUMNS: [string, string][] = [
+  ['region', 'text'],
+  ['amount', 'real'],
+];
+
+test('amounts add up per region and NULLs are left out', () => {
+  const totals = new Map<string, number>();
+  add(batch(COLUMNS, [
+    { region: 'north', amount: 1.5 },
+    { region: 'south', amount: 2.0 },
+    { region: 'north', amount: 3.0 },
+    { region: null, amount: 9.0 },
+  ]), totals);
+  assert.deepEqual(Object.fromEntries(totals), { north: 4.5, south: 2.0 });
+});
+
+test('the run sends one message per destination', async () => {
+  const got = await runReport(Sales, {
+    columns: COLUMNS,
+    rows: [{ region: 'north', amount: 1.25 }],
+    destinations: ['out'],
+  });
+  assert.equal(got.error, null);
+  assert.equal(got.output.summary, '1 regions on 2026-11-08');
+  assert.equal(new TextDecoder().decode(got.messages[0].body), '{"day":"2026-11-08","regions":{"north":1.25}}');
+});
 "#;
 
 const PYTHON_TEST: &str = r#""""The report's logic, natively: python3 -m unittest"""

@@ -64,18 +64,32 @@ pub fn classify(
     memory_hit: bool,
     stderr: Option<Telling>,
 ) -> GuestFailure {
+    let interrupted = matches!(
+        e.downcast_ref::<wasmtime::Trap>(),
+        Some(wasmtime::Trap::Interrupt)
+    );
     if let Some(Telling::PythonException(exception)) = &stderr
         && !memory_hit
-        && !matches!(
-            e.downcast_ref::<wasmtime::Trap>(),
-            Some(wasmtime::Trap::Interrupt)
-        )
+        && !interrupted
     {
         return GuestFailure {
             kind: ErrorKind::GuestTrap,
             message: format!(
                 "the report raised an uncaught Python exception: {}; its traceback is on stderr",
                 cap_error(exception)
+            ),
+            retryable: false,
+        };
+    }
+    if let Some(Telling::JsError(error)) = &stderr
+        && !memory_hit
+        && !interrupted
+    {
+        return GuestFailure {
+            kind: ErrorKind::GuestTrap,
+            message: format!(
+                "the report threw an uncaught JavaScript error: {}; its stack is on stderr",
+                cap_error(error)
             ),
             retryable: false,
         };
@@ -170,6 +184,9 @@ pub fn panic_message(stderr: &str) -> Option<String> {
 pub enum Telling {
     /// An uncaught Python exception: its type, message and last frame.
     PythonException(String),
+    /// An uncaught JavaScript error: its name, message and innermost
+    /// function.
+    JsError(String),
     /// A panic's message or the last line.
     Line(String),
 }
@@ -179,6 +196,7 @@ impl Telling {
     pub fn text(&self) -> String {
         match self {
             Telling::PythonException(e) => format!("{PYTHON_EXCEPTION}{e}"),
+            Telling::JsError(e) => format!("{JS_ERROR}{e}"),
             Telling::Line(l) => l.clone(),
         }
     }
@@ -193,6 +211,9 @@ pub fn telling(stderr: &str) -> Option<Telling> {
         .collect();
     if let Some(exception) = python_exception(&lines) {
         return Some(Telling::PythonException(exception));
+    }
+    if let Some(error) = js_error(&lines) {
+        return Some(Telling::JsError(error));
     }
     let lines: Vec<&str> = lines.iter().map(|l| l.trim()).collect();
     if let Some(i) = lines.iter().rposition(|l| l.contains("panicked at")) {
@@ -211,6 +232,39 @@ pub fn telling(stderr: &str) -> Option<Telling> {
 
 /// The prefix [`panic_message`] gives an uncaught Python exception.
 pub const PYTHON_EXCEPTION: &str = "uncaught Python exception ";
+
+/// The prefix [`panic_message`] gives an uncaught JavaScript error.
+pub const JS_ERROR: &str = "uncaught JavaScript error ";
+
+/// What the JavaScript SDK prints of an error a report's `run` threw and
+/// nobody caught, before it traps: `Uncaught <name>: <message>`, then the
+/// stack, one `function@file:line:column` a line.
+const JS_UNCAUGHT: &str = "Uncaught ";
+
+/// What componentize-js's runtime says last when it aborts.
+const JS_ABORT: &str = "Redirecting call to abort() to mozalloc_abort";
+
+/// `uncaught JavaScript error TypeError: bad row 7 (in total)` from what
+/// the JavaScript SDK printed before the runtime aborted: the last
+/// `Uncaught` line before the runtime's abort line, and the first frame of
+/// the stack after it. Lines a report printed itself, without that abort
+/// after them, are not taken for the cause of a trap.
+fn js_error(lines: &[&str]) -> Option<String> {
+    let abort = lines.iter().rposition(|l| l.trim() == JS_ABORT)?;
+    let start = lines[..abort]
+        .iter()
+        .rposition(|l| l.starts_with(JS_UNCAUGHT))?;
+    let error = lines[start].strip_prefix(JS_UNCAUGHT)?.trim();
+    let frame = lines
+        .get(start + 1)
+        .and_then(|l| l.trim().split_once('@'))
+        .map(|(function, _)| function)
+        .filter(|f| !f.is_empty() && !f.contains(' '));
+    Some(match frame {
+        Some(f) => format!("{error} (in {f})"),
+        None => error.to_string(),
+    })
+}
 
 /// What componentize-py's runtime says, right after printing the traceback,
 /// when a Python export raised an exception nobody caught.
@@ -294,6 +348,7 @@ pub fn without_runtime_panic(stderr: &str) -> std::borrow::Cow<'_, str> {
         }
         traceback = false;
     }
+    drop_js_runtime_lines(&lines, &mut drop);
     if !drop.contains(&true) {
         return std::borrow::Cow::Borrowed(stderr);
     }
@@ -305,6 +360,32 @@ pub fn without_runtime_panic(stderr: &str) -> std::borrow::Cow<'_, str> {
             .map(|(l, _)| *l)
             .collect(),
     )
+}
+
+/// Marks, after the JavaScript SDK's `Uncaught` block, the lines
+/// componentize-js's runtime prints as it turns the error into a trap (its
+/// complaint that the error is no `run-error`, that complaint's stack, and
+/// the abort line): they say nothing the SDK's block and the host's own
+/// line do not.
+fn drop_js_runtime_lines(lines: &[&str], drop: &mut [bool]) {
+    let Some(abort) = lines.iter().rposition(|l| l.trim_end() == JS_ABORT) else {
+        return;
+    };
+    let Some(uncaught) = lines[..abort]
+        .iter()
+        .rposition(|l| l.starts_with(JS_UNCAUGHT))
+    else {
+        return;
+    };
+    let Some(complaint) = lines[uncaught..abort]
+        .iter()
+        .position(|l| l.starts_with("invalid variant tag value `undefined` (received "))
+    else {
+        return;
+    };
+    for d in &mut drop[uncaught + complaint..=abort] {
+        *d = true;
+    }
 }
 
 /// `s` with every run of whitespace (line breaks included) made one space.
@@ -374,6 +455,46 @@ mod tests {
         ] {
             assert_eq!(without_runtime_panic(stderr), stderr);
         }
+    }
+
+    const JS_STDERR: &str = "Uncaught TypeError: bad row 7: amount is negative\ninner@app.js:693:9\nrun@app.js:744:38\nexport_run@/tmp/x/sources/initializer.js:820:29\ninvalid variant tag value `undefined` (received `TypeError: bad row 7: amount is negative`) specified for `RunError`\nStack:\n  export_run@/tmp/x/sources/initializer.js:924:17\nRedirecting call to abort() to mozalloc_abort\n";
+
+    #[test]
+    fn an_uncaught_javascript_error_is_named_by_name_message_and_function() {
+        assert_eq!(
+            panic_message(JS_STDERR).as_deref(),
+            Some("uncaught JavaScript error TypeError: bad row 7: amount is negative (in inner)")
+        );
+        // A line the report printed itself is no uncaught error.
+        assert_eq!(
+            panic_message("Uncaught TypeError: made up\nthe end\n").as_deref(),
+            Some("the end")
+        );
+        let e = wasmtime::Error::from(wasmtime::Trap::UnreachableCodeReached);
+        let limits = GuestLimits {
+            memory_bytes: 64 << 20,
+            timeout: std::time::Duration::from_secs(10),
+            output_bytes: 1 << 16,
+            report_bytes: 1 << 16,
+            journal_bytes: 1 << 20,
+        };
+        let f = classify(&e, &limits, false, telling(JS_STDERR));
+        assert_eq!(
+            f.message,
+            "the report threw an uncaught JavaScript error: TypeError: bad row 7: amount is \
+             negative (in inner); its stack is on stderr"
+        );
+        assert!(!f.retryable);
+    }
+
+    #[test]
+    fn the_runtime_lines_after_a_javascript_error_are_not_shown() {
+        assert_eq!(
+            without_runtime_panic(JS_STDERR),
+            "Uncaught TypeError: bad row 7: amount is negative\ninner@app.js:693:9\nrun@app.js:744:38\nexport_run@/tmp/x/sources/initializer.js:820:29\n"
+        );
+        let own = "Uncaught nothing\nRedirecting call to abort() to mozalloc_abort\n";
+        assert_eq!(without_runtime_panic(own), own);
     }
 
     #[test]
