@@ -112,7 +112,11 @@ class Group {
 
   add(quantity, amount) {
     this.orders += 1;
-    this.units += quantity;
+    // Units are exact, as the reference's 128-bit sum: a number while it
+    // holds them exactly, a bigint beyond.
+    const both = typeof this.units === 'number' && typeof quantity === 'number';
+    const units = both ? this.units + quantity : null;
+    this.units = Number.isSafeInteger(units) ? units : BigInt(this.units) + BigInt(quantity);
     const total = this.sum;
     const s = total + amount;
     if (Math.abs(total) >= Math.abs(amount)) {
@@ -144,8 +148,8 @@ function sorted(groups) {
   return out.map((item) => item.group);
 }
 
-/** The sale times of a batch: numbers, or bigints where no number holds one. */
-function saleTimes(batch, position) {
+/** An integer column of a batch: numbers, or bigints where no number holds one. */
+function exactIntegers(batch, position) {
   try {
     return batch.integers(position);
   } catch (e) {
@@ -186,25 +190,38 @@ export class Digest {
    * the first such row; the digest is then to be discarded.
    */
   addBatch(batch) {
-    const ts = saleTimes(batch, this.ts);
+    const ts = exactIntegers(batch, this.ts);
     const regions = batch.texts(this.region);
     const products = batch.texts(this.product);
-    const quantities = batch.integers(this.quantity);
+    const quantities = exactIntegers(batch, this.quantity);
     const amounts =
       batch.kind(this.amount) === ColumnKind.INTEGER
         ? batch.bigints(this.amount).map((v) => (v === null ? null : Number(v)))
         : batch.reals(this.amount);
     const rows = batch.length;
-    const keep = [];
-    for (let i = 0; i < rows; i++) {
-      if (ts[i] !== null && regions[i] !== null && products[i] !== null && quantities[i] !== null && amounts[i] !== null) {
-        keep.push(i);
+    // The rows to count: all of them, unless a required column has a NULL.
+    let keep = null;
+    const positions = [this.ts, this.region, this.product, this.quantity, this.amount];
+    if (positions.some((p) => batch.hasNulls(p))) {
+      keep = [];
+      for (let i = 0; i < rows; i++) {
+        if (
+          ts[i] !== null &&
+          regions[i] !== null &&
+          products[i] !== null &&
+          quantities[i] !== null &&
+          amounts[i] !== null
+        ) {
+          keep.push(i);
+        }
       }
+      this.skipped += rows - keep.length;
     }
-    this.skipped += rows - keep.length;
+    const count = keep === null ? rows : keep.length;
     // The time is checked before the amount, and the first bad row named,
     // before anything of the batch is counted (as the reference does).
-    for (const i of keep) {
+    for (let k = 0; k < count; k++) {
+      const i = keep === null ? k : keep[k];
       const t = ts[i];
       if (!(MIN_RFC3339_SECONDS <= t && t <= MAX_RFC3339_SECONDS)) {
         throw new InvalidData(
@@ -217,26 +234,35 @@ export class Digest {
         );
       }
     }
-    for (const i of keep) {
+    // Written for an interpreter: indexed loops, no arrays made per row.
+    const window = this.window;
+    const regionGroups = this.regions;
+    const productGroups = this.products;
+    let first = this.firstSale;
+    let last = this.lastSale;
+    for (let k = 0; k < count; k++) {
+      const i = keep === null ? k : keep[k];
       const t = ts[i];
       const q = quantities[i];
       const a = amounts[i];
-      this.window.add(q, a);
-      if (this.firstSale === null || t < this.firstSale) this.firstSale = t;
-      if (this.lastSale === null || t > this.lastSale) this.lastSale = t;
-      for (const [names, groups] of [
-        [regions, this.regions],
-        [products, this.products],
-      ]) {
-        const name = names[i];
-        let g = groups.get(name);
-        if (g === undefined) {
-          g = new Group();
-          groups.set(name, g);
-        }
-        g.add(q, a);
+      window.add(q, a);
+      if (first === null || t < first) first = t;
+      if (last === null || t > last) last = t;
+      let g = regionGroups.get(regions[i]);
+      if (g === undefined) {
+        g = new Group();
+        regionGroups.set(regions[i], g);
       }
+      g.add(q, a);
+      g = productGroups.get(products[i]);
+      if (g === undefined) {
+        g = new Group();
+        productGroups.set(products[i], g);
+      }
+      g.add(q, a);
     }
+    this.firstSale = first;
+    this.lastSale = last;
     this.rows += rows;
   }
 

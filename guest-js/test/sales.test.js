@@ -82,3 +82,18 @@ test('money, instants and the shortest decimals, as Rust writes them', () => {
   assert.equal(rfc3339(253_402_300_799), '9999-12-31T23:59:59Z');
   assert.equal(rfc3339(253_402_300_800), null);
 });
+
+test('units are exact beyond 2^53, as the reference sums them', async () => {
+  const got = await runReport(SalesDigest, {
+    columns: COLUMNS,
+    rows: [
+      { ts: DAY + 60, region: 'north', product: 'tea', quantity: 2 ** 53 - 1, amount: 1 },
+      { ts: DAY + 61, region: 'north', product: 'tea', quantity: 2, amount: 1 },
+      { ts: DAY + 62, region: null, product: 'tea', quantity: 2n ** 62n, amount: 1 },
+    ],
+    destinations: ['digest'],
+  });
+  assert.equal(got.error, null);
+  const body = new TextDecoder().decode(got.messages[0].body);
+  assert.ok(body.includes('"units":9007199254740993'), body);
+});

@@ -12,7 +12,7 @@
 //! 4. a run over 1M rows.
 //!
 //! `cargo bench -p jobhost-tests --bench languages` (`-- --quick` for fewer
-//! samples). Builds the guests first (the Python one with componentize-py,
+//! samples, `-- --js` for the JavaScript section alone). Builds the guests first (the Python one with componentize-py,
 //! installed into target/tools when missing). Medians with the 25th and
 //! 75th percentiles, and the Python / Rust ratio of the medians.
 
@@ -45,6 +45,20 @@ fn main() {
     let root = guests::workspace_root();
     let target = root.join("target").join("bench-guests");
     let built = guests::build(&target).unwrap_or_else(|e| panic!("building guests failed:\n{e}"));
+    if std::env::args().any(|a| a == "--js") {
+        // The JavaScript section alone.
+        let work = std::env::temp_dir().join(format!("jobhost-bench-js-{}", std::process::id()));
+        std::fs::create_dir_all(&work).expect("bench folder");
+        javascript(
+            &root,
+            &target,
+            &work,
+            &built.report,
+            (n_compile, n_proc, n_big),
+        );
+        let _ = std::fs::remove_dir_all(&work);
+        return;
+    }
     let python = guests::build_python(&guests::PYTHON_REPORT, &target.join("python"))
         .unwrap_or_else(|e| panic!("building the Python guest failed:\n{e}"));
     let rust = built.report;

@@ -134,6 +134,7 @@ impl CompileCache {
         digest: &str,
         functions: Option<&FunctionCache>,
     ) -> wasmtime::Result<(Component, CacheOutcome, Option<Reuse>)> {
+        let _one_compile = functions.map(FunctionCache::exclusive);
         let dir = self
             .usable_dir()
             .filter(|_| crate::core::text::is_sha256_hex(digest));

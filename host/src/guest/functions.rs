@@ -59,6 +59,8 @@ pub struct FunctionCache {
     writer: Mutex<Option<Connection>>,
     /// Compiled functions not written yet.
     pending: Mutex<Pending>,
+    /// Held by the compile using the cache (see [`FunctionCache::exclusive`]).
+    compiling: Mutex<()>,
     hits: AtomicUsize,
     misses: AtomicUsize,
 }
@@ -86,11 +88,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl FunctionCache {
+    /// One compile at a time uses the cache (one engine serves all of a
+    /// process's compiles; the daemon's workers may compile at once): held
+    /// from [`FunctionCache::attach`] to [`FunctionCache::finish`], so that
+    /// the counts, and the file, are that compile's alone. A compile uses
+    /// every core as it is.
+    pub fn exclusive(&self) -> std::sync::MutexGuard<'_, ()> {
+        lock(&self.compiling)
+    }
+
     /// Points the cache at `path` (made when missing) and resets the
     /// counts. Without a usable file the compile goes on without reuse,
-    /// and why is said on stderr. (One engine serves a process's
-    /// compiles; two at once with different cache folders would share the
-    /// later one's file, which is as private as the other's.)
+    /// and why is said on stderr.
     pub fn attach(&self, path: &Path) {
         self.flush();
         self.hits.store(0, Ordering::Relaxed);
@@ -169,8 +178,10 @@ impl FunctionCache {
         let written = (|| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             {
+                // A key already there holds an entry Cranelift could not use
+                // (it compiled the function again): the new one replaces it.
                 let mut insert = tx.prepare_cached(
-                    "INSERT OR IGNORE INTO functions (key, code) VALUES (?1, ?2)",
+                    "INSERT OR REPLACE INTO functions (key, code) VALUES (?1, ?2)",
                 )?;
                 for (key, code) in &batch {
                     insert.execute(rusqlite::params![key, code])?;

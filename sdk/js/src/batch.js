@@ -22,7 +22,8 @@ const CARRIES = {
   blob: ColumnKind.BLOB,
 };
 
-const utf8 = new TextDecoder('utf-8', { fatal: true });
+// `ignoreBOM`: a value that starts with U+FEFF keeps it, as in Rust and Python.
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** What is wrong with one column, and at which row or dictionary entry. */
 class Fault extends Error {
@@ -34,12 +35,17 @@ class Fault extends Error {
 
   error(column, firstRow) {
     let where = '';
-    if (this.row !== undefined) {
-      where = `, row ${firstRow + this.row}`;
+    const row = this.row === undefined ? undefined : firstRow + this.row;
+    if (row !== undefined) {
+      where = `, row ${row}`;
     } else if (this.entry !== undefined) {
       where = `, dictionary entry ${this.entry}`;
     }
-    return new MalformedBatch(`malformed batch: column \`${column}\`${where}: ${this.message}`);
+    return new MalformedBatch(`malformed batch: column \`${column}\`${where}: ${this.message}`, {
+      column,
+      row,
+      entry: this.entry,
+    });
   }
 }
 
@@ -152,9 +158,13 @@ function decodeColumn(kind, column, rows) {
     throw new Fault(`the NULL bitmap of ${bitmap.length} bytes does not cover ${rows} rows`);
   }
   let values;
-  if (data.tag === 'integer' || data.tag === 'real') {
+  if (data.tag === 'integer') {
     checkCount(data.val.length, rows);
     values = data.val;
+  } else if (data.tag === 'real') {
+    // A plain array, NULLs or not: the same type whatever the batch holds.
+    checkCount(data.val.length, rows);
+    values = Array.from(data.val);
   } else if (data.tag === 'text-dict') {
     values = decodeDict(data.val, rows, bitmap);
   } else {
@@ -182,6 +192,43 @@ function decodeColumn(kind, column, rows) {
     }
   }
   return { values, nulls };
+}
+
+/**
+ * 64-bit integers as numbers, NULL as `null`; `beyond(i, value)` for one
+ * beyond 2^53. A `BigInt64Array` is read through 32-bit halves of its
+ * buffer: reading its elements would make a `bigint` of each, which costs
+ * far more than the arithmetic in an interpreter.
+ */
+function toNumbers(raw, beyond) {
+  const out = new Array(raw.length);
+  if (raw instanceof BigInt64Array) {
+    const words = new Int32Array(raw.buffer, raw.byteOffset, raw.length * 2);
+    for (let i = 0; i < raw.length; i++) {
+      const lo = words[2 * i];
+      const hi = words[2 * i + 1];
+      // Safe when the high word is within 2^21 of zero: |value| < 2^53.
+      if (hi >= -0x200000 && hi < 0x200000) {
+        out[i] = hi * 4294967296 + (lo >>> 0);
+      } else {
+        beyond(i, raw[i]);
+      }
+    }
+    return out;
+  }
+  for (let i = 0; i < raw.length; i++) {
+    const v = raw[i];
+    if (v === null) {
+      out[i] = null;
+      continue;
+    }
+    const n = Number(v);
+    if (!Number.isSafeInteger(n)) {
+      beyond(i, v);
+    }
+    out[i] = n;
+  }
+  return out;
 }
 
 const names = (columns) => columns.map((c) => `\`${c.name}\``).join(', ') || 'none';
@@ -213,6 +260,7 @@ export class Batch {
       }
     });
     this._converted = new Map();
+    this._exact = new Map();
   }
 
   /**
@@ -228,6 +276,7 @@ export class Batch {
         throw new MalformedBatch(
           `malformed batch: column \`${missing}\` is missing: the batch has ${found} columns, ` +
             `the source declares ${columns.length}`,
+          { column: missing },
         );
       }
       throw new MalformedBatch(
@@ -294,12 +343,25 @@ export class Batch {
     return position;
   }
 
-  /** Every value of column `key`, whatever its kind, NULL as `null`. */
+  /**
+   * Every value of column `key`, whatever its kind, NULL as `null`; an
+   * integer as a number, or as a `bigint` beyond 2^53.
+   */
   column(key) {
     const position = this._position(key);
-    return this._infos[position].kind === ColumnKind.INTEGER
-      ? this.integers(position)
-      : this._values[position];
+    if (this._infos[position].kind !== ColumnKind.INTEGER) {
+      return this._values[position];
+    }
+    let values = this._exact.get(position);
+    if (values === undefined) {
+      values = Array.from(this._values[position], (v) => {
+        if (v === null) return null;
+        const n = Number(v);
+        return Number.isSafeInteger(n) ? n : BigInt(v);
+      });
+      this._exact.set(position, values);
+    }
+    return values;
   }
 
   /**
@@ -312,23 +374,12 @@ export class Batch {
     const position = this._typed(key, ColumnKind.INTEGER);
     let numbers = this._converted.get(position);
     if (numbers === undefined) {
-      const raw = this._values[position];
-      numbers = new Array(raw.length);
-      for (let i = 0; i < raw.length; i++) {
-        const v = raw[i];
-        if (v === null) {
-          numbers[i] = null;
-          continue;
-        }
-        const n = Number(v);
-        if (!Number.isSafeInteger(n)) {
-          throw new InvalidData(
-            `column \`${this._infos[position].name}\` at row ${this.firstRow + i}: ${v} is ` +
-              'beyond the integers a number holds exactly; read it with bigints()',
-          );
-        }
-        numbers[i] = n;
-      }
+      numbers = toNumbers(this._values[position], (i, v) => {
+        throw new InvalidData(
+          `column \`${this._infos[position].name}\` at row ${this.firstRow + i}: ${v} is ` +
+            'beyond the integers a number holds exactly; read it with bigints()',
+        );
+      });
       this._converted.set(position, numbers);
     }
     return numbers;

@@ -49,18 +49,39 @@ export class SourceFailed extends JobhostError {
 /** Anything else that fails the run. Retried. */
 export class ReportError extends JobhostError {}
 
-/** A batch the host sent does not hold what the WIT promises. */
-export class MalformedBatch extends SourceFailed {}
+/**
+ * A batch the host sent does not hold what the WIT promises: `column`
+ * names the column, `row` (a source row) or `entry` (of a dictionary)
+ * where, when known.
+ */
+export class MalformedBatch extends SourceFailed {
+  /**
+   * @param {string} message
+   * @param {{column?: string, row?: number, entry?: number}} [where]
+   */
+  constructor(message, where = {}) {
+    super(message);
+    this.column = where.column ?? null;
+    this.row = where.row ?? null;
+    this.entry = where.entry ?? null;
+  }
+}
 
-/** The host refused a message; `reason` is the WIT `send-error` case. */
+/**
+ * The host refused a message: `reason` is the WIT `send-error` case
+ * (`unknown-destination`, `too-large`, `too-many-messages`,
+ * `invalid-content-type`) and `value` its payload.
+ */
 export class SendFailed extends ReportError {
   /**
    * @param {string} message
    * @param {string} reason
+   * @param {unknown} [value]
    */
-  constructor(message, reason) {
+  constructor(message, reason, value = null) {
     super(message);
     this.reason = reason;
+    this.value = value;
   }
 }
 
@@ -90,7 +111,7 @@ export function sendFailed(e) {
     'too-many-messages': (v) => `the run already staged the maximum of ${v} messages`,
     'invalid-content-type': (v) => `invalid content type \`${v}\``,
   }[e.tag];
-  return new SendFailed(text ? text(e.val) : `send failed: ${e.tag}`, e.tag);
+  return new SendFailed(text ? text(e.val) : `send failed: ${e.tag}`, e.tag, e.val ?? null);
 }
 
 /**

@@ -78,7 +78,10 @@ export function exportReport(report) {
   let instance = null;
   const make = () => {
     if (instance === null) {
-      instance = report.prototype instanceof Report ? new report() : report();
+      // A class (a `Report` or anything with a `run` method) is made with
+      // `new`; any other function is called to make one.
+      const isClass = typeof report.prototype?.run === 'function';
+      instance = isClass ? new report() : report();
     }
     return instance;
   };

@@ -5,8 +5,12 @@ import { Batch } from './batch.js';
 import { SourceFailed, sourceErrorText } from './errors.js';
 import { ColumnInfo } from './values.js';
 
+// How componentize-js names a resource's destructor where the engine has
+// no `Symbol.dispose` yet.
+const DISPOSE = Symbol.dispose ?? Symbol.for('dispose');
+
 /** Rows asked for per batch (the host may cap batches lower). */
-export const BATCH_ROWS = 4096;
+export const BATCH_ROWS = 8192;
 
 /** The wrapped WIT error of a failed host call. */
 function failed(e) {
@@ -48,18 +52,29 @@ export class Source {
     if (this._done) {
       return null;
     }
-    const columns = this.columns();
-    let wit;
+    let columns;
     try {
-      wit = this._cursor.nextBatch(maxRows);
+      columns = this.columns();
     } catch (e) {
+      this.close();
+      throw e;
+    }
+    if (!Number.isInteger(maxRows) || maxRows < 1 || maxRows > 0xffff_ffff) {
+      throw new RangeError(`nextBatch: maxRows must be a whole number from 1, not ${maxRows}`);
+    }
+    let batch;
+    try {
+      const wit = this._cursor.nextBatch(maxRows);
+      if (wit === undefined || wit === null) {
+        // Every row read: the cursor is closed, so the source can be opened again.
+        this.close();
+        return null;
+      }
+      batch = Batch.fromWit(columns, wit, this._rows);
+    } catch (e) {
+      this.close();
       throw failed(e);
     }
-    if (wit === undefined || wit === null) {
-      this._done = true;
-      return null;
-    }
-    const batch = Batch.fromWit(columns, wit, this._rows);
     this._rows += batch.length;
     return batch;
   }
@@ -81,15 +96,16 @@ export class Source {
    * allows one open cursor at a time). Reading after it is an error.
    */
   close() {
-    const dispose = this._cursor && this._cursor[Symbol.dispose];
-    if (typeof dispose === 'function') {
-      dispose.call(this._cursor);
-    }
+    const cursor = this._cursor;
     this._cursor = null;
     this._done = true;
+    const dispose = cursor && cursor[DISPOSE];
+    if (typeof dispose === 'function') {
+      dispose.call(cursor);
+    }
   }
 
-  [Symbol.dispose]() {
+  [DISPOSE]() {
     this.close();
   }
 }

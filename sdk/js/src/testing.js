@@ -1,7 +1,6 @@
 // Native tests of reports: batches built from rows or from the WIT shape,
 // and a run of a report against a fake host (which needs node started with
-// `--import jobhost/testing/register`, or this package's
-// `src/testing/register.js`).
+// `--import` this package's `src/testing/register.js`).
 
 import { Batch } from './batch.js';
 import { ColumnInfo } from './values.js';

@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
 import { Batch, ColumnInfo, InvalidData, MalformedBatch, WrongKind, ColumnNotFound } from 'jobhost';
-import { batch } from 'jobhost/testing';
+import { batch, runReport } from 'jobhost/testing';
+import * as jobhost from 'jobhost';
 
 // Integers beyond 2^53 are read as text first, so that none loses digits.
 const text = readFileSync(new URL('../../fixtures/batches.json', import.meta.url), 'utf8');
@@ -37,7 +38,10 @@ for (const fixture of fixtures.cases) {
     if (fixture.error_column) {
       assert.throws(
         () => Batch.fromWit(columns, wit(fixture)),
-        (e) => e instanceof MalformedBatch && e.message.includes(`column \`${fixture.error_column}\``),
+        (e) =>
+          e instanceof MalformedBatch &&
+          e.column === fixture.error_column &&
+          e.message.includes(`column \`${fixture.error_column}\``),
       );
       return;
     }
@@ -89,4 +93,50 @@ test('rows, kinds and the mistakes no retry mends', () => {
   assert.equal(b.kind('amount'), 'real');
   assert.throws(() => b.reals('region'), WrongKind);
   assert.throws(() => b.texts('nope'), ColumnNotFound);
+});
+
+test('text keeps a leading byte-order mark, reals are a plain array, row() reads any integer', () => {
+  const b = batch(
+    [
+      ['t', 'text'],
+      ['r', 'real'],
+      ['i', 'integer'],
+    ],
+    [
+      { t: '\uFEFFnorth', r: 1.5, i: 1 },
+      { t: 'é', r: 2, i: 2n ** 60n },
+    ],
+  );
+  assert.deepEqual(b.texts('t'), ['\uFEFFnorth', 'é']);
+  assert.ok(Array.isArray(b.reals('r')));
+  assert.deepEqual(b.row(1), { t: 'é', r: 2, i: 2n ** 60n });
+  assert.throws(() => b.integers('i'), InvalidData);
+});
+
+test('a source read to its end is closed, so it can be opened again', async () => {
+  class Twice extends jobhost.Report {
+    run() {
+      let rows = 0;
+      for (let pass = 0; pass < 2; pass++) {
+        for (const b of jobhost.open().batches()) rows += b.length;
+      }
+      return String(rows);
+    }
+  }
+  const got = await runReport(Twice, { columns: [['n', 'integer']], rows: [{ n: 1 }, { n: 2 }] });
+  assert.equal(got.error, null);
+  assert.equal(got.output.summary, '2');
+  // Without the close, the host (and its fake) refuse a second cursor.
+  class Left extends jobhost.Report {
+    run() {
+      jobhost.open().columns();
+      jobhost.open();
+      return 'unreachable';
+    }
+  }
+  const refused = await runReport(Left, { columns: [['n', 'integer']], rows: [] });
+  assert.deepEqual(refused.error, {
+    tag: 'source-failed',
+    val: 'invalid state: a cursor is already open; drop it before opening another',
+  });
 });

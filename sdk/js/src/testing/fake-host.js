@@ -9,6 +9,7 @@ const state = {
   messages: [],
   logs: [],
   maxMessages: 100,
+  open: false,
 };
 
 class ComponentError extends Error {
@@ -20,7 +21,7 @@ class ComponentError extends Error {
 
 /** Sets what the next run reads and may send to. */
 export function setUp({ columns = null, batches = [], destinations = [], maxMessages = 100 }) {
-  Object.assign(state, { columns, batches: [...batches], destinations, maxMessages });
+  Object.assign(state, { columns, batches: [...batches], destinations, maxMessages, open: false });
   state.messages = [];
   state.logs = [];
 }
@@ -30,6 +31,8 @@ export function taken() {
   return { messages: state.messages, logs: state.logs };
 }
 
+const DISPOSE = Symbol.dispose ?? Symbol.for('dispose');
+
 class Cursor {
   columns() {
     return state.columns;
@@ -38,6 +41,10 @@ class Cursor {
   nextBatch() {
     return state.batches.length ? state.batches.shift() : undefined;
   }
+
+  [DISPOSE]() {
+    state.open = false;
+  }
 }
 
 // jobhost:report/source
@@ -45,6 +52,14 @@ export function open() {
   if (state.columns === null) {
     throw new ComponentError({ tag: 'not-configured' });
   }
+  if (state.open) {
+    // As the host: one cursor at a time.
+    throw new ComponentError({
+      tag: 'invalid-state',
+      val: 'a cursor is already open; drop it before opening another',
+    });
+  }
+  state.open = true;
   return new Cursor();
 }
 
