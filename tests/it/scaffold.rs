@@ -236,6 +236,23 @@ fn js_scaffold_builds_tests_and_runs(lang: &str) {
     assert!(stdout.contains("# pass 2"), "{stdout}");
     runs_on_its_sample_data(&project, &name);
     readme_names_its_own_sdk(&project, "jobhost/", "jobhost-sdk");
+    if lang == "ts" {
+        // The build checks the report's types against the SDK's.
+        let app = project.join("app.ts");
+        let text = std::fs::read_to_string(&app).unwrap();
+        std::fs::write(
+            &app,
+            format!("{text}\nexport const rows: number = jobhost.open();\n"),
+        )
+        .unwrap();
+        let refused = npm(&["run", "build"]);
+        let said = String::from_utf8_lossy(&refused.stdout).into_owned();
+        assert!(!refused.status.success(), "{said}");
+        assert!(
+            said.contains("error TS2322: Type 'Source' is not assignable to type 'number'"),
+            "{said}"
+        );
+    }
 }
 
 #[test]

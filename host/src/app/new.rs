@@ -48,6 +48,10 @@ pub const COMPONENTIZE_JS: &str = "0.23.0";
 /// The esbuild release that bundles a JavaScript or TypeScript report.
 pub const ESBUILD: &str = "0.28.2";
 
+/// The TypeScript release that checks a TypeScript report's types before
+/// esbuild strips them.
+pub const TYPESCRIPT: &str = "5.9.3";
+
 // RUST_SDK_CRATE, RUST_SDK and PYTHON_SDK: each SDK file, found by the
 // build script.
 include!(concat!(env!("OUT_DIR"), "/sdk.rs"));
@@ -367,12 +371,13 @@ fn js_project(name: &str, lang: Lang, today: i64) -> Vec<(String, String)> {
     } else {
         format!("node {register} --test test/")
     };
-    let package = serde_json::json!({
+    let check = if lang == Lang::Ts { "tsc -p . && " } else { "" };
+    let mut package = serde_json::json!({
         "name": name,
         "private": true,
         "type": "module",
         "scripts": {
-            "build": format!("{bundle} && {componentize}"),
+            "build": format!("{check}{bundle} && {componentize}"),
             "test": test,
         },
         "devDependencies": {
@@ -380,6 +385,9 @@ fn js_project(name: &str, lang: Lang, today: i64) -> Vec<(String, String)> {
             "esbuild": ESBUILD,
         },
     });
+    if lang == Lang::Ts {
+        package["devDependencies"]["typescript"] = serde_json::json!(TYPESCRIPT);
+    }
     let (report, report_test) = if lang == Lang::Ts {
         (TS_REPORT, TS_TEST)
     } else {
@@ -407,6 +415,9 @@ fn js_project(name: &str, lang: Lang, today: i64) -> Vec<(String, String)> {
             format!("{GITIGNORE}/node_modules\n/build\n"),
         ),
     ];
+    if lang == Lang::Ts {
+        files.push(("tsconfig.json".to_string(), TSCONFIG.to_string()));
+    }
     for (path, text) in JS_SDK_PACKAGE {
         files.push((format!("jobhost/{path}"), (*text).to_string()));
     }
@@ -460,10 +471,15 @@ fn readme(name: &str, lang: Lang) -> String {
                 "\n`npm run build` bundles `app.{ext}` with the SDK (and any package it\n\
                  imports) into one module with esbuild, and makes it a component with\n\
                  componentize-js ({COMPONENTIZE_JS}, pinned in package.json with esbuild\n\
-                 {ESBUILD}). `npm test` runs `test/` under node against a fake host\n\
+                 {ESBUILD}){checked}. `npm test` runs `test/` under node against a fake host\n\
                  (`jobhost/testing`). The component has no network, no files and no\n\
                  environment; `Date.now()` reads the run's clock.\n",
-                ext = js_ext(lang)
+                ext = js_ext(lang),
+                checked = if lang == Lang::Ts {
+                    format!(", after `tsc` ({TYPESCRIPT}) checks the report's types")
+                } else {
+                    String::new()
+                }
             ),
         ),
     };
@@ -631,6 +647,26 @@ class Sales(jobhost.Report):
 
 
 WitWorld = jobhost.export(Sales)
+"#;
+
+/// What `tsc -p .` checks in a TypeScript project: the report, strictly,
+/// against the SDK's declarations (its tests are bundled by esbuild,
+/// unchecked, as they need node's own types).
+const TSCONFIG: &str = r#"{
+  "compilerOptions": {
+    "target": "ES2022",
+    "module": "ES2022",
+    "moduleResolution": "bundler",
+    "strict": true,
+    "noEmit": true,
+    "skipLibCheck": true,
+    "paths": {
+      "jobhost": ["./jobhost/src/index"],
+      "jobhost/testing": ["./jobhost/src/testing"]
+    }
+  },
+  "include": ["app.ts"]
+}
 "#;
 
 const JS_REPORT: &str = r#"// A daily report: the day's sales per region, sent as one JSON message.
