@@ -364,3 +364,135 @@ pub fn js_probe() -> &'static PathBuf {
             .unwrap_or_else(|e| panic!("building the JavaScript probe failed:\n{e}"))
     })
 }
+
+/// A job over `sales.db` in `dir` with `component`, delivering to
+/// `out-<tag>.jsonl`; `extra` is added at the top level (window, params);
+/// `memory_mib` and `timeout_seconds` are its limits.
+pub fn reference_job(
+    dir: &Path,
+    tag: &str,
+    component: &Path,
+    extra: &str,
+    (memory_mib, timeout_seconds): (u32, u32),
+) -> PathBuf {
+    let path = dir.join(format!("{tag}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            r#"job = "daily-report"
+component = "{}"
+max_attempts = 3
+{extra}
+[source]
+path = "sales.db"
+query = "SELECT ts, region, product, quantity, amount FROM sales WHERE ts >= :start AND ts < :end ORDER BY ts, id"
+
+[destinations.digest]
+type = "file"
+path = "out-{tag}.jsonl"
+
+[limits]
+memory_mib = {memory_mib}
+timeout_seconds = {timeout_seconds}
+"#,
+            component.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The receipt of a run that must have run.
+pub fn ran(run: &Run) -> Value {
+    let r = run.receipt();
+    assert_eq!(
+        (run.code, r["event"].as_str()),
+        (0, Some("ran")),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    r
+}
+
+/// Holds a reference report in another language to the Rust one: on days,
+/// an hour in a zone with an offset, a week, with a `top` parameter and on
+/// a window with no rows, the same summary, cursor, rows and message bytes.
+pub fn gives_the_rust_references_output(component: &Path, language: &str, limits: (u32, u32)) {
+    let dir = scratch();
+    sales_db(dir.path(), 4000);
+    let rust = &guests().report;
+    let cases = [
+        ("", "2026-11-04T00:05:00Z"),
+        ("[params]\ntop = 3\n", "2026-11-09T00:05:00Z"),
+        (
+            "window = \"hour\"\ntimezone = \"Europe/Berlin\"\n",
+            "2026-11-06T13:10:00Z",
+        ),
+        ("window = \"week\"\n", "2026-11-10T00:05:00Z"),
+        ("", "2026-11-20T00:05:00Z"),
+    ];
+    for (i, (extra, now)) in cases.iter().enumerate() {
+        let mut got = Vec::new();
+        for (tag, component) in [("other", component), ("rust", rust.as_path())] {
+            let tag = format!("{tag}{i}");
+            let cfg = reference_job(dir.path(), &tag, component, extra, limits);
+            let store = dir.path().join(format!("{tag}.db"));
+            let r = ran(&run_job(&cfg, &store, now));
+            let message = std::fs::read(dir.path().join(format!("out-{tag}.jsonl"))).unwrap();
+            got.push((r["report"].clone(), r["stats"]["rows"].clone(), message));
+        }
+        assert_eq!(
+            got[0].0, got[1].0,
+            "case {i} ({extra:?} at {now}): the same summary and cursor"
+        );
+        assert_eq!(got[0].1, got[1].1, "case {i}: the same rows");
+        assert!(
+            got[0].2 == got[1].2,
+            "case {i}: the same message bytes\n{language}: {}\nrust: {}",
+            String::from_utf8_lossy(&got[0].2),
+            String::from_utf8_lossy(&got[1].2)
+        );
+    }
+}
+
+/// Holds a report in another language to the promise the Rust one keeps:
+/// it runs a window once, a second run skips it naming the digest
+/// recorded, the job swaps to the Rust report and back window by window,
+/// and a replay of its run with the recorded clock is identical.
+pub fn runs_skips_replays_and_swaps_with_the_rust_one(component: &Path, limits: (u32, u32)) {
+    let dir = scratch();
+    sales_db(dir.path(), 2000);
+    let store = dir.path().join("s.db");
+    let other = reference_job(dir.path(), "other", component, "", limits);
+    let rust = reference_job(dir.path(), "rust", &guests().report, "", limits);
+
+    let first = ran(&run_job(&other, &store, "2026-11-05T00:05:00Z"));
+    let digest = first["component"].as_str().unwrap().to_string();
+    let again = run_job(&other, &store, "2026-11-05T00:05:00Z");
+    let r = again.receipt();
+    assert_eq!((again.code, r["event"].as_str()), (0, Some("skipped")));
+    assert_eq!(r["reason"], "done");
+    assert_eq!(r["component"], digest.as_str(), "the digest recorded");
+
+    // Swap to Rust for the next window, and back for the one after: each
+    // window is run once, by the component configured then.
+    let second = ran(&run_job(&rust, &store, "2026-11-06T00:05:00Z"));
+    assert_ne!(second["component"], digest.as_str());
+    let third = ran(&run_job(&other, &store, "2026-11-07T00:05:00Z"));
+    assert_eq!(third["component"], digest.as_str());
+    let rows = history(&store);
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(rows.iter().all(|r| r["state"] == "DONE"), "{rows:?}");
+
+    let replay = jobhost(&[
+        "replay",
+        "daily-report:2026-11-05",
+        "--store",
+        s(&store),
+        "--component",
+        s(component),
+    ]);
+    assert_eq!(replay.code, 0, "{}\n{}", replay.stdout, replay.stderr);
+    assert!(replay.stdout.contains("identical"), "{}", replay.stdout);
+}

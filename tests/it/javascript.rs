@@ -12,125 +12,19 @@ use serde_json::Value;
 
 use crate::harness::*;
 
-/// A job over `sales.db` in `dir` with `component`, delivering to
-/// `out-<tag>.jsonl`; `extra` is added at the top level (window, params).
+/// A job over `sales.db` in `dir` with `component` (see [`reference_job`]).
 fn job(dir: &Path, tag: &str, component: &Path, extra: &str) -> PathBuf {
-    let path = dir.join(format!("{tag}.toml"));
-    std::fs::write(
-        &path,
-        format!(
-            r#"job = "daily-report"
-component = "{}"
-max_attempts = 3
-{extra}
-[source]
-path = "sales.db"
-query = "SELECT ts, region, product, quantity, amount FROM sales WHERE ts >= :start AND ts < :end ORDER BY ts, id"
-
-[destinations.digest]
-type = "file"
-path = "out-{tag}.jsonl"
-
-[limits]
-memory_mib = 256
-timeout_seconds = 60
-"#,
-            component.display()
-        ),
-    )
-    .unwrap();
-    path
-}
-
-fn ran(run: &Run) -> Value {
-    let r = run.receipt();
-    assert_eq!(
-        (run.code, r["event"].as_str()),
-        (0, Some("ran")),
-        "{}\n{}",
-        run.stdout,
-        run.stderr
-    );
-    r
+    reference_job(dir, tag, component, extra, (256, 60))
 }
 
 #[test]
 fn the_javascript_reference_gives_the_rust_figures_and_message_byte_for_byte() {
-    let dir = scratch();
-    sales_db(dir.path(), 4000);
-    let js = js_report();
-    let rust = &guests().report;
-    // Days, an hour in a zone with an offset, a week; the default digest,
-    // a `top` parameter, and a window with no rows.
-    let cases = [
-        ("", "2026-11-04T00:05:00Z"),
-        ("[params]\ntop = 3\n", "2026-11-09T00:05:00Z"),
-        (
-            "window = \"hour\"\ntimezone = \"Europe/Berlin\"\n",
-            "2026-11-06T13:10:00Z",
-        ),
-        ("window = \"week\"\n", "2026-11-10T00:05:00Z"),
-        ("", "2026-11-20T00:05:00Z"),
-    ];
-    for (i, (extra, now)) in cases.iter().enumerate() {
-        let mut got = Vec::new();
-        for (tag, component) in [("js", js), ("rust", rust)] {
-            let tag = format!("{tag}{i}");
-            let cfg = job(dir.path(), &tag, component, extra);
-            let store = dir.path().join(format!("{tag}.db"));
-            let r = ran(&run_job(&cfg, &store, now));
-            let message = std::fs::read(dir.path().join(format!("out-{tag}.jsonl"))).unwrap();
-            got.push((r["report"].clone(), r["stats"]["rows"].clone(), message));
-        }
-        assert_eq!(
-            got[0].0, got[1].0,
-            "case {i} ({extra:?} at {now}): the same summary and cursor"
-        );
-        assert_eq!(got[0].1, got[1].1, "case {i}: the same rows");
-        assert!(
-            got[0].2 == got[1].2,
-            "case {i}: the same message bytes\njavascript: {}\nrust:       {}",
-            String::from_utf8_lossy(&got[0].2),
-            String::from_utf8_lossy(&got[1].2)
-        );
-    }
+    gives_the_rust_references_output(js_report(), "javascript", (256, 60));
 }
 
 #[test]
 fn a_javascript_report_runs_skips_replays_and_swaps_with_the_rust_one() {
-    let dir = scratch();
-    sales_db(dir.path(), 2000);
-    let store = dir.path().join("s.db");
-    let js = job(dir.path(), "js", js_report(), "");
-    let rust = job(dir.path(), "rust", &guests().report, "");
-
-    let first = ran(&run_job(&js, &store, "2026-11-05T00:05:00Z"));
-    let js_digest = first["component"].as_str().unwrap().to_string();
-    let again = run_job(&js, &store, "2026-11-05T00:05:00Z");
-    let r = again.receipt();
-    assert_eq!((again.code, r["event"].as_str()), (0, Some("skipped")));
-    assert_eq!(r["reason"], "done");
-    assert_eq!(r["component"], js_digest.as_str(), "the digest recorded");
-
-    let second = ran(&run_job(&rust, &store, "2026-11-06T00:05:00Z"));
-    assert_ne!(second["component"], js_digest.as_str());
-    let third = ran(&run_job(&js, &store, "2026-11-07T00:05:00Z"));
-    assert_eq!(third["component"], js_digest.as_str());
-    let rows = history(&store);
-    assert_eq!(rows.len(), 3, "{rows:?}");
-    assert!(rows.iter().all(|r| r["state"] == "DONE"), "{rows:?}");
-
-    // A replay of the JavaScript run with its recorded clock is identical.
-    let replay = jobhost(&[
-        "replay",
-        "daily-report:2026-11-05",
-        "--store",
-        s(&store),
-        "--component",
-        s(js_report()),
-    ]);
-    assert_eq!(replay.code, 0, "{}\n{}", replay.stdout, replay.stderr);
-    assert!(replay.stdout.contains("identical"), "{}", replay.stdout);
+    runs_skips_replays_and_swaps_with_the_rust_one(js_report(), (256, 60));
 }
 
 fn probe(dir: &Path, what: &str) -> (Run, PathBuf) {
