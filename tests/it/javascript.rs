@@ -49,6 +49,23 @@ fn a_javascript_report_sees_the_runs_clock_and_the_hosts_refusals_as_their_cases
     assert_eq!(got["typeof process"], "undefined");
     assert_eq!(got["typeof require"], "undefined");
 
+    // In a zone with daylight saving: the host's offsets reach the SDK.
+    let cfg = job(
+        dir.path(),
+        "local",
+        js_probe(),
+        "timezone = \"Europe/Berlin\"\n[params]\nprobe = \"local\"\n",
+    );
+    let run = run_job(&cfg, dir.path().join("local.db"), "2026-10-26T00:05:00Z");
+    let got: Value =
+        serde_json::from_str(ran(&run)["report"]["summary"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        got,
+        serde_json::json!(["2026-10-25T02:30:00+02:00", "2026-10-25T02:30:00+01:00"]),
+        "{}",
+        run.stderr
+    );
+
     let (run, _) = probe(dir.path(), "host-errors");
     let got: Value =
         serde_json::from_str(ran(&run)["report"]["summary"].as_str().unwrap()).unwrap();

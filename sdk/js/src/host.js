@@ -5,5 +5,6 @@
 import * as source from 'jobhost:report/source@0.1.1';
 import * as outbox from 'jobhost:report/outbox@0.1.1';
 import * as log from 'jobhost:report/log@0.1.1';
+import * as zone from 'jobhost:report/zone@0.1.1';
 
-export { source, outbox, log };
+export { source, outbox, log, zone };

@@ -29,6 +29,27 @@ export declare class Window {
   readonly start: Instant;
   readonly end: Instant;
   readonly timezone: string;
+  /** What the clocks of the window's zone read at `ts`, from the host's offsets. */
+  local(ts: Instant | number | bigint | Date): LocalTime;
+  /** The date of `local(ts)`, `2026-11-08`. */
+  localDate(ts: Instant | number | bigint | Date): string;
+}
+
+/** What the clocks of a zone read at an instant, with its offset. */
+export declare class LocalTime {
+  readonly year: number;
+  readonly month: number;
+  readonly day: number;
+  readonly hour: number;
+  readonly minute: number;
+  readonly second: number;
+  readonly nanosecond: number;
+  /** Local time minus UTC, in seconds, east positive. */
+  readonly offsetSeconds: number;
+  /** The date, `2026-11-08`. */
+  readonly date: string;
+  /** RFC 3339 with the offset: `2026-10-25T02:30:00+01:00`. */
+  toString(): string;
 }
 
 /** Everything the host tells a report about its run. */

@@ -24,5 +24,6 @@ export { send } from './outbox.js';
 export { Report, exportReport } from './report.js';
 export { BATCH_ROWS, Source, open } from './source.js';
 export { ColumnInfo, ColumnKind, Context, Instant, Output, Window } from './values.js';
+export { LocalTime } from './zone.js';
 
 export const VERSION = '0.1.1';

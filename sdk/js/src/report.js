@@ -17,6 +17,7 @@
 
 import { JobhostError } from './errors.js';
 import { Context, Output } from './values.js';
+import { forget } from './zone.js';
 
 /** A report: override `run` (and, for a digest, `describe`). */
 export class Report {
@@ -87,6 +88,7 @@ export function exportReport(report) {
   };
   return {
     run(witCtx) {
+      forget();
       const ctx = Context.fromWit(witCtx);
       let output;
       try {

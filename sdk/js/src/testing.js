@@ -64,6 +64,7 @@ export async function runReport(report, options = {}) {
     columns: columns && columns.map(([name, kind]) => ({ name, kind })),
     batches,
     destinations: options.destinations ?? [],
+    zone: (options.window ?? {}).timezone ?? 'UTC',
   });
   const window = options.window ?? {};
   const seconds = (text) => BigInt(Math.floor(Date.parse(text) / 1000));

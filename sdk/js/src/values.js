@@ -1,6 +1,8 @@
 // What the host tells a report: its window, clock, parameters and columns,
 // and what a report returns.
 
+import * as zone from './zone.js';
+
 /** The kinds of values a column holds. */
 export const ColumnKind = Object.freeze({
   INTEGER: 'integer',
@@ -48,6 +50,20 @@ export class Window {
     this.end = w.end;
     this.timezone = w.timezone;
     Object.freeze(this);
+  }
+
+  /**
+   * What the clocks of the window's zone read at `ts` (an `Instant`, whole
+   * Unix seconds or a `Date`): a `LocalTime` with the offset of that
+   * instant, daylight saving included, from the host's zone offsets.
+   */
+  local(ts) {
+    return zone.local(this.timezone, this, ts);
+  }
+
+  /** The date of `local(ts)`, `2026-11-08`: the day of the window's calendar. */
+  localDate(ts) {
+    return this.local(ts).date;
   }
 
   /** @param {any} w the WIT `window` */

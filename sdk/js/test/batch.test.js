@@ -140,3 +140,27 @@ test('a source read to its end is closed, so it can be opened again', async () =
     val: 'invalid state: a cursor is already open; drop it before opening another',
   });
 });
+
+test("the window's local time tells the two 02:30s of the night the clocks go back apart", async () => {
+  class Clock extends jobhost.Report {
+    run(ctx) {
+      // 2026-10-25 in Europe/Berlin: 03:00 CEST became 02:00 CET at 01:00 UTC.
+      const first = ctx.window.local(1_792_888_200); // 00:30 UTC
+      const second = ctx.window.local(new Date(Date.UTC(2026, 9, 25, 1, 30)));
+      return [String(first), String(second), ctx.window.localDate(1_792_879_200 + 86_399)].join(' ');
+    }
+  }
+  const got = await runReport(Clock, {
+    window: {
+      label: '2026-10-25',
+      start: '2026-10-24T22:00:00Z',
+      end: '2026-10-25T23:00:00Z',
+      timezone: 'Europe/Berlin',
+    },
+  });
+  assert.equal(got.error, null);
+  assert.equal(
+    got.output.summary,
+    '2026-10-25T02:30:00+02:00 2026-10-25T02:30:00+01:00 2026-10-25',
+  );
+});

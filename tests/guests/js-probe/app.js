@@ -24,6 +24,11 @@ const probes = {
     got['typeof require'] = typeof globalThis.require;
     return got;
   },
+  // Local times from the host's zone offsets: the two 02:30s of the night
+  // Europe/Berlin's clocks went back (2026-10-25, at 01:00 UTC).
+  local(ctx) {
+    return [1_792_888_200, 1_792_891_800].map((t) => String(ctx.window.local(t)));
+  },
   // Each refusal of the host arrives as its own case.
   'host-errors'() {
     const got = {};
@@ -56,7 +61,7 @@ class Probe extends jobhost.Report {
     if (probe === undefined) {
       throw new jobhost.ReportError(`unknown probe \`${ctx.param('probe')}\``);
     }
-    return new jobhost.Output(JSON.stringify(probe() ?? null));
+    return new jobhost.Output(JSON.stringify(probe(ctx) ?? null));
   }
 }
 

@@ -19,9 +19,9 @@ class ComponentError extends Error {
   }
 }
 
-/** Sets what the next run reads and may send to. */
-export function setUp({ columns = null, batches = [], destinations = [], maxMessages = 100 }) {
-  Object.assign(state, { columns, batches: [...batches], destinations, maxMessages, open: false });
+/** Sets what the next run reads and may send to, and its zone. */
+export function setUp({ columns = null, batches = [], destinations = [], maxMessages = 100, zone = 'UTC' }) {
+  Object.assign(state, { columns, batches: [...batches], destinations, maxMessages, open: false, zone });
   state.messages = [];
   state.logs = [];
 }
@@ -78,4 +78,79 @@ export function send(destination, body, contentType) {
 // jobhost:report/log
 export function emit(level, message) {
   state.logs.push({ level, message });
+}
+
+// jobhost:report/zone: node's own zone data answers, as the host would.
+const formatters = new Map();
+
+/** The offset (seconds, east positive) of `zone` at Unix second `t`. */
+function offsetAt(zone, t) {
+  let f = formatters.get(zone);
+  if (f === undefined) {
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone: zone,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: 'numeric',
+      day: 'numeric',
+      hour: 'numeric',
+      minute: 'numeric',
+      second: 'numeric',
+    });
+    formatters.set(zone, f);
+  }
+  const p = Object.fromEntries(f.formatToParts(new Date(t * 1000)).map((x) => [x.type, x.value]));
+  return Date.UTC(+p.year, +p.month - 1, +p.day, +p.hour, +p.minute, +p.second) / 1000 - t;
+}
+
+const STEP = 3600; // no zone changes its offset twice within an hour
+const HORIZON = 32 * 86_400; // how far a span is followed before it is cut
+
+/** The first second after `inside` (offset `offset`) toward `outside` with another offset. */
+function edge(zone, inside, outside, offset) {
+  while (Math.abs(outside - inside) > 1) {
+    const mid = Math.floor((inside + outside) / 2);
+    if (offsetAt(zone, mid) === offset) inside = mid;
+    else outside = mid;
+  }
+  return outside;
+}
+
+function spanAt(zone, t) {
+  const offset = offsetAt(zone, t);
+  let start = t - HORIZON;
+  for (let s = t - STEP; s > t - HORIZON; s -= STEP) {
+    if (offsetAt(zone, s) !== offset) {
+      start = edge(zone, s + STEP, s, offset) + 1;
+      break;
+    }
+  }
+  let end = t + HORIZON;
+  for (let s = t + STEP; s < t + HORIZON; s += STEP) {
+    if (offsetAt(zone, s) !== offset) {
+      end = edge(zone, s - STEP, s, offset);
+      break;
+    }
+  }
+  return { start, end, offset };
+}
+
+export function offsets(start, end) {
+  const from = Number(start.seconds);
+  const to = Number(end.seconds);
+  if (to < from) {
+    throw new ComponentError({ tag: 'invalid-range', val: 'end is before start' });
+  }
+  const out = [];
+  let t = from;
+  do {
+    const span = spanAt(state.zone, t);
+    out.push({
+      start: { seconds: BigInt(span.start), nanoseconds: 0 },
+      end: { seconds: BigInt(span.end), nanoseconds: 0 },
+      offsetSeconds: span.offset,
+    });
+    t = span.end;
+  } while (t <= to && out.length < 1000);
+  return out;
 }
