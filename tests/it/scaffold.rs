@@ -41,15 +41,7 @@ fn ok(what: &str, out: std::process::Output) {
 /// The job runs the last closed day of its sample data and delivers the
 /// totals per region.
 fn runs_on_its_sample_data(project: &Path, name: &str) {
-    let run = jobhost_in(project, &["run", "--config", "job.toml"]);
-    let r = run.receipt();
-    assert_eq!(
-        (run.code, r["event"].as_str()),
-        (0, Some("ran")),
-        "{}\n{}",
-        run.stdout,
-        run.stderr
-    );
+    let r = ran(&jobhost_in(project, &["run", "--config", "job.toml"]));
     assert!(r["stats"]["rows"].as_u64().unwrap() > 20, "{r}");
     assert_eq!(
         r["report"]["summary"].as_str().unwrap().split(' ').next(),

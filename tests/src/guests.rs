@@ -214,15 +214,8 @@ pub fn build_python(guest: &PythonGuest<'_>, out_dir: &Path) -> Result<PathBuf, 
     let app = root.join(guest.app_dir);
     let sdk = root.join("sdk").join("python");
     let wit = root.join("wit");
-    let mut hasher = Sha256::new();
-    hasher.update(format!("{COMPONENTIZE_PY}\0{}\0{}\0", guest.module, guest.world).as_bytes());
-    for dir in [&app, &sdk, &wit] {
-        hash_tree(dir, dir, &mut hasher)?;
-    }
-    let key = hex::encode(hasher.finalize());
-    let out = out_dir
-        .join(&key[..16])
-        .join(format!("{}.wasm", guest.name));
+    let salt = format!("{COMPONENTIZE_PY}\0{}\0{}\0", guest.module, guest.world);
+    let out = built_path(&salt, &[&app, &sdk, &wit], out_dir, guest.name)?;
     if out.exists() {
         return Ok(out);
     }
@@ -268,9 +261,12 @@ pub const ESBUILD: &str = "0.28.2";
 /// Where componentize-js and esbuild are installed: a folder of the build,
 /// never the system's node_modules.
 pub fn js_tools_dir() -> PathBuf {
-    workspace_root().join("target").join("tools").join(format!(
-        "js-componentize-{COMPONENTIZE_JS}-esbuild-{ESBUILD}"
-    ))
+    crate::tools::tool_dir(&js_tools_name(), ESBUILD)
+}
+
+/// The tools folder's name without its last version: both pins name it.
+fn js_tools_name() -> String {
+    format!("js-componentize-{COMPONENTIZE_JS}-esbuild")
 }
 
 /// Installs the pinned componentize-js and esbuild into [`js_tools_dir`]
@@ -280,49 +276,30 @@ pub fn js_tools_dir() -> PathBuf {
 ///
 /// npm's output when it cannot install them (no npm, no registry).
 pub fn ensure_js_tools() -> Result<PathBuf, String> {
-    let dir = js_tools_dir();
-    if dir
-        .join("node_modules")
-        .join(".bin")
-        .join("esbuild")
-        .exists()
-    {
-        return Ok(dir);
-    }
-    let partial = dir.with_extension(format!("partial-{}", std::process::id()));
-    std::fs::create_dir_all(&partial)
-        .map_err(|e| format!("cannot create {}: {e}", partial.display()))?;
-    let out = Command::new("npm")
-        .args([
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--no-save",
-            "--loglevel=error",
-        ])
-        .arg("--prefix")
-        .arg(&partial)
-        .arg(format!(
-            "@bytecodealliance/componentize-js@{COMPONENTIZE_JS}"
-        ))
-        .arg(format!("esbuild@{ESBUILD}"))
-        .output()
-        .map_err(|e| {
-            format!("cannot run npm to install componentize-js (install node and npm): {e}")
-        })?;
-    if !out.status.success() {
-        let _ = std::fs::remove_dir_all(&partial);
-        return Err(format!(
-            "`npm install @bytecodealliance/componentize-js@{COMPONENTIZE_JS} esbuild@{ESBUILD}` \
-             failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    if std::fs::rename(&partial, &dir).is_err() {
-        // Another process installed them first.
-        let _ = std::fs::remove_dir_all(&partial);
-    }
-    Ok(dir)
+    let packages = [
+        format!("@bytecodealliance/componentize-js@{COMPONENTIZE_JS}"),
+        format!("esbuild@{ESBUILD}"),
+    ];
+    crate::tools::ensure_with(
+        &js_tools_name(),
+        ESBUILD,
+        "node_modules/.bin/esbuild",
+        &format!("npm install {}", packages.join(" ")),
+        |folder| {
+            let mut cmd = Command::new("npm");
+            cmd.args([
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--no-save",
+                "--loglevel=error",
+            ])
+            .arg("--prefix")
+            .arg(folder)
+            .args(&packages);
+            cmd
+        },
+    )
 }
 
 /// A JavaScript or TypeScript guest to build: its folder, entry module and
@@ -359,21 +336,11 @@ pub fn build_js(guest: &JsGuest<'_>, out_dir: &Path) -> Result<PathBuf, String> 
     let app = root.join(guest.app_dir);
     let sdk = root.join("sdk").join("js").join("src");
     let wit = root.join("wit");
-    let mut hasher = Sha256::new();
-    hasher.update(
-        format!(
-            "{COMPONENTIZE_JS}\0{ESBUILD}\0{}\0{}\0",
-            guest.entry, guest.world
-        )
-        .as_bytes(),
+    let salt = format!(
+        "{COMPONENTIZE_JS}\0{ESBUILD}\0{}\0{}\0",
+        guest.entry, guest.world
     );
-    for dir in [&app, &sdk, &wit] {
-        hash_tree(dir, dir, &mut hasher)?;
-    }
-    let key = hex::encode(hasher.finalize());
-    let out = out_dir
-        .join(&key[..16])
-        .join(format!("{}.wasm", guest.name));
+    let out = built_path(&salt, &[&app, &sdk, &wit], out_dir, guest.name)?;
     if out.exists() {
         return Ok(out);
     }
@@ -436,6 +403,24 @@ pub fn build_js(guest: &JsGuest<'_>, out_dir: &Path) -> Result<PathBuf, String> 
     let _ = std::fs::remove_file(&bundle);
     std::fs::rename(&partial, &out).map_err(|e| format!("cannot keep {}: {e}", out.display()))?;
     Ok(out)
+}
+
+/// Where the guest `name` built from `sources` (with `salt`: the tools'
+/// versions and the build's settings) is kept in `out_dir`: under the
+/// sha256 of all of them, so an unchanged guest is never built twice.
+fn built_path(
+    salt: &str,
+    sources: &[&Path],
+    out_dir: &Path,
+    name: &str,
+) -> Result<PathBuf, String> {
+    let mut hasher = Sha256::new();
+    hasher.update(salt.as_bytes());
+    for dir in sources {
+        hash_tree(dir, dir, &mut hasher)?;
+    }
+    let key = hex::encode(hasher.finalize());
+    Ok(out_dir.join(&key[..16]).join(format!("{name}.wasm")))
 }
 
 /// Feeds every file under `dir` (sorted, caches left out) into `hasher`.

@@ -3,7 +3,7 @@
 //! Python. `.ci/run` installs them first, the same way; a test installs one
 //! that is missing, and says why when it cannot.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::guests::workspace_root;
@@ -75,14 +75,44 @@ pub fn ensure_cryptography() -> Result<PathBuf, String> {
 pub const CRYPTOGRAPHY: &str = "48.0.0";
 
 /// `tool_dir(name, version)` once `marker` is in it: made by `python3 -m
-/// pip <pip> <folder> <requirement>` into a folder beside it, then renamed,
-/// so a second process never sees half of it.
+/// pip <pip> <folder> <requirement>` (see [`ensure_with`]).
 fn ensure(
     name: &str,
     version: &str,
     marker: &str,
     pip: &[&str],
     requirement: &str,
+) -> Result<PathBuf, String> {
+    ensure_with(
+        name,
+        version,
+        marker,
+        &format!("python3 -m pip {} {requirement}", pip.join(" ")),
+        |folder| {
+            let mut cmd = Command::new("python3");
+            cmd.args(["-m", "pip", "--quiet", "--disable-pip-version-check"])
+                .args(pip)
+                .arg(folder)
+                .arg(requirement);
+            cmd
+        },
+    )
+}
+
+/// `tool_dir(name, version)` once `marker` is in it: made by the command
+/// `install` gives for a folder beside it (`what`, as a person would type
+/// it, names it in errors), then renamed, so a second process never sees
+/// half of it.
+///
+/// # Errors
+///
+/// The command's output when it cannot be run or fails.
+pub fn ensure_with(
+    name: &str,
+    version: &str,
+    marker: &str,
+    what: &str,
+    install: impl FnOnce(&Path) -> Command,
 ) -> Result<PathBuf, String> {
     let dir = tool_dir(name, version);
     if dir.join(marker).exists() {
@@ -92,18 +122,13 @@ fn ensure(
     std::fs::create_dir_all(&parent)
         .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     let partial = parent.join(format!(".{name}-{version}.{}", std::process::id()));
-    let out = Command::new("python3")
-        .args(["-m", "pip", "--quiet", "--disable-pip-version-check"])
-        .args(pip)
-        .arg(&partial)
-        .arg(requirement)
+    let out = install(&partial)
         .output()
-        .map_err(|e| format!("cannot run python3 to install {requirement}: {e}"))?;
+        .map_err(|e| format!("cannot run `{what}`: {e}"))?;
     if !out.status.success() || !partial.join(marker).exists() {
         let _ = std::fs::remove_dir_all(&partial);
         return Err(format!(
-            "`python3 -m pip {} {requirement}` failed:\n{}",
-            pip.join(" "),
+            "`{what}` failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         ));
     }

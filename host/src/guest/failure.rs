@@ -68,29 +68,13 @@ pub fn classify(
         e.downcast_ref::<wasmtime::Trap>(),
         Some(wasmtime::Trap::Interrupt)
     );
-    if let Some(Telling::PythonException(exception)) = &stderr
+    if let Some(message) = stderr.as_ref().and_then(Telling::uncaught)
         && !memory_hit
         && !interrupted
     {
         return GuestFailure {
             kind: ErrorKind::GuestTrap,
-            message: format!(
-                "the report raised an uncaught Python exception: {}; its traceback is on stderr",
-                cap_error(exception)
-            ),
-            retryable: false,
-        };
-    }
-    if let Some(Telling::JsError(error)) = &stderr
-        && !memory_hit
-        && !interrupted
-    {
-        return GuestFailure {
-            kind: ErrorKind::GuestTrap,
-            message: format!(
-                "the report threw an uncaught JavaScript error: {}; its stack is on stderr",
-                cap_error(error)
-            ),
+            message,
             retryable: false,
         };
     }
@@ -192,6 +176,22 @@ pub enum Telling {
 }
 
 impl Telling {
+    /// The failure's message when the report's language runtime says an
+    /// error went uncaught (not retried: a bug in the report).
+    fn uncaught(&self) -> Option<String> {
+        match self {
+            Telling::PythonException(e) => Some(format!(
+                "the report raised an uncaught Python exception: {}; its traceback is on stderr",
+                cap_error(e)
+            )),
+            Telling::JsError(e) => Some(format!(
+                "the report threw an uncaught JavaScript error: {}; its stack is on stderr",
+                cap_error(e)
+            )),
+            Telling::Line(_) => None,
+        }
+    }
+
     /// As [`panic_message`] says it.
     pub fn text(&self) -> String {
         match self {

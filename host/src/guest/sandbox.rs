@@ -439,25 +439,22 @@ impl Sandbox {
         config.wasm_component_model(true);
         let reuse = function_cache_from_env()?;
         let functions = match Compiler::from_env()? {
-            Compiler::Optimizing if !reuse => {
-                config.cranelift_opt_level(wasmtime::OptLevel::Speed);
-                None
-            }
             Compiler::Optimizing => {
                 config.cranelift_opt_level(wasmtime::OptLevel::Speed);
-                let functions = Arc::new(FunctionCache::default());
-                config
-                    .enable_incremental_compilation(functions.clone())
-                    .map_err(|e| {
-                        Error::Host(format!("cannot set up the compiler's cache: {e:#}").into())
-                    })?;
-                Some(functions)
+                reuse.then(|| Arc::new(FunctionCache::default()))
             }
             Compiler::Baseline => {
                 config.strategy(wasmtime::Strategy::Winch);
                 None
             }
         };
+        if let Some(f) = &functions {
+            config
+                .enable_incremental_compilation(f.clone())
+                .map_err(|e| {
+                    Error::Host(format!("cannot set up the compiler's cache: {e:#}").into())
+                })?;
+        }
         let engine = Engine::new(&config).map_err(|e| {
             Error::Host(format!("cannot start the WebAssembly engine: {e:#}").into())
         })?;

@@ -99,5 +99,5 @@ export async function runReport(report, options = {}) {
 function chunks(rows, size) {
   const out = [];
   for (let i = 0; i < rows.length; i += size) out.push(rows.slice(i, i + size));
-  return out.length ? out : [];
+  return out;
 }
