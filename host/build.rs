@@ -10,7 +10,10 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+include!("build_link.rs");
+
 fn main() {
+    link_executable(None);
     let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"))
         .join("..")
         .join("sdk");

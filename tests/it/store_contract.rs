@@ -785,6 +785,51 @@ fn a_skip_is_recorded_once_and_never_over_a_run_and_a_run_on_purpose_takes_it_ov
     );
 }
 
+/// `peek_head` (what a `jobhost run` reads first) says what the whole row
+/// says, in every state a run can find its window in.
+fn the_head_of_a_row_says_what_the_whole_row_says(f: &mut Fixture) {
+    let mut s = f.open();
+    let (done, skipped, claimed, failed, none) = (
+        window("2026-11-04"),
+        window("2026-11-05"),
+        window("2026-11-06"),
+        window("2026-11-07"),
+        window("2026-11-08"),
+    );
+    done_with_one_message(f, s.as_mut(), &done, "c1");
+    s.record_skips(
+        &[Skip {
+            window: &skipped,
+            reason: "missed",
+        }],
+        "daemon",
+        f.now,
+    )
+    .unwrap();
+    f.run(s.as_mut(), &claimed, "runner", 3);
+    let lease = f.run(s.as_mut(), &failed, "runner", 3);
+    s.fail(&lease, "boom", Failure::Permanent, None, f.now)
+        .unwrap();
+    for (w, state) in [
+        (&done, RunState::Done),
+        (&skipped, RunState::Skipped),
+        (&claimed, RunState::Claimed),
+        (&failed, RunState::Failed),
+    ] {
+        let whole = s.peek(&w.key()).unwrap().unwrap();
+        let head = f.open().peek_head(&w.key()).unwrap().unwrap();
+        assert_eq!(head.state, state);
+        assert_eq!(head, whole.head(), "{state:?}");
+    }
+    let skip = s.peek_head(&skipped.key()).unwrap().unwrap();
+    assert_eq!(skip.skip_reason.as_deref(), Some("missed"));
+    assert_eq!(
+        (skip.window_start, skip.window_end),
+        (skipped.start, skipped.end)
+    );
+    assert_eq!(s.peek_head(&none.key()).unwrap(), None);
+}
+
 fn decided_until_moves_only_forward_per_job(f: &mut Fixture) {
     let mut s = f.open();
     let job = JobName::new("daily-report").unwrap();
@@ -1818,6 +1863,7 @@ fn a_pause_for_failures_is_made_once_with_its_incident_and_a_persons_pause_stand
 }
 
 contract!(
+    the_head_of_a_row_says_what_the_whole_row_says,
     one_incident_of_a_kind_is_open_per_job_and_each_notification_is_leased_to_one_host,
     a_pause_for_failures_is_made_once_with_its_incident_and_a_persons_pause_stands,
     a_live_claim_is_busy_and_an_expired_one_is_taken_over_with_a_new_fence,

@@ -121,15 +121,22 @@ pub fn ensure_with(
     let parent = dir.parent().unwrap_or(&dir).to_path_buf();
     std::fs::create_dir_all(&parent)
         .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-    let partial = parent.join(format!(".{name}-{version}.{}", std::process::id()));
+    // A folder of this call's own: the tests of one process install from
+    // several threads at once, and one thread's rename must not take the
+    // folder another is still installing into.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let partial = parent.join(format!(".{name}-{version}.{}.{call}", std::process::id()));
     let out = install(&partial)
         .output()
         .map_err(|e| format!("cannot run `{what}`: {e}"))?;
     if !out.status.success() || !partial.join(marker).exists() {
         let _ = std::fs::remove_dir_all(&partial);
         return Err(format!(
-            "`{what}` failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
+            "`{what}` failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
         ));
     }
     if std::fs::rename(&partial, &dir).is_err() {

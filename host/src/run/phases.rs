@@ -37,8 +37,8 @@ use crate::run::receipt::{
 use crate::run::replay::{Recording, Replayed, Verdict};
 use crate::run::{Outcome, Runtime};
 use crate::store::{
-    ClaimRequest, Failure, Lease, LocalProcesses, PendingMessage, Purpose, RunInputs, RunRecord,
-    RunState, ShadowRun, Store, UpstreamUse, window_mismatch,
+    ClaimRequest, Failure, Lease, LocalProcesses, PendingMessage, Purpose, RunHead, RunInputs,
+    RunRecord, RunState, ShadowRun, Store, UpstreamUse, window_mismatch,
 };
 
 /// How often `run --wait` looks again at the upstream windows a window
@@ -405,38 +405,53 @@ impl<'a> Run<'a> {
     }
 
     /// The common case for a scheduled job is a window already done: it is
-    /// answered from its row, without compiling anything.
+    /// answered from the head of its row (a narrow read), without
+    /// compiling anything. Otherwise the whole row is read for the phases
+    /// that follow, and looked at again (it may have changed between).
     fn peek(&self, store: &mut dyn Store, receipt: &mut Receipt) -> Result<Peeked> {
+        match store.peek_head(&self.key)? {
+            None => return Ok(Peeked::Open(None)),
+            Some(head) if self.answered(&head, receipt)? => return Ok(Peeked::Answered),
+            Some(_) => {}
+        }
         let row = store.peek(&self.key)?;
-        if let Some(run) = &row {
-            check_same_window(run, &self.window)?;
-            if matches!(run.state, RunState::Done | RunState::Skipped) && !run.component.is_empty()
-            {
-                // The component that decided the window, as recorded.
-                receipt.component = Some(run.component.clone());
-            }
-            match run.state {
-                RunState::Done if !matches!(self.asked, Asked::Rerun { .. }) => {
-                    answer::done(receipt, &self.key, run.attempt, run.fence.0);
-                    return Ok(Peeked::Answered);
-                }
-                RunState::Skipped if *self.asked == Asked::Scheduled => {
-                    let why = run.skip_reason.as_deref();
-                    answer::skipped_by_scheduler(
-                        receipt,
-                        &self.key,
-                        &self.window.label,
-                        &self.job.target,
-                        why,
-                        run.attempt,
-                        run.fence.0,
-                    );
-                    return Ok(Peeked::Answered);
-                }
-                _ => {}
-            }
+        if let Some(run) = &row
+            && self.answered(&run.head(), receipt)?
+        {
+            return Ok(Peeked::Answered);
         }
         Ok(Peeked::Open(row.map(Box::new)))
+    }
+
+    /// Answers the run from its row's head when the window is decided for
+    /// this run (DONE, unless rerun; SKIPPED, for the scheduler); whether
+    /// it did.
+    fn answered(&self, run: &RunHead, receipt: &mut Receipt) -> Result<bool> {
+        check_same_window(run, &self.key, &self.window)?;
+        if matches!(run.state, RunState::Done | RunState::Skipped) && !run.component.is_empty() {
+            // The component that decided the window, as recorded.
+            receipt.component = Some(run.component.clone());
+        }
+        match run.state {
+            RunState::Done if !matches!(self.asked, Asked::Rerun { .. }) => {
+                answer::done(receipt, &self.key, run.attempt, run.fence.0);
+                Ok(true)
+            }
+            RunState::Skipped if *self.asked == Asked::Scheduled => {
+                let why = run.skip_reason.as_deref();
+                answer::skipped_by_scheduler(
+                    receipt,
+                    &self.key,
+                    &self.window.label,
+                    &self.job.target,
+                    why,
+                    run.attempt,
+                    run.fence.0,
+                );
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// The upstream windows the window uses, all DONE; `None` when it
@@ -1050,14 +1065,14 @@ impl<'a> Run<'a> {
 }
 
 /// A key names one window; the store must not hold it for another.
-fn check_same_window(run: &RunRecord, window: &Window) -> Result<()> {
+fn check_same_window(run: &RunHead, key: &WindowKey, window: &Window) -> Result<()> {
     if (run.window_start, run.window_end, run.timezone.as_str())
         == (window.start, window.end, window.zone.name())
     {
         return Ok(());
     }
     Err(window_mismatch(
-        &run.key,
+        key,
         run.window_start,
         run.window_end,
         &run.timezone,

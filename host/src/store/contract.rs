@@ -15,7 +15,7 @@ use super::verify::ChainRows;
 use super::{
     Actor, Archived, Attempted, AuditLine, Claim, ClaimRequest, DigestNote, Failure, Forgotten,
     FreshClaims, InputsRecord, Lease, MessageRecord, Pause, PendingMessage, Pruned, RangeQuery,
-    Revision, RunInputs, RunRecord, RunState, ShadowRun, Skip, StagedMessage, StaleMark,
+    Revision, RunHead, RunInputs, RunRecord, RunState, ShadowRun, Skip, StagedMessage, StaleMark,
     StoredReport, UpstreamUse,
 };
 use crate::core::error::Result;
@@ -204,6 +204,15 @@ pub trait Ledger {
     ///
     /// `Error::Store` when the store cannot be read.
     fn peek(&mut self, key: &WindowKey) -> Result<Option<RunRecord>>;
+
+    /// The run's [`RunHead`], without claiming anything: a narrower read
+    /// than [`Ledger::peek`] (one row of one table), for answering a run of
+    /// a window already decided.
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store` when the store cannot be read.
+    fn peek_head(&mut self, key: &WindowKey) -> Result<Option<RunHead>>;
 
     /// The stored journal of a run, if it has one.
     ///

@@ -54,8 +54,8 @@ pub use types::{
     Actor, Archived, Attempted, Attempts, AuditAction, AuditLine, Claim, ClaimRequest, DigestNote,
     DigestRecord, Failure, Fence, Forgotten, FreshClaims, Held, InputsRecord, Lease, LeasesOnly,
     LocalProcesses, MessageRecord, MessageState, OwnerProbe, Pause, PendingMessage, Pruned,
-    Purpose, RangeQuery, Revision, RunInputs, RunRecord, RunState, ShadowRun, Skip, StagedMessage,
-    StaleMark, StoredReport, TakenFrom, Takeover, UpstreamUse, message_prefix,
+    Purpose, RangeQuery, Revision, RunHead, RunInputs, RunRecord, RunState, ShadowRun, Skip,
+    StagedMessage, StaleMark, StoredReport, TakenFrom, Takeover, UpstreamUse, message_prefix,
 };
 
 /// How long a claim on PostgreSQL waits for another session's hold on the

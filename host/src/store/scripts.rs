@@ -21,7 +21,7 @@ use super::{
     Actor, Archived, Attempted, AuditAction, AuditLine, Claim, ClaimRequest, ClaimStore, Decision,
     DigestNote, DigestRecord, Existing, Failure, Fence, Forgotten, FreshClaims, InputsRecord,
     Lease, Ledger, MessageRecord, MessageState, Pause, PendingMessage, Pruned, RangeQuery,
-    Revision, RunInputs, RunRecord, RunState, ShadowRun, Skip, StagedMessage, StaleMark,
+    Revision, RunHead, RunInputs, RunRecord, RunState, ShadowRun, Skip, StagedMessage, StaleMark,
     StoredReport, UpstreamUse, decide, decided, fenced, lease_lost, undelivered,
 };
 use crate::core::error::{Error, Result};
@@ -1325,6 +1325,31 @@ impl<B: Backend> Ledger for SqlStore<B> {
             self.run_columns()
         );
         self.row("read a run", &sql, &[Text(key.as_str())], &mut run_record)
+    }
+
+    fn peek_head(&mut self, key: &WindowKey) -> Result<Option<RunHead>> {
+        // An older store kept the skip's reason in `error`.
+        let skip_reason = if self.backend.skip_column() {
+            "skip_reason"
+        } else {
+            "CASE WHEN state = 'SKIPPED' THEN error END"
+        };
+        let sql = format!(
+            "SELECT {{t window_start}}, {{t window_end}}, timezone, state, fence, attempt, \
+             component, {skip_reason} FROM {{runs}} WHERE key = $1"
+        );
+        self.row("read a run", &sql, &[Text(key.as_str())], &mut |r| {
+            Ok(RunHead {
+                window_start: r.time(0)?,
+                window_end: r.time(1)?,
+                timezone: r.text(2)?,
+                state: state(r, 3)?,
+                fence: Fence(r.int(4)?),
+                attempt: r.count(5)?,
+                component: r.text(6)?,
+                skip_reason: r.opt_text(7)?,
+            })
+        })
     }
 
     fn messages(&mut self, key: &WindowKey) -> Result<Vec<StagedMessage>> {

@@ -683,6 +683,46 @@ pub struct RunRecord {
     pub pruned_at: Option<Timestamp>,
 }
 
+/// The part of a run's row that says whether its window is decided, and
+/// by what: all [`crate::store::Ledger::peek_head`] reads, so that a run of
+/// a window already done (most runs of a scheduled job) is answered
+/// without reading the rest of the row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunHead {
+    /// Window bounds.
+    pub window_start: Timestamp,
+    /// Window bounds.
+    pub window_end: Timestamp,
+    /// The window's zone.
+    pub timezone: String,
+    /// Where the run stands.
+    pub state: RunState,
+    /// Current fence.
+    pub fence: Fence,
+    /// Attempts made.
+    pub attempt: u32,
+    /// `sha256:<hex>` of the component of the latest attempt.
+    pub component: String,
+    /// Why the scheduler skipped the window, when it is SKIPPED.
+    pub skip_reason: Option<String>,
+}
+
+impl RunRecord {
+    /// The row's [`RunHead`].
+    pub fn head(&self) -> RunHead {
+        RunHead {
+            window_start: self.window_start,
+            window_end: self.window_end,
+            timezone: self.timezone.clone(),
+            state: self.state,
+            fence: self.fence,
+            attempt: self.attempt,
+            component: self.component.clone(),
+            skip_reason: self.skip_reason.clone(),
+        }
+    }
+}
+
 /// A bounded read of one job's rows: windows starting in `[from, until)`
 /// (either end open when `None`), in one of `states` (any when empty),
 /// newest window first (oldest first with `oldest_first`), at most `limit`.

@@ -1,0 +1,9 @@
+//! Links `jobhost-under-test` as the `jobhost` binary is linked (see
+//! `host/build_link.rs`), so that the tests and benchmarks run what ships.
+//! `skip-floor` stays linked as rustc links any program.
+
+include!("../host/build_link.rs");
+
+fn main() {
+    link_executable(Some("jobhost-under-test"));
+}
