@@ -12,8 +12,9 @@
 // executable's own addresses are the same in every process. Set
 // `JOBHOST_LINK_PIE=1` when building to link a position-independent
 // executable instead (deploy/README.md). Other targets (musl, whose static
-// binary the container image ships, and other systems) are linked as
-// rustc links them.
+// binary the container image ships, a static glibc build, and other
+// systems) are linked as rustc links them. `-no-pie` needs GCC 6 or later
+// (or clang) as the linker driver.
 
 /// Asks cargo to link `bin` (every binary of the package when `None`)
 /// without PIE, where that is the choice (see above).
@@ -22,7 +23,11 @@ fn link_executable(bin: Option<&str>) {
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
     let pie = std::env::var("JOBHOST_LINK_PIE").is_ok_and(|v| v == "1");
-    if os == "linux" && env == "gnu" && !pie {
+    // A static glibc build (`-C target-feature=+crt-static`) is linked as
+    // a static PIE, which `-no-pie` would undo.
+    let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
+    let static_crt = features.split(',').any(|f| f == "crt-static");
+    if os == "linux" && env == "gnu" && !pie && !static_crt {
         match bin {
             Some(name) => println!("cargo:rustc-link-arg-bin={name}=-no-pie"),
             None => println!("cargo:rustc-link-arg-bins=-no-pie"),

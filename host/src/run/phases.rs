@@ -415,10 +415,12 @@ impl<'a> Run<'a> {
             Some(_) => {}
         }
         let row = store.peek(&self.key)?;
-        if let Some(run) = &row
-            && self.answered(&run.head(), receipt)?
-        {
-            return Ok(Peeked::Answered);
+        if let Some(run) = &row {
+            let head = run.head();
+            if self.answered(&head, receipt)? {
+                return Ok(Peeked::Answered);
+            }
+            decided_by(&head, receipt);
         }
         Ok(Peeked::Open(row.map(Box::new)))
     }
@@ -428,30 +430,29 @@ impl<'a> Run<'a> {
     /// it did.
     fn answered(&self, run: &RunHead, receipt: &mut Receipt) -> Result<bool> {
         check_same_window(run, &self.key, &self.window)?;
-        if matches!(run.state, RunState::Done | RunState::Skipped) && !run.component.is_empty() {
-            // The component that decided the window, as recorded.
-            receipt.component = Some(run.component.clone());
+        let answers = match run.state {
+            RunState::Done => !matches!(self.asked, Asked::Rerun { .. }),
+            RunState::Skipped => *self.asked == Asked::Scheduled,
+            _ => false,
+        };
+        if !answers {
+            return Ok(false);
         }
-        match run.state {
-            RunState::Done if !matches!(self.asked, Asked::Rerun { .. }) => {
-                answer::done(receipt, &self.key, run.attempt, run.fence.0);
-                Ok(true)
-            }
-            RunState::Skipped if *self.asked == Asked::Scheduled => {
-                let why = run.skip_reason.as_deref();
-                answer::skipped_by_scheduler(
-                    receipt,
-                    &self.key,
-                    &self.window.label,
-                    &self.job.target,
-                    why,
-                    run.attempt,
-                    run.fence.0,
-                );
-                Ok(true)
-            }
-            _ => Ok(false),
+        decided_by(run, receipt);
+        if run.state == RunState::Done {
+            answer::done(receipt, &self.key, run.attempt, run.fence.0);
+        } else {
+            answer::skipped_by_scheduler(
+                receipt,
+                &self.key,
+                &self.window.label,
+                &self.job.target,
+                run.skip_reason.as_deref(),
+                run.attempt,
+                run.fence.0,
+            );
         }
+        Ok(true)
     }
 
     /// The upstream windows the window uses, all DONE; `None` when it
@@ -1065,6 +1066,14 @@ impl<'a> Run<'a> {
 }
 
 /// A key names one window; the store must not hold it for another.
+/// Names in the receipt the component that decided a DONE or SKIPPED
+/// window, as recorded.
+fn decided_by(run: &RunHead, receipt: &mut Receipt) {
+    if matches!(run.state, RunState::Done | RunState::Skipped) && !run.component.is_empty() {
+        receipt.component = Some(run.component.clone());
+    }
+}
+
 fn check_same_window(run: &RunHead, key: &WindowKey, window: &Window) -> Result<()> {
     if (run.window_start, run.window_end, run.timezone.as_str())
         == (window.start, window.end, window.zone.name())

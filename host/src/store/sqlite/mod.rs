@@ -132,6 +132,7 @@ impl SqlStore<Sqlite> {
         }
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| open_error(path, e))?;
+        stable_plans(&conn).map_err(|e| open_error(path, e))?;
         // The file as it is now: a connection is kept for this file only.
         let file = identity(path);
         let mut store = Sqlite {
@@ -298,7 +299,7 @@ impl Sqlite {
     /// A database without a jobhost schema version must be empty: jobhost
     /// never adds its tables to somebody else's database (for example the
     /// job's data source given as `--store` by mistake). Version and tables
-    /// are read in one statement, so a concurrent migration (tables and
+    /// are read in one transaction, so a concurrent migration (tables and
     /// version committed together) is never seen half done.
     fn refuse_foreign_database(&self) -> Result<()> {
         refuse_foreign(&self.conn, &self.path).map(drop)
@@ -327,6 +328,7 @@ impl SqlStore<Sqlite> {
         .map_err(|e| open_error(path, e))?;
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| open_error(path, e))?;
+        stable_plans(&conn).map_err(|e| open_error(path, e))?;
         let mut store = Sqlite {
             conn: Kept::new(conn),
             path: path.to_path_buf(),
@@ -667,25 +669,13 @@ fn numbered(sql: &str) -> String {
 
 /// Binds a statement's parameters anew (a cached statement keeps the last
 /// ones), and `{now}` when it has it.
-///
-/// Every parameter the statement names is bound over its last value rather
-/// than cleared first: SQLite marks a statement whose plan looked at a
-/// parameter (any `column = ?` it weighed as a filter) to be prepared again
-/// on its next step when its bindings are cleared, which doubled the cost
-/// of preparing most statements; binding over an old value does not.
 fn bind(
     stmt: &mut rusqlite::Statement<'_>,
     args: &[Val<'_>],
     now: Timestamp,
 ) -> rusqlite::Result<()> {
+    stmt.clear_bindings();
     let n = stmt.parameter_count();
-    // A parameter the statement names beyond the arguments given reads
-    // NULL, as it would had the bindings been cleared.
-    for at in args.len() + 1..=n {
-        if at != NOW_INDEX && stmt.parameter_name(at).is_some() {
-            stmt.raw_bind_parameter(at, rusqlite::types::Null)?;
-        }
-    }
     for (i, v) in args.iter().enumerate().take(n) {
         let at = i + 1;
         match *v {
@@ -829,13 +819,37 @@ fn store_folder(path: &Path) -> PathBuf {
     }
 }
 
+/// Makes SQLite plan each statement once, whatever values are bound to it
+/// (its query planner stability guarantee). Without it, SQLite marks a
+/// statement whose plan weighed a bound value (any `column = ?` it
+/// considered as a filter, which is most of the store's) to be prepared
+/// again whenever its bindings are cleared, which they are at every use
+/// of a cached statement: most statements were prepared twice per use.
+/// The store's statements name their indexes' conditions as literals, so
+/// no plan needs the bound values.
+fn stable_plans(conn: &Connection) -> rusqlite::Result<()> {
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map(drop)
+}
+
 /// Refuses a non-empty database without a jobhost schema version, and
 /// returns the schema version.
 fn refuse_foreign(conn: &Connection, path: &Path) -> Result<Schema> {
-    // Plain pragmas and a lookup by name: every `jobhost run` opens its
+    // Plain pragmas and a lookup by name (every `jobhost run` opens its
     // store this way, and these cost SQLite a fifth of one statement over
-    // the pragmas' tables to prepare.
+    // the pragmas' tables to prepare), in one read transaction, so that a
+    // migration another process commits meanwhile (tables and version
+    // together) is seen whole or not at all (a migration calls this inside
+    // its own).
     let read = || -> rusqlite::Result<(i64, String, bool)> {
+        let tx = if conn.is_autocommit() {
+            Some(conn.unchecked_transaction()?)
+        } else {
+            None
+        };
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         let journal: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
         let foreign = if version == 0 {
@@ -849,6 +863,9 @@ fn refuse_foreign(conn: &Connection, path: &Path) -> Result<Schema> {
                 |r| r.get::<_, bool>(0),
             )?
         };
+        if let Some(tx) = tx {
+            tx.commit()?;
+        }
         Ok((version, journal, foreign))
     };
     let (version, journal, foreign) = read().map_err(|e| open_error(path, e))?;
