@@ -402,6 +402,19 @@ timeout_seconds = {timeout_seconds}
     path
 }
 
+/// The receipt of a run that must have failed (exit 1).
+pub fn failed(run: &Run) -> Value {
+    let r = run.receipt();
+    assert_eq!(
+        (run.code, r["event"].as_str()),
+        (1, Some("failed")),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    r
+}
+
 /// The receipt of a run that must have run.
 pub fn ran(run: &Run) -> Value {
     let r = run.receipt();

@@ -95,13 +95,7 @@ fn a_javascript_report_sees_the_runs_clock_and_the_hosts_refusals_as_their_cases
 fn an_uncaught_javascript_error_names_its_type_message_and_function() {
     let dir = scratch();
     let (run, store) = probe(dir.path(), "throw");
-    let r = run.receipt();
-    assert_eq!(
-        (run.code, r["event"].as_str()),
-        (1, Some("failed")),
-        "{}",
-        run.stderr
-    );
+    let r = failed(&run);
     assert_eq!(
         r["error"]["message"],
         "the report threw an uncaught JavaScript error: TypeError: bad row 7: amount is negative \

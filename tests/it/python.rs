@@ -77,13 +77,7 @@ fn a_python_report_gets_nothing_from_the_sandbox() {
 fn an_uncaught_python_exception_names_its_type_message_and_line() {
     let dir = scratch();
     let (run, store) = probe(dir.path(), "raise");
-    let r = run.receipt();
-    assert_eq!(
-        (run.code, r["event"].as_str()),
-        (1, Some("failed")),
-        "{}",
-        run.stderr
-    );
+    let r = failed(&run);
     let message = r["error"]["message"].as_str().unwrap();
     assert!(
         message.starts_with(
@@ -106,13 +100,7 @@ fn an_uncaught_python_exception_names_its_type_message_and_line() {
 fn a_permanent_error_from_the_python_sdk_is_not_retried() {
     let dir = scratch();
     let (run, store) = probe(dir.path(), "invalid");
-    let r = run.receipt();
-    assert_eq!(
-        (run.code, r["event"].as_str()),
-        (1, Some("failed")),
-        "{}",
-        run.stderr
-    );
+    let r = failed(&run);
     assert_eq!(
         r["error"]["message"],
         "the report refused the data: region is missing"

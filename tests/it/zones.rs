@@ -185,14 +185,7 @@ path = "out.jsonl"
         ),
     );
     let run = run_job(&cfg, dir.path().join("s.db"), "2026-11-05T00:05:00Z");
-    let r = run.receipt();
-    assert_eq!(
-        (run.code, r["event"].as_str()),
-        (0, Some("ran")),
-        "{}\n{}",
-        run.stdout,
-        run.stderr
-    );
+    let r = ran(&run);
     let summary = r["report"]["summary"].as_str().unwrap();
     assert!(
         summary.ends_with("rows in daily-report:2026-11-04 (built for 0.1.0)"),

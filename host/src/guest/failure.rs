@@ -397,6 +397,17 @@ pub fn one_line(s: &str) -> String {
 mod tests {
     use super::*;
 
+    /// Limits that no trap below reaches.
+    fn limits() -> GuestLimits {
+        GuestLimits {
+            memory_bytes: 64 << 20,
+            timeout: std::time::Duration::from_secs(10),
+            output_bytes: 1 << 16,
+            report_bytes: 1 << 16,
+            journal_bytes: 1 << 20,
+        }
+    }
+
     #[test]
     fn a_rust_panic_message_is_picked_from_guest_stderr() {
         let stderr = "thread '<unnamed>' panicked at src/lib.rs:3:5:\nboom\nnote: run with `RUST_BACKTRACE=1`\n";
@@ -471,14 +482,7 @@ mod tests {
             Some("the end")
         );
         let e = wasmtime::Error::from(wasmtime::Trap::UnreachableCodeReached);
-        let limits = GuestLimits {
-            memory_bytes: 64 << 20,
-            timeout: std::time::Duration::from_secs(10),
-            output_bytes: 1 << 16,
-            report_bytes: 1 << 16,
-            journal_bytes: 1 << 20,
-        };
-        let f = classify(&e, &limits, false, telling(JS_STDERR));
+        let f = classify(&e, &limits(), false, telling(JS_STDERR));
         assert_eq!(
             f.message,
             "the report threw an uncaught JavaScript error: TypeError: bad row 7: amount is \
@@ -503,14 +507,7 @@ mod tests {
             "Traceback (most recent call last):\n  File \"/0/app.py\", line 2, in run\nZeroDivisionError: division by zero\nthread '<unnamed>' (1) panicked at runtime/src/lib.rs:1293:29:\nPython function threw an unexpected exception\n",
         );
         let e = wasmtime::Error::from(wasmtime::Trap::UnreachableCodeReached);
-        let limits = GuestLimits {
-            memory_bytes: 64 << 20,
-            timeout: std::time::Duration::from_secs(10),
-            output_bytes: 1 << 16,
-            report_bytes: 1 << 16,
-            journal_bytes: 1 << 20,
-        };
-        let f = classify(&e, &limits, false, stderr);
+        let f = classify(&e, &limits(), false, stderr);
         assert_eq!(
             f.message,
             "the report raised an uncaught Python exception: ZeroDivisionError: division by zero \
