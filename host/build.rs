@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 include!("build_link.rs");
 
 fn main() {
-    link_executable(None);
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    link_executable(None, &manifest.join("hot-text.ld"));
     let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"))
         .join("..")
         .join("sdk");

@@ -5,5 +5,10 @@
 include!("../host/build_link.rs");
 
 fn main() {
-    link_executable(Some("jobhost-under-test"));
+    let manifest =
+        std::path::PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    link_executable(
+        Some("jobhost-under-test"),
+        &manifest.join("..").join("host").join("hot-text.ld"),
+    );
 }

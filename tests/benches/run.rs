@@ -113,6 +113,19 @@ fn main() {
         assert!(out.contains("\"reason\":\"done\""), "{out}");
         t.elapsed()
     });
+    // `-- --hot-text`: write the skip path's functions as the linker script
+    // that keeps them together (`host/hot-text.ld`), from one skip.
+    if std::env::args().any(|a| a == "--hot-text") {
+        let args = run_args(&small.config, &done_store, NOW);
+        hot_text(
+            &jobhost,
+            &args,
+            &cache,
+            &root.join("host").join("hot-text.ld"),
+        );
+        let _ = std::fs::remove_dir_all(&work);
+        return;
+    }
     // `-- --skip`: only the skip path beside its floors.
     if std::env::args().any(|a| a == "--skip") {
         report("process floor: `jobhost --version`", &floor);
@@ -396,13 +409,23 @@ fn run_process(config: &Path, store: &Path, now: &str, cache: &Path) -> String {
     run_process_with(this, config, store, now, cache)
 }
 
+/// `jobhost run`'s arguments for the window at `now` of `config`'s job, in
+/// `store`.
+fn run_args(config: &Path, store: &Path, now: &str) -> Vec<std::ffi::OsString> {
+    vec![
+        "run".into(),
+        "--config".into(),
+        config.into(),
+        "--store".into(),
+        store.into(),
+        "--now".into(),
+        now.into(),
+    ]
+}
+
 fn run_process_with(bin: &Path, config: &Path, store: &Path, now: &str, cache: &Path) -> String {
     let out = Command::new(bin)
-        .args(["run", "--config"])
-        .arg(config)
-        .arg("--store")
-        .arg(store)
-        .args(["--now", now])
+        .args(run_args(config, store, now))
         .env("JOBHOST_CACHE_DIR", cache)
         .env("RUST_BACKTRACE", "0")
         .output()
@@ -588,4 +611,157 @@ fn aggregate_batches_natively(db: &Path) -> u64 {
     let summary = digest.finish(guest_report::summary::WindowInfo::default(), Some(5));
     std::hint::black_box(summary.to_json());
     rows
+}
+
+/// Runs `bin` with `args` (a skip) under callgrind and writes the linker
+/// script that puts every function of `bin` it ran into one output section
+/// (`.text.hot`, before `.text`), in the order they first ran, to `out`.
+/// Each function is named by a pattern that outlives a rebuild: a Rust
+/// symbol's hash and its crates' disambiguators, and LLVM's `.llvm.N`
+/// suffixes, are wildcards.
+fn hot_text(bin: &Path, args: &[std::ffi::OsString], cache: &Path, out: &Path) {
+    let profile = bin.with_extension("callgrind");
+    let ran = Command::new("valgrind")
+        .args(["--tool=callgrind", "--demangle=no"])
+        .arg(format!("--callgrind-out-file={}", profile.display()))
+        .arg(bin)
+        .args(args)
+        .env("JOBHOST_CACHE_DIR", cache)
+        .output()
+        .expect("valgrind runs (install it: apt install valgrind)");
+    assert!(
+        ran.status.success(),
+        "the skip under callgrind failed: {ran:?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&ran.stdout).contains("\"reason\":\"done\""),
+        "the run under callgrind was not a skip: {ran:?}"
+    );
+    let text = std::fs::read_to_string(&profile).expect("callgrind's profile");
+    let binary = bin.file_name().and_then(|n| n.to_str()).expect("a name");
+    let patterns = hot_patterns(&text, binary);
+    let mut script = String::from(HOT_TEXT_HEADER);
+    script.push_str("SECTIONS {\n  .text.hot : {\n");
+    for p in &patterns {
+        script.push_str(&format!("    *(.text.{p})\n"));
+    }
+    script.push_str("  }\n} INSERT BEFORE .text;\n");
+    std::fs::write(out, script).expect("write the linker script");
+    println!(
+        "{}: {} functions of the skip path",
+        out.display(),
+        patterns.len()
+    );
+}
+
+const HOT_TEXT_HEADER: &str = "\
+/* The functions `jobhost run` runs to answer that a window is already
+   done (the skip path), kept together at the start of the executable's
+   code, so that a process starting faults in a few hundred kilobytes of
+   it instead of pages scattered over twenty-odd megabytes (BENCHMARKS.md,
+   \"The skip path beside its floor\"). Passed to the linker by
+   host/build_link.rs; a function missing here only costs a page fault.
+
+   Generated: `cargo bench -p jobhost-tests --bench run -- --hot-text`
+   (needs valgrind). Do not edit by hand. */
+";
+
+/// The functions of `binary` that a callgrind profile ran, first run
+/// first, as input section patterns.
+fn hot_patterns(profile: &str, binary: &str) -> Vec<String> {
+    use std::collections::{HashMap, HashSet};
+    let mut objects: HashMap<&str, &str> = HashMap::new();
+    let mut functions: HashMap<&str, &str> = HashMap::new();
+    let mut in_binary = false;
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for line in profile.lines() {
+        let Some((key, rest)) = line.split_once('=') else {
+            continue;
+        };
+        let Some((id, name)) = rest.strip_prefix('(').and_then(|r| r.split_once(')')) else {
+            continue;
+        };
+        let name = name.trim();
+        match key {
+            "ob" | "cob" => {
+                if !name.is_empty() {
+                    objects.insert(id, name);
+                }
+                if key == "ob" {
+                    // Valgrind names the object of code outside the
+                    // `.text` section (in `.text.hot`, once linked with this
+                    // script) `???`; its functions are still named.
+                    in_binary = objects
+                        .get(id)
+                        .is_some_and(|o| *o == "???" || o.rsplit('/').next() == Some(binary));
+                }
+            }
+            "fn" | "cfn" => {
+                if !name.is_empty() {
+                    functions.insert(id, name);
+                }
+                if key == "fn"
+                    && in_binary
+                    && let Some(p) = functions.get(id).and_then(|f| pattern(f))
+                    && seen.insert(p.clone())
+                {
+                    out.push(p);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The input section name pattern of symbol `name` (callgrind's `'N` marks
+/// of recursion dropped), with what a rebuild changes as wildcards; `None`
+/// for what is not a symbol.
+fn pattern(name: &str) -> Option<String> {
+    let name = name.split('\'').next()?;
+    if name.is_empty()
+        || name.starts_with("0x")
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_$.".contains(&b))
+    {
+        return None;
+    }
+    let (name, llvm) = match name.find(".llvm.") {
+        Some(at) => (&name[..at], true),
+        None => (name, false),
+    };
+    if name.starts_with("_ZN") {
+        // A legacy Rust symbol ends in its hash: `17h` and 16 hex digits, `E`.
+        if let Some(at) = name.rfind("17h")
+            && name.len() == at + 3 + 16 + 1
+        {
+            return Some(format!("{}*", &name[..at + 3]));
+        }
+    }
+    let mut p = String::new();
+    if name.starts_with("_R") {
+        // A v0 Rust symbol names each crate with a disambiguator,
+        // `Cs<base 62>_`.
+        let mut rest = name;
+        while let Some(at) = rest.find("Cs") {
+            p.push_str(&rest[..at + 2]);
+            let tail = &rest[at + 2..];
+            let digits = tail.bytes().take_while(u8::is_ascii_alphanumeric).count();
+            if digits > 0 && tail.as_bytes().get(digits) == Some(&b'_') {
+                p.push('*');
+                rest = &tail[digits..];
+            } else {
+                rest = tail;
+            }
+        }
+        p.push_str(rest);
+    } else {
+        p.push_str(name);
+    }
+    if llvm {
+        p.push('*');
+    }
+    Some(p)
 }

@@ -76,9 +76,12 @@ pub fn json_line(line: &str) -> Cow<'_, str> {
 /// Writes one line of the host's own to stderr, `jobhost: <what>: <text>`,
 /// the text escaped with [`printable`]: it may quote a guest, a destination,
 /// a model or a store, and must stay one line that cannot drive the
-/// terminal.
+/// terminal. The line goes out in one write, so lines of processes that
+/// share a stderr do not interleave; a stderr that cannot be written is
+/// not an error of the command.
 pub fn say(what: &str, text: &str) {
-    eprintln!("jobhost: {what}: {}", printable(text));
+    let line = format!("jobhost: {what}: {}\n", printable(text));
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
 }
 
 /// `text` cut to at most `max` bytes at a character boundary, with what was

@@ -62,10 +62,100 @@ pub(super) struct RunArgs {
 }
 
 impl RunArgs {
+    /// `run`'s flags (`args`: what follows `run`) read without clap, for
+    /// the plain lines a scheduler starts every tick: each flag at most
+    /// once, as `--flag value` or `--flag=value`, every value non-empty
+    /// and not starting with `-`, `--wait` whole seconds from 1 to 86400;
+    /// `--store` and `--cache-dir` from `env` when absent, as clap reads
+    /// them. `None` for anything else (help, a bad or repeated flag, a
+    /// value clap might refuse, an empty variable), which the whole parser
+    /// then reads, and answers or refuses in its own words.
+    pub(super) fn plain(
+        args: &[std::ffi::OsString],
+        env: impl Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Option<RunArgs> {
+        let mut run = RunArgs {
+            component: None,
+            config: None,
+            job: None,
+            window: None,
+            tz: None,
+            store: None,
+            require_durable_store: false,
+            now: None,
+            for_window: None,
+            cache_dir: None,
+            receipt: None,
+            wait: None,
+        };
+        let mut rest = args.iter();
+        while let Some(arg) = rest.next() {
+            let flag = arg.to_str()?.strip_prefix("--")?;
+            if flag == "require-durable-store" {
+                if run.require_durable_store {
+                    return None;
+                }
+                run.require_durable_store = true;
+                continue;
+            }
+            let (name, value) = match flag.split_once('=') {
+                Some((name, value)) => (name, value),
+                None => (flag, rest.next()?.to_str()?),
+            };
+            if value.is_empty() || value.starts_with('-') {
+                return None;
+            }
+            let path = || PathBuf::from(value);
+            let text = || value.to_string();
+            match name {
+                "component" => once(&mut run.component, path())?,
+                "config" => once(&mut run.config, path())?,
+                "store" => once(&mut run.store, path())?,
+                "cache-dir" => once(&mut run.cache_dir, path())?,
+                "job" => once(&mut run.job, text())?,
+                "window" => once(&mut run.window, text())?,
+                "tz" => once(&mut run.tz, text())?,
+                "now" => once(&mut run.now, text())?,
+                "for" => once(&mut run.for_window, text())?,
+                "receipt" => once(&mut run.receipt, text())?,
+                "wait" => {
+                    let seconds = value
+                        .bytes()
+                        .all(|b| b.is_ascii_digit())
+                        .then(|| value.parse::<u64>().ok())
+                        .flatten()
+                        .filter(|s| (1..=86_400).contains(s))?;
+                    once(&mut run.wait, seconds)?;
+                }
+                _ => return None,
+            }
+        }
+        for (slot, var) in [
+            (&mut run.store, "JOBHOST_STORE"),
+            (&mut run.cache_dir, "JOBHOST_CACHE_DIR"),
+        ] {
+            if slot.is_none()
+                && let Some(value) = env(var)
+            {
+                if value.is_empty() {
+                    return None;
+                }
+                *slot = Some(PathBuf::from(value));
+            }
+        }
+        Some(run)
+    }
+
     /// How the commands this run prints name its job.
     pub(super) fn target(&self) -> Target {
         crate::app::config::command_target(self.store.as_deref(), self.config.as_deref())
     }
+}
+
+/// Fills `slot` with `value` if it was empty; `None` if it was not (a flag
+/// given twice, which clap refuses).
+fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
+    slot.replace(value).is_none().then_some(())
 }
 
 /// Runs the window; the receipt is printed even for bad input. Exit codes
