@@ -93,6 +93,19 @@ fn main() {
         .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .and_then(|v| v["key"].as_str().map(str::to_string))
         .expect("the receipt names its window");
+    // `-- --hot-text`: write the skip path's functions as the linker script
+    // that keeps them together (`host/hot-text.ld`), from one skip.
+    if std::env::args().any(|a| a == "--hot-text") {
+        let args = run_args(&small.config, &done_store, NOW);
+        hot_text(
+            &jobhost,
+            &args,
+            &cache,
+            &root.join("host").join("hot-text.ld"),
+        );
+        let _ = std::fs::remove_dir_all(&work);
+        return;
+    }
     // The skip path and its floor (a process that opens the same store and
     // reads the one row), interleaved sample by sample.
     let mut skip_floor = Vec::new();
@@ -113,19 +126,6 @@ fn main() {
         assert!(out.contains("\"reason\":\"done\""), "{out}");
         t.elapsed()
     });
-    // `-- --hot-text`: write the skip path's functions as the linker script
-    // that keeps them together (`host/hot-text.ld`), from one skip.
-    if std::env::args().any(|a| a == "--hot-text") {
-        let args = run_args(&small.config, &done_store, NOW);
-        hot_text(
-            &jobhost,
-            &args,
-            &cache,
-            &root.join("host").join("hot-text.ld"),
-        );
-        let _ = std::fs::remove_dir_all(&work);
-        return;
-    }
     // `-- --skip`: only the skip path beside its floors.
     if std::env::args().any(|a| a == "--skip") {
         report("process floor: `jobhost --version`", &floor);
@@ -615,10 +615,12 @@ fn aggregate_batches_natively(db: &Path) -> u64 {
 
 /// Runs `bin` with `args` (a skip) under callgrind and writes the linker
 /// script that puts every function of `bin` it ran into one output section
-/// (`.text.hot`, before `.text`), in the order they first ran, to `out`.
-/// Each function is named by a pattern that outlives a rebuild: a Rust
-/// symbol's hash and its crates' disambiguators, and LLVM's `.llvm.N`
-/// suffixes, are wildcards.
+/// (`.text.hot`, before `.text`; in the order of callgrind's profile) to
+/// `out`. Each function is named by a pattern that outlives a rebuild: a
+/// Rust symbol's hash, its crates' disambiguators and the back references
+/// after them, and LLVM's `.llvm.N` suffixes, are wildcards. A function
+/// the compiler deems cold is in `.text.unlikely.NAME`, and is taken from
+/// there too.
 fn hot_text(bin: &Path, args: &[std::ffi::OsString], cache: &Path, out: &Path) {
     let profile = bin.with_extension("callgrind");
     let ran = Command::new("valgrind")
@@ -643,7 +645,7 @@ fn hot_text(bin: &Path, args: &[std::ffi::OsString], cache: &Path, out: &Path) {
     let mut script = String::from(HOT_TEXT_HEADER);
     script.push_str("SECTIONS {\n  .text.hot : {\n");
     for p in &patterns {
-        script.push_str(&format!("    *(.text.{p})\n"));
+        script.push_str(&format!("    *(.text.{p} .text.unlikely.{p})\n"));
     }
     script.push_str("  }\n} INSERT BEFORE .text;\n");
     std::fs::write(out, script).expect("write the linker script");
@@ -666,8 +668,8 @@ const HOT_TEXT_HEADER: &str = "\
    (needs valgrind). Do not edit by hand. */
 ";
 
-/// The functions of `binary` that a callgrind profile ran, first run
-/// first, as input section patterns.
+/// The functions of `binary` that a callgrind profile ran, as input
+/// section patterns, in the profile's order.
 fn hot_patterns(profile: &str, binary: &str) -> Vec<String> {
     use std::collections::{HashMap, HashSet};
     let mut objects: HashMap<&str, &str> = HashMap::new();
@@ -743,13 +745,22 @@ fn pattern(name: &str) -> Option<String> {
     let mut p = String::new();
     if name.starts_with("_R") {
         // A v0 Rust symbol names each crate with a disambiguator,
-        // `Cs<base 62>_`.
+        // `Cs<base 62>_`, whose length can change, and refers back to
+        // what it named before by byte offset, `B<base 62>_`, which moves
+        // with it. A wildcard for each only widens the pattern.
         let mut rest = name;
-        while let Some(at) = rest.find("Cs") {
-            p.push_str(&rest[..at + 2]);
-            let tail = &rest[at + 2..];
+        while let Some(at) = rest.find(['C', 'B']) {
+            let (lead, digits_from) = if rest[at..].starts_with("Cs") {
+                (at + 2, at + 2)
+            } else {
+                (at + 1, at + 1)
+            };
+            p.push_str(&rest[..lead]);
+            let tail = &rest[digits_from..];
             let digits = tail.bytes().take_while(u8::is_ascii_alphanumeric).count();
-            if digits > 0 && tail.as_bytes().get(digits) == Some(&b'_') {
+            let is_crate = rest[at..].starts_with("Cs") && digits > 0;
+            let is_back = rest.as_bytes()[at] == b'B' && digits <= 3;
+            if (is_crate || is_back) && tail.as_bytes().get(digits) == Some(&b'_') {
                 p.push('*');
                 rest = &tail[digits..];
             } else {

@@ -77,8 +77,9 @@ pub fn json_line(line: &str) -> Cow<'_, str> {
 /// the text escaped with [`printable`]: it may quote a guest, a destination,
 /// a model or a store, and must stay one line that cannot drive the
 /// terminal. The line goes out in one write, so lines of processes that
-/// share a stderr do not interleave; a stderr that cannot be written is
-/// not an error of the command.
+/// share a stderr do not interleave (on a pipe, up to the 4 KiB it writes
+/// whole); a stderr that cannot be written (a reader gone) is not an error
+/// of the command, which still prints its receipt.
 pub fn say(what: &str, text: &str) {
     let line = format!("jobhost: {what}: {}\n", printable(text));
     let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
