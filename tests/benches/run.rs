@@ -615,12 +615,7 @@ fn aggregate_batches_natively(db: &Path) -> u64 {
 
 /// Runs `bin` with `args` (a skip) under callgrind and writes the linker
 /// script that puts every function of `bin` it ran into one output section
-/// (`.text.hot`, before `.text`; in the order of callgrind's profile) to
-/// `out`. Each function is named by a pattern that outlives a rebuild: a
-/// Rust symbol's hash, its crates' disambiguators and the back references
-/// after them, and LLVM's `.llvm.N` suffixes, are wildcards. A function
-/// the compiler deems cold is in `.text.unlikely.NAME`, and is taken from
-/// there too.
+/// to `out` (`jobhost_tests::hot_text`).
 fn hot_text(bin: &Path, args: &[std::ffi::OsString], cache: &Path, out: &Path) {
     let profile = bin.with_extension("callgrind");
     let ran = Command::new("valgrind")
@@ -641,138 +636,12 @@ fn hot_text(bin: &Path, args: &[std::ffi::OsString], cache: &Path, out: &Path) {
     );
     let text = std::fs::read_to_string(&profile).expect("callgrind's profile");
     let binary = bin.file_name().and_then(|n| n.to_str()).expect("a name");
-    let patterns = hot_patterns(&text, binary);
-    let mut script = String::from(HOT_TEXT_HEADER);
-    script.push_str("SECTIONS {\n  .text.hot : {\n");
-    for p in &patterns {
-        script.push_str(&format!("    *(.text.{p} .text.unlikely.{p})\n"));
-    }
-    script.push_str("  }\n} INSERT BEFORE .text;\n");
-    std::fs::write(out, script).expect("write the linker script");
+    let patterns = jobhost_tests::hot_text::patterns(&text, binary);
+    std::fs::write(out, jobhost_tests::hot_text::script(&patterns))
+        .expect("write the linker script");
     println!(
         "{}: {} functions of the skip path",
         out.display(),
         patterns.len()
     );
-}
-
-const HOT_TEXT_HEADER: &str = "\
-/* The functions `jobhost run` runs to answer that a window is already
-   done (the skip path), kept together at the start of the executable's
-   code, so that a process starting faults in a few hundred kilobytes of
-   it instead of pages scattered over twenty-odd megabytes (BENCHMARKS.md,
-   \"The skip path beside its floor\"). Passed to the linker by
-   host/build_link.rs; a function missing here only costs a page fault.
-
-   Generated: `cargo bench -p jobhost-tests --bench run -- --hot-text`
-   (needs valgrind). Do not edit by hand. */
-";
-
-/// The functions of `binary` that a callgrind profile ran, as input
-/// section patterns, in the profile's order.
-fn hot_patterns(profile: &str, binary: &str) -> Vec<String> {
-    use std::collections::{HashMap, HashSet};
-    let mut objects: HashMap<&str, &str> = HashMap::new();
-    let mut functions: HashMap<&str, &str> = HashMap::new();
-    let mut in_binary = false;
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
-    for line in profile.lines() {
-        let Some((key, rest)) = line.split_once('=') else {
-            continue;
-        };
-        let Some((id, name)) = rest.strip_prefix('(').and_then(|r| r.split_once(')')) else {
-            continue;
-        };
-        let name = name.trim();
-        match key {
-            "ob" | "cob" => {
-                if !name.is_empty() {
-                    objects.insert(id, name);
-                }
-                if key == "ob" {
-                    // Valgrind names the object of code outside the
-                    // `.text` section (in `.text.hot`, once linked with this
-                    // script) `???`; its functions are still named.
-                    in_binary = objects
-                        .get(id)
-                        .is_some_and(|o| *o == "???" || o.rsplit('/').next() == Some(binary));
-                }
-            }
-            "fn" | "cfn" => {
-                if !name.is_empty() {
-                    functions.insert(id, name);
-                }
-                if key == "fn"
-                    && in_binary
-                    && let Some(p) = functions.get(id).and_then(|f| pattern(f))
-                    && seen.insert(p.clone())
-                {
-                    out.push(p);
-                }
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-/// The input section name pattern of symbol `name` (callgrind's `'N` marks
-/// of recursion dropped), with what a rebuild changes as wildcards; `None`
-/// for what is not a symbol.
-fn pattern(name: &str) -> Option<String> {
-    let name = name.split('\'').next()?;
-    if name.is_empty()
-        || name.starts_with("0x")
-        || !name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_$.".contains(&b))
-    {
-        return None;
-    }
-    let (name, llvm) = match name.find(".llvm.") {
-        Some(at) => (&name[..at], true),
-        None => (name, false),
-    };
-    if name.starts_with("_ZN") {
-        // A legacy Rust symbol ends in its hash: `17h` and 16 hex digits, `E`.
-        if let Some(at) = name.rfind("17h")
-            && name.len() == at + 3 + 16 + 1
-        {
-            return Some(format!("{}*", &name[..at + 3]));
-        }
-    }
-    let mut p = String::new();
-    if name.starts_with("_R") {
-        // A v0 Rust symbol names each crate with a disambiguator,
-        // `Cs<base 62>_`, whose length can change, and refers back to
-        // what it named before by byte offset, `B<base 62>_`, which moves
-        // with it. A wildcard for each only widens the pattern.
-        let mut rest = name;
-        while let Some(at) = rest.find(['C', 'B']) {
-            let (lead, digits_from) = if rest[at..].starts_with("Cs") {
-                (at + 2, at + 2)
-            } else {
-                (at + 1, at + 1)
-            };
-            p.push_str(&rest[..lead]);
-            let tail = &rest[digits_from..];
-            let digits = tail.bytes().take_while(u8::is_ascii_alphanumeric).count();
-            let is_crate = rest[at..].starts_with("Cs") && digits > 0;
-            let is_back = rest.as_bytes()[at] == b'B' && digits <= 3;
-            if (is_crate || is_back) && tail.as_bytes().get(digits) == Some(&b'_') {
-                p.push('*');
-                rest = &tail[digits..];
-            } else {
-                rest = tail;
-            }
-        }
-        p.push_str(rest);
-    } else {
-        p.push_str(name);
-    }
-    if llvm {
-        p.push('*');
-    }
-    Some(p)
 }

@@ -3,10 +3,12 @@
 //! an HTTP sink that records what jobhost sends, and the failpoints of the
 //! test build of the command line, a PostgreSQL schema per test, the
 //! benchmarks' statistics, skips (a failure under CI when a server or
-//! tool is missing), and the pinned Python tools the SDK tests run.
+//! tool is missing), the pinned Python tools the SDK tests run, and the
+//! linker script that keeps the skip path's code together.
 
 pub mod failpoints;
 pub mod guests;
+pub mod hot_text;
 pub mod native;
 pub mod netns;
 pub mod pg;
