@@ -114,15 +114,12 @@ pub fn pattern(name: &str) -> Option<String> {
         // with it. A wildcard for each only widens the pattern.
         let mut rest = name;
         while let Some(at) = rest.find(['C', 'B']) {
-            let (lead, digits_from) = if rest[at..].starts_with("Cs") {
-                (at + 2, at + 2)
-            } else {
-                (at + 1, at + 1)
-            };
+            let crate_name = rest[at..].starts_with("Cs");
+            let lead = at + if crate_name { 2 } else { 1 };
             p.push_str(&rest[..lead]);
-            let tail = &rest[digits_from..];
+            let tail = &rest[lead..];
             let digits = tail.bytes().take_while(u8::is_ascii_alphanumeric).count();
-            let is_crate = rest[at..].starts_with("Cs") && digits > 0;
+            let is_crate = crate_name && digits > 0;
             let is_back = rest.as_bytes()[at] == b'B' && digits <= 3;
             if (is_crate || is_back) && tail.as_bytes().get(digits) == Some(&b'_') {
                 p.push('*');

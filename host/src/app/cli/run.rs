@@ -12,7 +12,7 @@ use crate::run::receipt::{Event, ReceiptLevel};
 use crate::run::{Outcome, Runtime};
 
 /// `jobhost run`.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Default, clap::Args)]
 pub(super) struct RunArgs {
     /// The report component (.wasm, built for wasm32-wasip2).
     #[arg(long, value_name = "PATH")]
@@ -74,20 +74,7 @@ impl RunArgs {
         args: &[std::ffi::OsString],
         env: impl Fn(&str) -> Option<std::ffi::OsString>,
     ) -> Option<RunArgs> {
-        let mut run = RunArgs {
-            component: None,
-            config: None,
-            job: None,
-            window: None,
-            tz: None,
-            store: None,
-            require_durable_store: false,
-            now: None,
-            for_window: None,
-            cache_dir: None,
-            receipt: None,
-            wait: None,
-        };
+        let mut run = RunArgs::default();
         let mut rest = args.iter();
         while let Some(arg) = rest.next() {
             let flag = arg.to_str()?.strip_prefix("--")?;
