@@ -21,8 +21,12 @@
 // `host/hot-text.ld` (made by `cargo bench -p jobhost-tests --bench run --
 // --hot-text`): scattered over 24 MB of code they cost a starting process
 // some 40 page faults more. rustc's default linker here (LLD) and GNU ld
-// read it; `JOBHOST_LINK_HOT_TEXT=0` when building links without it (for
-// a linker that cannot).
+// read it. GNU gold and mold cannot (gold refuses its `INSERT BEFORE`,
+// mold reads no such script): when the build names one of them (in
+// `RUSTFLAGS`, as the target's linker, or through `mold -run`), the
+// executable is linked without the script and the build says so in a
+// warning. `JOBHOST_LINK_HOT_TEXT=0` when building links without it
+// always (for a linker this cannot tell).
 
 /// Asks cargo to link `bin` (every binary of the package when `None`)
 /// without PIE, and with `hot_text` (the path of `host/hot-text.ld`),
@@ -45,7 +49,21 @@ fn link_executable(bin: Option<&str>, hot_text: &std::path::Path) {
     if os == "linux" && env == "gnu" && !pie && !static_crt {
         link_arg("-no-pie");
     }
-    let hot = std::env::var("JOBHOST_LINK_HOT_TEXT").as_deref() != Ok("0");
+    let mut hot = std::env::var("JOBHOST_LINK_HOT_TEXT").as_deref() != Ok("0");
+    if os == "linux" && env == "gnu" && hot {
+        let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+        let linker = std::env::var("RUSTC_LINKER").ok();
+        let preload = std::env::var("LD_PRELOAD").ok();
+        if let Some(name) = script_refused_by(&flags, linker.as_deref(), preload.as_deref()) {
+            println!(
+                "cargo:warning=jobhost is linked without host/hot-text.ld: the build's linker \
+                 is {name}, which cannot read it (a run that finds its window done then \
+                 faults in some 40 pages more); set JOBHOST_LINK_HOT_TEXT=0 to say so \
+                 and drop this warning"
+            );
+            hot = false;
+        }
+    }
     if os == "linux" && env == "gnu" && hot {
         // `-Xlinker`, not `-Wl,`: a comma in the path stays in it.
         for arg in ["-Xlinker", "-T", "-Xlinker"] {
@@ -53,4 +71,53 @@ fn link_executable(bin: Option<&str>, hot_text: &std::path::Path) {
         }
         link_arg(&hot_text.display().to_string());
     }
+}
+
+/// The linker the build names, if it is one known not to read
+/// `host/hot-text.ld`: GNU gold (no `INSERT`) or mold (no `SECTIONS`).
+/// `rustflags` are cargo's, separated by 0x1f (`CARGO_ENCODED_RUSTFLAGS`);
+/// `linker` is the target's configured linker (`RUSTC_LINKER`); `preload`
+/// is `LD_PRELOAD`, which `mold -run` sets to its wrapper.
+fn script_refused_by(
+    rustflags: &str,
+    linker: Option<&str>,
+    preload: Option<&str>,
+) -> Option<&'static str> {
+    fn refuses(path: &str) -> Option<&'static str> {
+        match path.rsplit('/').next().unwrap_or(path) {
+            "gold" | "ld.gold" => Some("GNU gold"),
+            "mold" | "ld.mold" | "sold" | "ld.sold" => Some("mold"),
+            _ => None,
+        }
+    }
+    // The compiler driver runs the linker its last `-fuse-ld=` (or
+    // clang's `--ld-path=`) names; `link-args=` passes several words.
+    let words = || {
+        rustflags
+            .split('\x1f')
+            .flat_map(str::split_whitespace)
+    };
+    let mut chosen = None;
+    for word in words() {
+        for key in ["fuse-ld=", "ld-path="] {
+            if let Some(at) = word.find(key) {
+                chosen = Some(&word[at + key.len()..]);
+            }
+        }
+    }
+    if let Some(chosen) = chosen {
+        return refuses(chosen);
+    }
+    // Otherwise the linker itself may be named: `-C linker=`, or the
+    // target's `linker` in cargo's configuration.
+    let flagged = words()
+        .filter_map(|w| w.strip_prefix("-C").unwrap_or(w).strip_prefix("linker="))
+        .next_back();
+    if let Some(name) = flagged.or(linker).and_then(refuses) {
+        return Some(name);
+    }
+    if preload.is_some_and(|p| p.contains("mold-wrapper")) {
+        return Some("mold");
+    }
+    None
 }

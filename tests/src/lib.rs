@@ -6,6 +6,8 @@
 //! tool is missing), the pinned Python tools the SDK tests run, and the
 //! linker script that keeps the skip path's code together.
 
+#[cfg(test)]
+mod build_link;
 pub mod failpoints;
 pub mod guests;
 pub mod hot_text;
