@@ -237,6 +237,95 @@ fn a_weekly_job_waits_for_the_days_it_needs_names_them_and_runs_once_the_seventh
     assert_eq!(ok.code, 0, "{}", ok.stdout);
 }
 
+/// `jobhost plan --json` of `cfg` at `now`: the line of window `key`.
+fn planned(cfg: &Path, store: &Path, now: &str, key: &str) -> Value {
+    let r = jobhost(&[
+        "plan",
+        "--json",
+        "--config",
+        s(cfg),
+        "--store",
+        s(store),
+        "--now",
+        now,
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    r.stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|l| l["key"] == key)
+        .unwrap_or_else(|| panic!("no plan line for {key}: {}", r.stdout))
+}
+
+#[test]
+fn plan_says_wait_for_a_due_window_whose_upstream_is_not_done_names_it_and_run_once_it_is() {
+    let dir = scratch();
+    sales_db(dir.path(), 2000);
+    let store = dir.path().join("store.db");
+    let daily = job(dir.path(), "daily", "day", "", &[]);
+    let weekly = job(dir.path(), "weekly", "week", "", &["daily"]);
+    let now = "2026-11-09T00:30:00Z";
+
+    // No store yet: the week would wait for a job that has never run, and
+    // planning creates nothing.
+    let week = planned(&weekly, &store, now, "weekly:2026-W45");
+    assert_eq!(week["decision"], "wait", "{week}");
+    let detail = week["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("`daily`, which has no window in the store yet")
+            && detail.contains("WAITING"),
+        "{week}"
+    );
+    assert!(!store.exists(), "plan created the store");
+
+    // Six of its seven days DONE: it would wait for the seventh, by key.
+    for day in 2..=7 {
+        let r = run_for(&daily, &store, now, &format!("2026-11-0{day}"));
+        assert_eq!(r.event(), "ran", "{}", r.stdout);
+    }
+    let week = planned(&weekly, &store, now, "weekly:2026-W45");
+    assert_eq!(week["decision"], "wait", "{week}");
+    let detail = week["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("`daily:2026-11-08` (not run yet)") && !detail.contains("2026-11-07"),
+        "{week}"
+    );
+    // The text form says it too.
+    let text = jobhost(&[
+        "plan",
+        "--config",
+        s(&weekly),
+        "--store",
+        s(&store),
+        "--now",
+        now,
+    ]);
+    assert!(
+        text.stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("wait")
+                && l.contains("weekly:2026-W45")
+                && l.contains("daily:2026-11-08")),
+        "{}",
+        text.stdout
+    );
+    // Planning recorded nothing: the week has no row.
+    assert!(
+        history(&store)
+            .iter()
+            .all(|r| r["key"] != "weekly:2026-W45")
+    );
+
+    // The seventh day DONE: the week would run, and does.
+    let r = run_for(&daily, &store, now, "2026-11-08");
+    assert_eq!(r.event(), "ran", "{}", r.stdout);
+    let week = planned(&weekly, &store, now, "weekly:2026-W45");
+    assert_eq!(week["decision"], "run", "{week}");
+    assert!(week["detail"].is_null(), "{week}");
+    let r = run_for(&weekly, &store, now, "2026-W45");
+    assert_eq!(r.event(), "ran", "{}", r.stdout);
+}
+
 #[test]
 fn the_daemon_starts_a_waiting_window_as_soon_as_its_last_upstream_window_is_done() {
     let dir = scratch();

@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::core::error::{Error, Result};
 use crate::core::window::{JobName, MINUTES, Window, WindowKind, Zone};
 use crate::guest::source::{Cell, ColumnInfo, ColumnKind, Table};
-use crate::store::{RangeQuery, RunRecord, RunState, Store};
+use crate::store::{Ledger, RangeQuery, RunRecord, RunState};
 
 /// The most windows of one upstream job one window may need (a quarter
 /// of 15-minute windows is 8,832): past it the upstream's windows are too
@@ -137,6 +137,15 @@ pub struct Needs {
 }
 
 impl Needs {
+    /// What a window needs of `jobs` when none of them has run (before
+    /// the store exists).
+    pub fn never_ran(jobs: &[JobName]) -> Needs {
+        Needs {
+            never_ran: jobs.to_vec(),
+            ..Needs::default()
+        }
+    }
+
     /// Whether every upstream window is DONE.
     pub fn met(&self) -> bool {
         self.never_ran.is_empty() && self.missing.is_empty()
@@ -184,7 +193,7 @@ impl Needs {
 /// `Error::Store` when the store cannot be read; `Error::Input` when an
 /// upstream's windows are so much smaller than `window` that more than
 /// [`MOST_NEEDED`] of them would be needed.
-pub fn check(store: &mut dyn Store, window: &Window, needs: &[JobName]) -> Result<Needs> {
+pub fn check(store: &mut dyn Ledger, window: &Window, needs: &[JobName]) -> Result<Needs> {
     let mut out = Needs::default();
     for upstream in needs {
         let Some(newest) = store.newest(Some(upstream.as_str()), 1)?.into_iter().next() else {

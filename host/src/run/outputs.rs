@@ -196,7 +196,8 @@ pub enum Decision {
     Resume,
     /// Waiting out a backoff before its next attempt.
     Retry,
-    /// WAITING for upstream windows it needs; runs once they are DONE.
+    /// WAITING for upstream windows it needs (or due, with no row, and
+    /// would be if run now); runs once they are DONE.
     Wait,
 }
 
@@ -269,10 +270,12 @@ pub struct PlanReport {
 }
 
 /// The plan of the job `s` plans with: `plan`'s windows and the job's
-/// `unfinished` runs, with commands that name `target`.
+/// `unfinished` runs, with commands that name `target`. A window `waits`
+/// holds (by key) would wait for the upstream windows its words name.
 pub fn plan_report(
     s: &Schedule,
     plan: &Plan,
+    waits: &std::collections::HashMap<String, String>,
     unfinished: &[RunRecord],
     target: &Target,
 ) -> PlanReport {
@@ -288,7 +291,16 @@ pub fn plan_report(
                     target.command(&format!("run --for {}", shell_quote(&e.window.label)))
                 )),
             ),
-            What::Run => (Decision::Run, None),
+            What::Run => match waits.get(e.window.key().as_str()) {
+                Some(words) => (
+                    Decision::Wait,
+                    Some(format!(
+                        "needs {words}: a run now would record it WAITING; it runs once \
+                         every upstream window it needs is DONE"
+                    )),
+                ),
+                None => (Decision::Run, None),
+            },
             What::Skip(why) => (Decision::Skip, Some(why.clone())),
             What::Recorded(state) => (Decision::Recorded, Some(state.to_string())),
             What::Next => (Decision::Next, None),

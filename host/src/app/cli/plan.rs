@@ -8,6 +8,8 @@ use super::{JobView, Out, job_view, lend, written};
 use crate::core::clock::rfc3339;
 use crate::core::error::Error;
 use crate::core::text::printable;
+use crate::run::needs::Needs;
+use crate::run::plan::What;
 
 /// `jobhost plan`.
 #[derive(Debug, clap::Args)]
@@ -46,9 +48,10 @@ pub(super) fn main(args: PlanArgs) -> Result<i32, Error> {
     let mut refused = None;
     for file in &super::flags::configs(&args.config, args.jobs.as_deref())? {
         let view = job_view(file, &args.store, &args.now)
-            .and_then(|view| Ok((view.config.catch_up()?, view)));
+            .and_then(|view| Ok((view.config.catch_up()?, view.config.needs()?, view)));
         let (
             catch_up,
+            needs,
             JobView {
                 schedule: s,
                 now,
@@ -65,6 +68,25 @@ pub(super) fn main(args: PlanArgs) -> Result<i32, Error> {
             Err(e) => return Err(e),
         };
         let plan = crate::run::plan::plan(&s, catch_up, now, since, lend(&mut store))?;
+        // A window that would run now but needs upstream windows that are
+        // not DONE would be recorded WAITING: said as such, with what it
+        // waits for (the same two reads per upstream job a run makes).
+        let mut waits = std::collections::HashMap::new();
+        if !needs.is_empty() {
+            for e in plan.entries.iter().filter(|e| e.what == What::Run) {
+                let words = match lend(&mut store) {
+                    Some(st) => {
+                        let n = crate::run::needs::check(st, &e.window, &needs)?;
+                        (!n.met()).then(|| n.words())
+                    }
+                    // No store: no upstream job has run.
+                    None => Some(Needs::never_ran(&needs).words()),
+                };
+                if let Some(words) = words {
+                    waits.insert(e.window.key().to_string(), words);
+                }
+            }
+        }
         let target = crate::app::config::command_target(args.store.as_deref(), Some(file));
         // Runs another invocation started and did not finish, and
         // deliveries waiting out a backoff: when each can go on.
@@ -93,7 +115,7 @@ pub(super) fn main(args: PlanArgs) -> Result<i32, Error> {
                 .map_err(written)?;
             }
         }
-        let report = crate::run::outputs::plan_report(&s, &plan, &unfinished, &target);
+        let report = crate::run::outputs::plan_report(&s, &plan, &waits, &unfinished, &target);
         let last_hole = plan.holes.first.last().map(|h| h.window.key().to_string());
         for line in &report.lines {
             if args.json {
