@@ -139,7 +139,7 @@ fn measure_status(location: &StoreLocation, now: Timestamp, samples: usize) -> [
     let mut whole = Vec::with_capacity(samples);
     for _ in 0..samples {
         let t = Instant::now();
-        let mut reads = jobhost::run::reads::Reads::new(store.as_mut() as &mut dyn Ledger);
+        let mut reads = jobhost::run::reads::Reads::new(store.as_mut());
         std::hint::black_box(
             jobhost::run::status::status_bounded(&schedule, now, Some(&mut reads)).unwrap(),
         );

@@ -272,6 +272,75 @@ fn a_receiver_that_is_down_gets_the_notification_at_a_later_pass_and_the_run_is_
         "{}",
         failed.stderr
     );
+    // `status` and the dashboard show the open incident and what became
+    // of each notification: the webhook's sent, Slack's not delivered.
+    let st = jobhost(&[
+        "status",
+        "--config",
+        s(&cfg),
+        "--store",
+        store,
+        "--now",
+        "2026-11-09T00:10:00Z",
+        "--json",
+    ]);
+    let st: Value =
+        serde_json::from_str(st.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", st.stdout));
+    let incidents = st["incidents"].as_array().expect("incidents");
+    assert_eq!(incidents.len(), 1, "{st}");
+    let incident = &incidents[0];
+    assert_eq!(incident["kind"], "failed", "{incident}");
+    assert_eq!(incident["key"], "daily-report:2026-11-08");
+    let told = incident["notifications"].as_array().unwrap();
+    let to = |path: &str| {
+        told.iter()
+            .find(|n| n["to"].as_str().unwrap().ends_with(path))
+            .unwrap_or_else(|| panic!("no notification to {path}: {incident}"))
+    };
+    assert_eq!(to("/hooks/web")["state"], "sent", "{incident}");
+    let slack = to("/hooks/slack");
+    assert_eq!(slack["state"], "pending", "{incident}");
+    assert_eq!(slack["attempts"], 1);
+    assert!(
+        slack["detail"].as_str().unwrap().contains("503"),
+        "{incident}"
+    );
+    let text = jobhost(&[
+        "status",
+        "--config",
+        s(&cfg),
+        "--store",
+        store,
+        "--now",
+        "2026-11-09T00:10:00Z",
+    ]);
+    assert!(
+        text.stdout.contains("incident `failed` open since")
+            && text
+                .stdout
+                .contains("/hooks/slack not delivered yet (1 attempt(s): ")
+            && text.stdout.contains("/hooks/web sent"),
+        "{}",
+        text.stdout
+    );
+    {
+        let srv = crate::dashboard::serve_with(
+            &["serve", "--config", s(&cfg), "--store", store],
+            &[("JOBHOST_TEST_HOOK_TOKEN", HOOK_TOKEN)],
+        );
+        let jobs = crate::dashboard::get(&srv.addr, "/jobs.json", &[]).json();
+        assert_eq!(
+            jobs["jobs"][0]["status"]["incidents"][0]["kind"], "failed",
+            "{jobs}"
+        );
+        let page = crate::dashboard::get(&srv.addr, "/jobs/daily-report", &[]);
+        assert!(
+            page.body.contains("data-incident=\"failed\"") && page.body.contains("503"),
+            "{}",
+            page.body
+        );
+    }
+
     // The next pass (the next day's run, long past the minute's wait) sends
     // it; the receiver sees the same key twice.
     let again = run_on(&cfg, store, "2026-11-10");
@@ -283,6 +352,20 @@ fn a_receiver_that_is_down_gets_the_notification_at_a_later_pass_and_the_run_is_
         .collect();
     assert!(keys.len() >= 2, "{keys:?}");
     assert_eq!(keys[0], keys[1], "the same notification, sent again");
+    // A DONE window closed the incident: nothing open is shown.
+    let st = jobhost(&[
+        "status",
+        "--config",
+        s(&cfg),
+        "--store",
+        store,
+        "--now",
+        "2026-11-10T00:10:00Z",
+        "--json",
+    ]);
+    let st: Value =
+        serde_json::from_str(st.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", st.stdout));
+    assert_eq!(st["incidents"], serde_json::json!([]), "{st}");
 }
 
 #[test]

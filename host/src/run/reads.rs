@@ -1,20 +1,22 @@
 //! A store lent to one page of the dashboard, counting what it is asked:
 //! every read a page makes goes through here, so the page can say how many
 //! queries it made and how many rows came back (and a test can hold that
-//! to a bound however long the job's history).
+//! to a bound however long the job's history). Only reads are offered.
 
 use jiff::Timestamp;
 
 use crate::core::error::Result;
 use crate::core::window::{JobName, WindowKey};
 use crate::store::{
-    Ledger, MessageRecord, Pause, RangeQuery, Revision, RunRecord, RunState, ShadowRun,
-    StagedMessage, StaleMark, UpstreamUse,
+    Incident, MessageRecord, Notification, Pause, RangeQuery, Revision, RunRecord, RunState,
+    ShadowRun, StagedMessage, StaleMark, Store, UpstreamUse,
 };
+#[cfg(doc)]
+use crate::store::{Ledger, Notices};
 
 /// A counted, read-only view of a store.
 pub struct Reads<'a> {
-    store: &'a mut dyn Ledger,
+    store: &'a mut dyn Store,
     /// Queries made so far.
     pub queries: u32,
     /// Rows they returned.
@@ -23,7 +25,7 @@ pub struct Reads<'a> {
 
 impl<'a> Reads<'a> {
     /// Counts the reads of `store` from now on.
-    pub fn new(store: &'a mut dyn Ledger) -> Reads<'a> {
+    pub fn new(store: &'a mut dyn Store) -> Reads<'a> {
         Reads {
             store,
             queries: 0,
@@ -164,6 +166,26 @@ impl<'a> Reads<'a> {
     /// The store's.
     pub fn shadow_counts(&mut self, job: &str) -> Result<Vec<(String, u64)>> {
         let v = self.store.shadow_counts(job)?;
+        Ok(self.counted(v.len(), v))
+    }
+
+    /// [`Notices::open_incidents`].
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    pub fn open_incidents(&mut self, job: &str) -> Result<Vec<Incident>> {
+        let v = self.store.open_incidents(job)?;
+        Ok(self.counted(v.len(), v))
+    }
+
+    /// [`Notices::notifications`].
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    pub fn notifications(&mut self, job: &str, limit: usize) -> Result<Vec<Notification>> {
+        let v = self.store.notifications(job, limit)?;
         Ok(self.counted(v.len(), v))
     }
 }

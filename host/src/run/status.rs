@@ -13,7 +13,9 @@
 //! job late once its grace has passed, like the newest due window. Retries
 //! pending, holes and windows skipped since the last DONE one are listed
 //! too, for a person. A paused job is `paused` rather than late (unless
-//! a window of it needs a person: `failed` still wins).
+//! a window of it needs a person: `failed` still wins). The job's open
+//! incidents (`[[notify]]`) are listed with what each notification came
+//! to, so a person sees what was told, to whom, and what was not.
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -22,7 +24,7 @@ use crate::core::schedule::Schedule;
 use crate::core::window::Window;
 use crate::run::plan::{HOLES_SCANNED, Holes, holes};
 use crate::run::reads::Reads;
-use crate::store::{Pause, RangeQuery, RunRecord, RunState, StaleMark};
+use crate::store::{Incident, Notification, Pause, RangeQuery, RunRecord, RunState, StaleMark};
 
 /// How a job stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -138,7 +140,14 @@ pub struct Status {
     /// How many `[shadow]` runs of current revisions ended each way
     /// (`None`: the job has none).
     pub shadow: Option<ShadowCounts>,
+    /// The job's open incidents, oldest first, each with its
+    /// notifications.
+    pub incidents: Vec<(Incident, Vec<Notification>)>,
 }
+
+/// The most notifications of a job [`status_bounded`] reads (the newest),
+/// to tell what became of those of its open incidents.
+pub const NOTIFICATIONS_READ: usize = 100;
 
 /// The most rows of each kind [`status_bounded`] reads: windows that need
 /// a person, unfinished ones, and skipped ones since the last DONE window.
@@ -244,12 +253,32 @@ pub fn status_bounded(
     runs.dedup_by(|a, b| a.key == b.key);
     let stale = s.stale(Some(job), None, BOUNDED_ROWS)?;
     let shadow = ShadowCounts::of(&s.shadow_counts(job)?);
+    // Notifications are read only when an incident is open.
+    let open = s.open_incidents(job)?;
+    let mut told = if open.is_empty() {
+        Vec::new()
+    } else {
+        s.notifications(job, NOTIFICATIONS_READ)?
+    };
+    told.reverse();
+    let incidents = open
+        .into_iter()
+        .map(|i| {
+            let of: Vec<Notification> = told
+                .iter()
+                .filter(|n| n.incident == i.id)
+                .cloned()
+                .collect();
+            (i, of)
+        })
+        .collect();
     let mut status = judge(schedule, now, expected, &runs, holes, paused)?;
     if status.health == Health::Healthy && !stale.is_empty() {
         status.health = Health::Stale;
     }
     status.stale = stale;
     status.shadow = shadow;
+    status.incidents = incidents;
     Ok(status)
 }
 
@@ -374,6 +403,7 @@ fn judge(
         expected_waits_for,
         stale: Vec::new(),
         shadow: None,
+        incidents: Vec::new(),
     })
 }
 
@@ -429,6 +459,106 @@ pub struct StatusReport {
     /// beside the live ones (current revisions); absent with none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shadow: Option<ShadowCounts>,
+    /// Open incidents (`[[notify]]`), oldest first, with what their
+    /// notifications came to.
+    pub incidents: Vec<IncidentReport>,
+}
+
+/// An open incident, as `status` and the dashboard show it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IncidentReport {
+    /// Its id (in the notifications' idempotency keys).
+    pub id: i64,
+    /// `failed`, `abandoned`, `late`, `stale` or `paused`.
+    pub kind: String,
+    /// The window that opened it, if one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// What opened it, one line.
+    pub detail: String,
+    /// When it opened.
+    pub opened_at: String,
+    /// Its notifications, oldest first.
+    pub notifications: Vec<NotificationReport>,
+}
+
+/// One notification of an incident: to whom, and how it went.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NotificationReport {
+    /// `failed`, `late`, ..., as the receiver was told.
+    pub event: String,
+    /// The `[[notify]]` URL, as written.
+    pub to: String,
+    /// `sent`, `pending` (to be tried, or tried again at a later pass) or
+    /// `failed` (given up).
+    pub state: String,
+    /// Sends tried so far.
+    pub attempts: u32,
+    /// The receiver's last answer, or why there was none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl IncidentReport {
+    /// The report of `incident` and its notifications `told`.
+    pub fn of(incident: &Incident, told: &[Notification]) -> IncidentReport {
+        IncidentReport {
+            id: incident.id,
+            kind: incident.kind.clone(),
+            key: incident.key.clone(),
+            detail: incident.detail.clone(),
+            opened_at: crate::core::clock::rfc3339(incident.opened_at),
+            notifications: told
+                .iter()
+                .map(|n| NotificationReport {
+                    event: n.event.clone(),
+                    to: n.target.clone(),
+                    state: n.state.to_ascii_lowercase(),
+                    attempts: n.attempts,
+                    detail: n.detail.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The incident in words, for a person: what, since when, and what
+    /// each notification came to.
+    pub fn words(&self) -> String {
+        let told: Vec<String> = self
+            .notifications
+            .iter()
+            .map(|n| {
+                let answer = n
+                    .detail
+                    .as_deref()
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default();
+                match (n.state.as_str(), n.attempts) {
+                    ("sent", _) => format!("{} sent", n.to),
+                    ("pending", 0) => format!("{} not sent yet", n.to),
+                    ("pending", tries) => {
+                        format!("{} not delivered yet ({tries} attempt(s){answer})", n.to)
+                    }
+                    (_, tries) => format!("{} given up ({tries} attempt(s){answer})", n.to),
+                }
+            })
+            .collect();
+        format!(
+            "incident `{}` open since {}{}: {}{}",
+            self.kind,
+            self.opened_at,
+            self.key
+                .as_deref()
+                .map(|k| format!(" ({k})"))
+                .unwrap_or_default(),
+            self.detail,
+            if told.is_empty() {
+                String::new()
+            } else {
+                format!("; told: {}", told.join(", "))
+            }
+        )
+    }
 }
 
 /// Shadow runs by outcome.
@@ -708,6 +838,11 @@ impl Status {
             rerun_stale_command: (!self.stale.is_empty())
                 .then(|| target.command("rerun --stale --reason TEXT")),
             shadow: self.shadow,
+            incidents: self
+                .incidents
+                .iter()
+                .map(|(i, told)| IncidentReport::of(i, told))
+                .collect(),
         }
     }
 }

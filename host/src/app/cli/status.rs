@@ -98,9 +98,9 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
         // The same bounded reads as the dashboard's, whatever the length
         // of the job's history.
         let st = {
-            let mut reads = store.as_mut().map(|s| {
-                crate::run::reads::Reads::new(s.as_mut() as &mut dyn crate::store::Ledger)
-            });
+            let mut reads = store
+                .as_mut()
+                .map(|s| crate::run::reads::Reads::new(s.as_mut()));
             crate::run::status::status_bounded(&schedule, now, reads.as_mut())?
         };
         worst = worst.max(st.health);
@@ -317,6 +317,9 @@ fn status(args: StatusArgs) -> Result<i32, Error> {
         }
         if st.holes.count > 0 {
             notes.push(hole_note(&st.holes, &target));
+        }
+        for (incident, told) in &st.incidents {
+            notes.push(crate::run::status::IncidentReport::of(incident, told).words());
         }
         // The line quotes errors a guest or a destination wrote.
         let line = if notes.is_empty() {

@@ -375,7 +375,7 @@ pub(super) fn with_reads<T>(
     });
     let result = match opened {
         Ok(Some(s)) => {
-            let mut reads = Reads::new(s.as_mut() as &mut dyn crate::store::Ledger);
+            let mut reads = Reads::new(s.as_mut());
             let v = f(Some(&mut reads));
             count.add(&reads);
             v
