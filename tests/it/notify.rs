@@ -339,6 +339,30 @@ fn a_receiver_that_is_down_gets_the_notification_at_a_later_pass_and_the_run_is_
             "{}",
             page.body
         );
+        // The metrics an alert rule reads: one open incident, one
+        // notification to be tried again, none given up.
+        let metrics = crate::dashboard::get(&srv.addr, "/metrics", &[]).body;
+        let value = |name: &str, state: Option<&str>| -> f64 {
+            metrics
+                .lines()
+                .find(|l| {
+                    l.starts_with(&format!("{name}{{"))
+                        && l.contains("jobhost_job=\"daily-report\"")
+                        && state.is_none_or(|s| l.contains(&format!("state=\"{s}\"")))
+                })
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no {name} {state:?} in {metrics}"))
+        };
+        assert_eq!(value("jobhost_incidents_open", None), 1.0);
+        assert_eq!(
+            value("jobhost_notifications_undelivered", Some("pending")),
+            1.0
+        );
+        assert_eq!(
+            value("jobhost_notifications_undelivered", Some("failed")),
+            0.0
+        );
     }
 
     // The next pass (the next day's run, long past the minute's wait) sends

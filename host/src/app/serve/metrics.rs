@@ -57,6 +57,13 @@ struct StoreJobVerdict {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StoreJobNotification {
+    jobhost_job: String,
+    store: String,
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StoreLabel {
     store: String,
 }
@@ -169,6 +176,8 @@ pub(super) fn render(worker: &mut Worker, now: Timestamp) -> Result<String> {
     let holes = Family::<StoreJob, Gauge>::default();
     let stale = Family::<StoreJob, Gauge>::default();
     let shadows = Family::<StoreJobVerdict, Gauge>::default();
+    let incidents = Family::<StoreJob, Gauge>::default();
+    let undelivered = Family::<StoreJobNotification, Gauge>::default();
     let reachable = Family::<StoreLabel, Gauge>::default();
     let queries = Gauge::<i64>::default();
     let mut count = ReadCount::default();
@@ -253,6 +262,26 @@ pub(super) fn render(worker: &mut Worker, now: Timestamp) -> Result<String> {
         stale
             .get_or_create(&label)
             .set(i64::try_from(stale_windows.len()).unwrap_or(i64::MAX));
+        incidents
+            .get_or_create(&label)
+            .set(i64::try_from(st.incidents.len()).unwrap_or(i64::MAX));
+        // Of the open incidents' notifications, those not sent: to be tried
+        // again (`pending`) and given up (`failed`).
+        for state in ["PENDING", "FAILED"] {
+            let n = st
+                .incidents
+                .iter()
+                .flat_map(|(_, told)| told)
+                .filter(|n| n.state == state)
+                .count();
+            undelivered
+                .get_or_create(&StoreJobNotification {
+                    jobhost_job: job.clone(),
+                    store: store.clone(),
+                    state: state.to_ascii_lowercase(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
         for (verdict, n) in st.shadow.iter().flat_map(|c| c.by_verdict()) {
             shadows
                 .get_or_create(&StoreJobVerdict {
@@ -316,6 +345,17 @@ pub(super) fn render(worker: &mut Worker, now: Timestamp) -> Result<String> {
         "Runs of the job's [shadow] candidate beside its live runs (current revisions), by \
          verdict: agreed, differed, failed",
         shadows,
+    );
+    registry.register(
+        "jobhost_incidents_open",
+        "The job's open incidents ([[notify]]: failed, abandoned, late, stale, paused)",
+        incidents,
+    );
+    registry.register(
+        "jobhost_notifications_undelivered",
+        "Notifications of the job's open incidents not sent, by state: pending (to be tried \
+         again) or failed (given up: that [[notify]] target was not told)",
+        undelivered,
     );
     registry.register(
         "jobhost_store_up",
