@@ -1363,3 +1363,67 @@ fn one_wake_up_of_many_jobs_runs_each_once_with_what_a_run_of_its_own_gives() {
         assert_eq!(row["attempt"], 1, "{row}");
     }
 }
+
+#[test]
+fn a_daemon_whose_output_nobody_reads_runs_every_window_and_exits_on_its_own() {
+    use std::io::Read;
+    let dir = scratch();
+    let hourly = job(dir.path(), "hourly", "hour", "UTC", "catch_up = \"all\"");
+    let store = dir.path().join("s.db");
+    // Ten days of hourly windows: their receipts are far more than a
+    // pipe's 64 KiB, and nobody reads either pipe until the daemon exits
+    // (a log collector that stalled).
+    let mut child = daemon_command(
+        &[&hourly],
+        s(&store),
+        "2026-11-01T00:30:00Z",
+        "2026-11-11T00:30:00Z",
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the daemon stalled on a pipe nobody reads");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(status.code(), Some(0));
+    // Every window ran once: the store says so.
+    let done: BTreeSet<String> = history(&store)
+        .into_iter()
+        .filter(|r| r["state"] == "DONE")
+        .map(|r| r["key"].as_str().unwrap().to_string())
+        .collect();
+    let want: BTreeSet<String> = keys_between(
+        "hourly",
+        WindowKind::Hour,
+        "UTC",
+        "2026-10-31T23:00:00Z",
+        "2026-11-11T00:00:00Z",
+    )
+    .into_iter()
+    .collect();
+    assert_eq!(done, want);
+    // What the pipe holds is the first receipts, whole lines (but maybe
+    // the last, cut where the pipe filled).
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.len() > 10, "{out}");
+    for l in &lines[..lines.len() - 1] {
+        let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+        assert_eq!(v["event"], "ran", "{l}");
+    }
+}

@@ -15,5 +15,6 @@ pub mod gate;
 pub mod process;
 pub mod redact;
 pub mod schedule;
+pub mod spool;
 pub mod text;
 pub mod window;

@@ -82,7 +82,8 @@ pub fn json_line(line: &str) -> Cow<'_, str> {
 /// of the command, which still prints its receipt.
 pub fn say(what: &str, text: &str) {
     let line = format!("jobhost: {what}: {}\n", printable(text));
-    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
+    // The daemon and the dashboard never wait on a stderr nobody reads.
+    crate::core::spool::to_stderr(line.as_bytes());
 }
 
 /// `text` cut to at most `max` bytes at a character boundary, with what was

@@ -5,8 +5,6 @@
 //! is capped by what it prints, prefixes and escapes included: past the
 //! job's limit, messages are counted and dropped, never fatal.
 
-use std::io::Write;
-
 use crate::core::text::printable;
 
 /// A log level from the guest.
@@ -88,7 +86,7 @@ impl GuestLog {
         };
         self.used += printed.len();
         self.emitted += 1;
-        let _ = std::io::stderr().lock().write_all(printed.as_bytes());
+        crate::core::spool::to_stderr(printed.as_bytes());
     }
 
     /// How many bytes a message may still print.
@@ -120,15 +118,15 @@ impl GuestLog {
                 None => hidden += line.len() + 1,
             }
         }
-        let mut err = std::io::stderr().lock();
-        let _ = err.write_all(printed.as_bytes());
         let dropped = truncated + hidden as u64;
         if dropped > 0 {
-            let _ = writeln!(
-                err,
-                "jobhost: guest {} wrote {dropped} more bytes to {stream}, dropped (limit `limits.output_bytes`)",
+            printed.push_str(&format!(
+                "jobhost: guest {} wrote {dropped} more bytes to {stream}, dropped (limit `limits.output_bytes`)\n",
                 self.job
-            );
+            ));
+        }
+        if !printed.is_empty() {
+            crate::core::spool::to_stderr(printed.as_bytes());
         }
     }
 

@@ -96,6 +96,9 @@ pub(super) fn concurrency(
 /// says so, as `backfill`'s does).
 pub(super) fn main(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
     use crate::core::clock::parse_instant;
+    // A daemon never waits on an output nobody reads: its lines go through
+    // threads of their own (`core::spool`).
+    let lines = crate::core::spool::install();
     let instant =
         |what: &str, t: &Option<String>| t.as_deref().map(|t| parse_instant(what, t)).transpose();
     let (since, until, start) = (
@@ -255,7 +258,18 @@ pub(super) fn main(args: DaemonArgs, runtime: &Runtime) -> Result<i32, Error> {
         receipt: level,
         max_concurrent_runs,
     };
-    let out: crate::run::daemon::Output = Arc::new(std::sync::Mutex::new(std::io::stdout()));
+    let out: crate::run::daemon::Output = match lines {
+        Ok(lines) => Arc::new(std::sync::Mutex::new(lines)),
+        Err(e) => {
+            crate::core::text::say(
+                "warning",
+                &format!(
+                    "cannot start the thread that writes standard output ({e}); it is written directly"
+                ),
+            );
+            Arc::new(std::sync::Mutex::new(std::io::stdout()))
+        }
+    };
     match &mut folder {
         Some(f) => crate::run::daemon::run(f, &opts, &out)?,
         None => crate::run::daemon::run(

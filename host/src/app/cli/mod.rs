@@ -236,13 +236,16 @@ pub fn main_with(runtime: &Runtime) -> i32 {
     crate::store::close_idle();
     // The traces of this command's runs get a short, bounded time to go.
     crate::effects::telemetry::flush(crate::effects::telemetry::FLUSH_AT_EXIT);
-    match ended {
+    let code = match ended {
         Ok(code) => code,
         Err(e) => {
             crate::core::text::say("error", &crate::core::text::printable(&e.chain()));
             e.exit_code()
         }
-    }
+    };
+    // What a daemon or the dashboard still has to write gets a bounded time.
+    crate::core::spool::finish();
+    code
 }
 
 /// The command line, parsed. `jobhost run` (the command a scheduler starts

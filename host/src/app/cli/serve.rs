@@ -33,6 +33,16 @@ pub(super) struct ServeArgs {
 
 /// Serves the dashboard until stopped: 0, or the error.
 pub(super) fn main(args: ServeArgs, runtime: &crate::run::Runtime) -> Result<i32, Error> {
+    // The dashboard never waits on a stderr nobody reads (`core::spool`);
+    // it writes nothing to standard output.
+    if let Err(e) = crate::core::spool::install() {
+        crate::core::text::say(
+            "warning",
+            &format!(
+                "cannot start the thread that writes standard error ({e}); it is written directly"
+            ),
+        );
+    }
     let (addr, tokens) = crate::app::serve::check_listen(&args.listen, args.auth.access())?;
     let acts = args.auth.allow_actions;
     let mut jobs: Vec<crate::app::serve::ServedJob> = Vec::new();
