@@ -34,6 +34,9 @@
 fn link_executable(bin: Option<&str>, hot_text: &std::path::Path) {
     println!("cargo:rerun-if-env-changed=JOBHOST_LINK_PIE");
     println!("cargo:rerun-if-env-changed=JOBHOST_LINK_HOT_TEXT");
+    // `mold -run` is seen only in the environment (cargo reruns this for a
+    // change of flags or of the target's linker on its own).
+    println!("cargo:rerun-if-env-changed=LD_PRELOAD");
     println!("cargo:rerun-if-changed={}", hot_text.display());
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
@@ -83,41 +86,54 @@ fn script_refused_by(
     linker: Option<&str>,
     preload: Option<&str>,
 ) -> Option<&'static str> {
+    // A file name, with or without a target prefix
+    // (`x86_64-linux-gnu-ld.gold`).
     fn refuses(path: &str) -> Option<&'static str> {
-        match path.rsplit('/').next().unwrap_or(path) {
-            "gold" | "ld.gold" => Some("GNU gold"),
-            "mold" | "ld.mold" | "sold" | "ld.sold" => Some("mold"),
-            _ => None,
+        let name = path.rsplit('/').next().unwrap_or(path);
+        let is = |linker: &str| {
+            name == linker || name.ends_with(&format!("-{linker}")) || name == format!("ld.{linker}")
+                || name.ends_with(&format!("-ld.{linker}"))
+        };
+        if is("gold") {
+            Some("GNU gold")
+        } else if is("mold") || is("sold") {
+            Some("mold")
+        } else {
+            None
         }
     }
-    // The compiler driver runs the linker its last `-fuse-ld=` (or
-    // clang's `--ld-path=`) names; `link-args=` passes several words.
+    // `mold -run` makes every linker the driver runs mold, whatever the
+    // flags name.
+    if preload.is_some_and(|p| p.contains("mold-wrapper")) {
+        return Some("mold");
+    }
     let words = || {
         rustflags
             .split('\x1f')
             .flat_map(str::split_whitespace)
     };
-    let mut chosen = None;
-    for word in words() {
-        for key in ["fuse-ld=", "ld-path="] {
-            if let Some(at) = word.find(key) {
-                chosen = Some(&word[at + key.len()..]);
-            }
-        }
+    // clang runs the linker `--ld-path=` names whatever `-fuse-ld=` says;
+    // otherwise the driver runs the one its last `-fuse-ld=` names, looked
+    // for first in the folders `-B` names (mold's way for GCC before 12.1:
+    // `-B/usr/libexec/mold`). `link-args=` passes several words.
+    let last = |key: &str| {
+        words()
+            .filter_map(|w| w.find(key).map(|at| &w[at + key.len()..]))
+            .next_back()
+    };
+    if let Some(path) = last("--ld-path=") {
+        return refuses(path);
     }
-    if let Some(chosen) = chosen {
-        return refuses(chosen);
+    if words().any(|w| w.find("-B").is_some_and(|at| refuses(w[at + 2..].trim_end_matches('/')) == Some("mold"))) {
+        return Some("mold");
+    }
+    if let Some(name) = last("-fuse-ld=") {
+        return refuses(name);
     }
     // Otherwise the linker itself may be named: `-C linker=`, or the
     // target's `linker` in cargo's configuration.
     let flagged = words()
         .filter_map(|w| w.strip_prefix("-C").unwrap_or(w).strip_prefix("linker="))
         .next_back();
-    if let Some(name) = flagged.or(linker).and_then(refuses) {
-        return Some(name);
-    }
-    if preload.is_some_and(|p| p.contains("mold-wrapper")) {
-        return Some("mold");
-    }
-    None
+    flagged.or(linker).and_then(refuses)
 }

@@ -585,7 +585,7 @@ fn off_loopback_a_token_is_required_and_requests_without_it_learn_nothing() {
 #[test]
 fn on_a_store_of_100k_windows_a_page_reads_a_bounded_number_of_rows() {
     use jobhost::core::window::{JobName, Window, WindowKind, Zone};
-    use jobhost::store::{Ledger, Skip, SqliteStore};
+    use jobhost::store::{Ledger, NewNotification, Notices, Skip, SqliteStore};
     let dir = scratch();
     let db = dir.path().join("big.db");
     let job = JobName::new("big").unwrap();
@@ -615,6 +615,34 @@ fn on_a_store_of_100k_windows_a_page_reads_a_bounded_number_of_rows() {
         store
             .record_skips(&skips, "test", "2026-01-01T00:00:00Z".parse().unwrap())
             .unwrap();
+        // Two open incidents, each told to three targets, over a thousand
+        // closed ones (each told twice): the pages read the open ones only.
+        let at: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let told = |id: i64, event: &str, n: usize| -> Vec<NewNotification> {
+            (0..n)
+                .map(|t| NewNotification {
+                    event: event.to_string(),
+                    target: format!("https://hooks.example.com/{t}"),
+                    idempotency_key: format!("jobhost:big:incident:{id}:{event}"),
+                    body: "{}".to_string(),
+                })
+                .collect()
+        };
+        for _ in 0..1_000 {
+            let id = store
+                .open_incident("big", "late", None, "late", at, &|id| told(id, "late", 2))
+                .unwrap()
+                .unwrap();
+            store
+                .close_incident(id, "no longer late", at, &|i| told(i.id, "recovered", 2))
+                .unwrap();
+        }
+        for kind in ["stale", "late"] {
+            store
+                .open_incident("big", kind, None, kind, at, &|id| told(id, kind, 3))
+                .unwrap()
+                .unwrap();
+        }
     }
     let cfg = config(
         dir.path(),
@@ -639,6 +667,21 @@ fn on_a_store_of_100k_windows_a_page_reads_a_bounded_number_of_rows() {
             continue;
         }
         let v = a.json();
+        if path != "/runs/big:2020-01-01T00:00Z.json" {
+            let job = if path == "/jobs.json" {
+                &v["jobs"][0]
+            } else {
+                &v["job"]
+            };
+            let incidents = job["status"]["incidents"].as_array().unwrap();
+            assert_eq!(incidents.len(), 2, "{path}");
+            assert!(
+                incidents
+                    .iter()
+                    .all(|i| i["notifications"].as_array().unwrap().len() == 3),
+                "{path}: {incidents:?}"
+            );
+        }
         let reads = &v["reads"];
         assert!(reads["queries"].as_u64().unwrap() <= 20, "{path}: {reads}");
         assert!(reads["rows"].as_u64().unwrap() <= 500, "{path}: {reads}");

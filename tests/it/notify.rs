@@ -335,9 +335,25 @@ fn a_receiver_that_is_down_gets_the_notification_at_a_later_pass_and_the_run_is_
         );
         let page = crate::dashboard::get(&srv.addr, "/jobs/daily-report", &[]);
         assert!(
-            page.body.contains("data-incident=\"failed\"") && page.body.contains("503"),
+            page.body.contains("data-incident=\"failed\"")
+                && page
+                    .body
+                    .contains("hooks&#x2f;slack: pending (1 attempt(s)); last answer: ")
+                && page.body.contains("hooks&#x2f;web: sent (1 attempt(s))")
+                && page.body.contains("answered 503"),
             "{}",
             page.body
+        );
+        // The jobs page names the notification not delivered, not the sent one.
+        let jobs_page = crate::dashboard::get(&srv.addr, "/jobs", &[]).body;
+        let incident_line = jobs_page
+            .lines()
+            .find(|l| l.contains("data-incident=\"failed\""))
+            .unwrap_or_else(|| panic!("{jobs_page}"));
+        assert!(
+            incident_line.contains("hooks&#x2f;slack: not delivered")
+                && !incident_line.contains("hooks&#x2f;web"),
+            "{incident_line}"
         );
         // The metrics an alert rule reads: one open incident, one
         // notification to be tried again, none given up.

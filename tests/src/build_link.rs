@@ -106,8 +106,45 @@ mod tests {
             "link-arg=-fuse-ld=gold",
         ]);
         assert_eq!(script_refused_by(&f, None, None), Some("GNU gold"));
-        // A driver that is told which linker to run is not itself the linker.
+        // clang's --ld-path wins over -fuse-ld, wherever it stands.
+        let f = flags(&[
+            "-C",
+            "link-arg=--ld-path=/usr/bin/ld.lld",
+            "-C",
+            "link-arg=-fuse-ld=gold",
+        ]);
+        assert_eq!(script_refused_by(&f, None, None), None);
+        let f = flags(&[
+            "-C",
+            "link-arg=--ld-path=/usr/bin/ld.gold",
+            "-C",
+            "link-arg=-fuse-ld=lld",
+        ]);
+        assert_eq!(script_refused_by(&f, None, None), Some("GNU gold"));
+    }
+
+    #[test]
+    fn mold_run_target_prefixed_names_and_a_mold_folder_are_seen() {
+        // `mold -run` replaces whatever linker the flags name.
         let f = flags(&["-C", "link-arg=-fuse-ld=lld"]);
-        assert_eq!(script_refused_by(&f, Some("ld.gold"), None), None);
+        let wrapper = Some("/usr/libexec/mold/mold-wrapper.so");
+        assert_eq!(script_refused_by(&f, None, wrapper), Some("mold"));
+        for name in ["x86_64-linux-gnu-ld.gold", "/usr/bin/x86_64-linux-gnu-gold"] {
+            let f = flags(&["-C", &format!("link-arg=--ld-path={name}")]);
+            assert_eq!(
+                script_refused_by(&f, None, None),
+                Some("GNU gold"),
+                "{name}"
+            );
+        }
+        let f = flags(&["-C", "link-arg=-B/usr/libexec/mold"]);
+        assert_eq!(script_refused_by(&f, None, None), Some("mold"));
+        let f = flags(&["-C", "link-arg=-B/usr/local/libexec/mold/"]);
+        assert_eq!(script_refused_by(&f, None, None), Some("mold"));
+        // Names that only look alike are not those linkers.
+        for name in ["/usr/bin/golden-ld", "ld.lld", "/opt/moldy/ld"] {
+            let f = flags(&["-C", &format!("link-arg=--ld-path={name}")]);
+            assert_eq!(script_refused_by(&f, None, None), None, "{name}");
+        }
     }
 }

@@ -194,44 +194,65 @@ impl Needs {
 /// upstream's windows are so much smaller than `window` that more than
 /// [`MOST_NEEDED`] of them would be needed.
 pub fn check(store: &mut dyn Ledger, window: &Window, needs: &[JobName]) -> Result<Needs> {
-    let mut out = Needs::default();
+    let mut all = check_each(store, std::slice::from_ref(window), needs)?;
+    Ok(all.pop().unwrap_or_default())
+}
+
+/// [`check`] of each of `windows` (of one job), reading each upstream
+/// job's newest row once: one read per upstream job, and one per window
+/// and upstream job.
+///
+/// # Errors
+///
+/// As [`check`].
+pub fn check_each(
+    store: &mut dyn Ledger,
+    windows: &[Window],
+    needs: &[JobName],
+) -> Result<Vec<Needs>> {
+    let mut out: Vec<Needs> = windows.iter().map(|_| Needs::default()).collect();
     for upstream in needs {
         let Some(newest) = store.newest(Some(upstream.as_str()), 1)?.into_iter().next() else {
-            out.never_ran.push(upstream.clone());
+            for n in &mut out {
+                n.never_ran.push(upstream.clone());
+            }
             continue;
         };
-        let Some((kind, zone)) = kind_of(upstream, &newest) else {
-            return Err(Error::input(format!(
-                "job `{}` needs `{upstream}`, whose newest window `{}` is of no kind jobhost \
-                 knows; run `{upstream}` once with its current config",
-                window.job, newest.key
-            )));
-        };
-        let wanted = overlapping(upstream, kind, &zone, window)?;
-        let rows = store.runs_in_range(&RangeQuery {
-            job: upstream.as_str(),
-            from: wanted.first().map(|w| w.start),
-            until: Some(window.end),
-            states: &[],
-            oldest_first: true,
-            limit: wanted.len().saturating_mul(2).saturating_add(16),
-        })?;
-        let by_key: HashMap<&str, &RunRecord> = rows.iter().map(|r| (r.key.as_str(), r)).collect();
-        for w in &wanted {
-            let key = w.key();
-            match by_key.get(key.as_str()) {
-                Some(r) if r.state == RunState::Done => out.done.push(Used {
-                    job: upstream.to_string(),
-                    key: key.to_string(),
-                    revision: r.revision,
-                    start: r.window_start,
-                    end: r.window_end,
-                    report: r.report.as_ref().map(|rep| rep.summary.clone()),
-                }),
-                row => out.missing.push(Missing {
-                    key: key.to_string(),
-                    state: row.map(|r| r.state),
-                }),
+        for (window, out) in windows.iter().zip(&mut out) {
+            let Some((kind, zone)) = kind_of(upstream, &newest) else {
+                return Err(Error::input(format!(
+                    "job `{}` needs `{upstream}`, whose newest window `{}` is of no kind jobhost \
+                     knows; run `{upstream}` once with its current config",
+                    window.job, newest.key
+                )));
+            };
+            let wanted = overlapping(upstream, kind, &zone, window)?;
+            let rows = store.runs_in_range(&RangeQuery {
+                job: upstream.as_str(),
+                from: wanted.first().map(|w| w.start),
+                until: Some(window.end),
+                states: &[],
+                oldest_first: true,
+                limit: wanted.len().saturating_mul(2).saturating_add(16),
+            })?;
+            let by_key: HashMap<&str, &RunRecord> =
+                rows.iter().map(|r| (r.key.as_str(), r)).collect();
+            for w in &wanted {
+                let key = w.key();
+                match by_key.get(key.as_str()) {
+                    Some(r) if r.state == RunState::Done => out.done.push(Used {
+                        job: upstream.to_string(),
+                        key: key.to_string(),
+                        revision: r.revision,
+                        start: r.window_start,
+                        end: r.window_end,
+                        report: r.report.as_ref().map(|rep| rep.summary.clone()),
+                    }),
+                    row => out.missing.push(Missing {
+                        key: key.to_string(),
+                        state: row.map(|r| r.state),
+                    }),
+                }
             }
         }
     }

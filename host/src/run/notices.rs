@@ -151,7 +151,8 @@ pub fn notice(job: &Job, store: &mut dyn Store, now: Timestamp) -> Result<Vec<No
         )
     });
     let auto_paused = status.paused.as_ref().filter(|p| p.by == AUTO_PAUSE_BY);
-    let open = store.open_incidents(name)?;
+    // The open incidents, as the status read them.
+    let open: Vec<&crate::store::Incident> = status.incidents.iter().map(|(i, _)| i).collect();
     let kinds = [
         (Event::Failed, gave_up(RunState::Failed)),
         (Event::Abandoned, gave_up(RunState::Abandoned)),

@@ -179,13 +179,13 @@ impl<'a> Reads<'a> {
         Ok(self.counted(v.len(), v))
     }
 
-    /// [`Notices::notifications`].
+    /// [`Notices::open_notifications`].
     ///
     /// # Errors
     ///
     /// The store's.
-    pub fn notifications(&mut self, job: &str, limit: usize) -> Result<Vec<Notification>> {
-        let v = self.store.notifications(job, limit)?;
+    pub fn open_notifications(&mut self, job: &str, limit: usize) -> Result<Vec<Notification>> {
+        let v = self.store.open_notifications(job, limit)?;
         Ok(self.counted(v.len(), v))
     }
 }

@@ -145,9 +145,10 @@ pub struct Status {
     pub incidents: Vec<(Incident, Vec<Notification>)>,
 }
 
-/// The most notifications of a job [`status_bounded`] reads (the newest),
-/// to tell what became of those of its open incidents.
-pub const NOTIFICATIONS_READ: usize = 100;
+/// The most notifications of a job's open incidents [`status_bounded`]
+/// reads (each incident's first ones: one per `[[notify]]` block, a job
+/// having at most one open incident of each of five kinds).
+pub const NOTIFICATIONS_READ: usize = 200;
 
 /// The most rows of each kind [`status_bounded`] reads: windows that need
 /// a person, unfinished ones, and skipped ones since the last DONE window.
@@ -253,14 +254,13 @@ pub fn status_bounded(
     runs.dedup_by(|a, b| a.key == b.key);
     let stale = s.stale(Some(job), None, BOUNDED_ROWS)?;
     let shadow = ShadowCounts::of(&s.shadow_counts(job)?);
-    // Notifications are read only when an incident is open.
+    // The open incidents, and their notifications in one more read.
     let open = s.open_incidents(job)?;
-    let mut told = if open.is_empty() {
+    let told = if open.is_empty() {
         Vec::new()
     } else {
-        s.notifications(job, NOTIFICATIONS_READ)?
+        s.open_notifications(job, NOTIFICATIONS_READ)?
     };
-    told.reverse();
     let incidents = open
         .into_iter()
         .map(|i| {
@@ -555,7 +555,7 @@ impl IncidentReport {
             if told.is_empty() {
                 String::new()
             } else {
-                format!("; told: {}", told.join(", "))
+                format!(" [told: {}]", told.join(", "))
             }
         )
     }

@@ -180,6 +180,14 @@ pub trait Notices {
     ///
     /// `Error::Store`.
     fn notifications(&mut self, job: &str, limit: usize) -> Result<Vec<Notification>>;
+
+    /// The notifications of the job's open incidents, oldest first, at
+    /// most `limit`, without their bodies (`body` is empty).
+    ///
+    /// # Errors
+    ///
+    /// `Error::Store`.
+    fn open_notifications(&mut self, job: &str, limit: usize) -> Result<Vec<Notification>>;
 }
 
 const INCIDENT: &str = "id, job, kind, key, detail, {t opened_at}, {t closed_at}, closed_by";
@@ -473,6 +481,24 @@ impl<B: Backend> Notices for SqlStore<B> {
                 "SELECT {NOTIFICATION} FROM {{notifications}} WHERE job = $1
                  ORDER BY id DESC LIMIT $2"
             ),
+            &[
+                Val::Text(job),
+                Val::Int(i64::try_from(limit).unwrap_or(i64::MAX)),
+            ],
+            &mut notification,
+        )
+    }
+
+    fn open_notifications(&mut self, job: &str, limit: usize) -> Result<Vec<Notification>> {
+        if !self.backend.notice_tables() {
+            return Ok(Vec::new());
+        }
+        self.rows(
+            "read the notifications of the job's open incidents",
+            "SELECT id, job, incident, event, target, idempotency_key, '', state, attempts, detail
+             FROM {notifications}
+             WHERE incident IN (SELECT id FROM {incidents} WHERE job = $1 AND closed_at IS NULL)
+             ORDER BY incident, id LIMIT $2",
             &[
                 Val::Text(job),
                 Val::Int(i64::try_from(limit).unwrap_or(i64::MAX)),

@@ -73,17 +73,30 @@ pub(super) fn main(args: PlanArgs) -> Result<i32, Error> {
         // waits for (the same two reads per upstream job a run makes).
         let mut waits = std::collections::HashMap::new();
         if !needs.is_empty() {
-            for e in plan.entries.iter().filter(|e| e.what == What::Run) {
-                let words = match lend(&mut store) {
-                    Some(st) => {
-                        let n = crate::run::needs::check(st, &e.window, &needs)?;
-                        (!n.met()).then(|| n.words())
-                    }
-                    // No store: no upstream job has run.
-                    None => Some(Needs::never_ran(&needs).words()),
-                };
-                if let Some(words) = words {
-                    waits.insert(e.window.key().to_string(), words);
+            let due: Vec<crate::core::window::Window> = plan
+                .entries
+                .iter()
+                .filter(|e| e.what == What::Run)
+                .map(|e| e.window.clone())
+                .collect();
+            let checked = match lend(&mut store) {
+                Some(st) => crate::run::needs::check_each(st, &due, &needs),
+                // No store: no upstream job has run.
+                None => Ok(due.iter().map(|_| Needs::never_ran(&needs)).collect()),
+            };
+            let checked = match checked {
+                Ok(checked) => checked,
+                // A folder's job whose upstream cannot be judged is
+                // refused alone, as a run of it would fail.
+                Err(e) if args.jobs.is_some() => {
+                    super::flags::refuse_alone(file, e, &mut refused);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            for (w, n) in due.iter().zip(checked) {
+                if !n.met() {
+                    waits.insert(w.key().to_string(), n.words());
                 }
             }
         }

@@ -275,6 +275,9 @@ const MIGRATIONS: &[&str] = &[
         UNIQUE (idempotency_key, target)
     );
     CREATE INDEX jobhost_notifications_due ON jobhost_notifications (state, next_at);",
+    // v11: an incident's notifications, read by `status` and the dashboard
+    // for each open incident; as SQLite's v12.
+    "CREATE INDEX jobhost_notifications_by_incident ON jobhost_notifications (incident, id);",
 ];
 
 /// The transaction-scoped advisory lock that serialises migrations ("jobhost"

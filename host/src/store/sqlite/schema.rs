@@ -392,4 +392,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
         UNIQUE (idempotency_key, target)
     ) STRICT;
     CREATE INDEX notifications_due ON notifications (state, next_at);",
+    // v12: an incident's notifications, read by `status` and the dashboard
+    // for each open incident.
+    "CREATE INDEX notifications_by_incident ON notifications (incident, id);",
 ];
