@@ -52,9 +52,8 @@ fn at(sink: &Sink, path: &str) -> Vec<Request> {
         .collect()
 }
 
-/// Who paused the job, as `jobhost status --json` says at `now` (`None`:
-/// not paused).
-fn paused_by(cfg: &Path, store: &str, now: &str) -> Option<String> {
+/// The job's status, as `jobhost status --json` says at `now`.
+fn status_json(cfg: &Path, store: &str, now: &str) -> Value {
     let st = jobhost(&[
         "status",
         "--config",
@@ -67,12 +66,19 @@ fn paused_by(cfg: &Path, store: &str, now: &str) -> Option<String> {
     ]);
     let v: Value = serde_json::from_str(st.stdout.lines().next().unwrap_or_default())
         .unwrap_or_else(|e| panic!("{e}: {}", st.stdout));
-    let report = if v["jobs"].is_array() {
-        &v["jobs"][0]
+    if v["jobs"].is_array() {
+        v["jobs"][0].clone()
     } else {
-        &v
-    };
-    report["paused"]["by"].as_str().map(str::to_string)
+        v
+    }
+}
+
+/// Who paused the job, as `jobhost status --json` says at `now` (`None`:
+/// not paused).
+fn paused_by(cfg: &Path, store: &str, now: &str) -> Option<String> {
+    status_json(cfg, store, now)["paused"]["by"]
+        .as_str()
+        .map(str::to_string)
 }
 
 fn json(q: &Request) -> Value {
@@ -274,18 +280,7 @@ fn a_receiver_that_is_down_gets_the_notification_at_a_later_pass_and_the_run_is_
     );
     // `status` and the dashboard show the open incident and what became
     // of each notification: the webhook's sent, Slack's not delivered.
-    let st = jobhost(&[
-        "status",
-        "--config",
-        s(&cfg),
-        "--store",
-        store,
-        "--now",
-        "2026-11-09T00:10:00Z",
-        "--json",
-    ]);
-    let st: Value =
-        serde_json::from_str(st.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", st.stdout));
+    let st = status_json(&cfg, store, "2026-11-09T00:10:00Z");
     let incidents = st["incidents"].as_array().expect("incidents");
     assert_eq!(incidents.len(), 1, "{st}");
     let incident = &incidents[0];
@@ -393,18 +388,7 @@ fn a_receiver_that_is_down_gets_the_notification_at_a_later_pass_and_the_run_is_
     assert!(keys.len() >= 2, "{keys:?}");
     assert_eq!(keys[0], keys[1], "the same notification, sent again");
     // A DONE window closed the incident: nothing open is shown.
-    let st = jobhost(&[
-        "status",
-        "--config",
-        s(&cfg),
-        "--store",
-        store,
-        "--now",
-        "2026-11-10T00:10:00Z",
-        "--json",
-    ]);
-    let st: Value =
-        serde_json::from_str(st.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", st.stdout));
+    let st = status_json(&cfg, store, "2026-11-10T00:10:00Z");
     assert_eq!(st["incidents"], serde_json::json!([]), "{st}");
 }
 

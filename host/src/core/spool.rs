@@ -257,14 +257,17 @@ impl Write for Lines {
 mod tests {
     use super::*;
 
-    /// A writer that blocks until told, then keeps what it is given.
+    /// A writer that blocks until told, then keeps what it is given; it
+    /// says when a write first reached it.
     struct Gate {
         open: Arc<(Mutex<bool>, std::sync::Condvar)>,
         kept: Arc<Mutex<Vec<u8>>>,
+        reached: Arc<std::sync::atomic::AtomicBool>,
     }
 
     impl Write for Gate {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.reached.store(true, Ordering::SeqCst);
             let (lock, cv) = &*self.open;
             let mut open = lock.lock().unwrap();
             while !*open {
@@ -284,9 +287,11 @@ mod tests {
     {
         let open = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
         let kept = Arc::new(Mutex::new(Vec::new()));
+        let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let gate = Gate {
             open: open.clone(),
             kept: kept.clone(),
+            reached: reached.clone(),
         };
         let spool = Spool::over(Box::new(gate), Stream::Stdout, 100).unwrap();
         let mut lines = Lines {
@@ -294,11 +299,19 @@ mod tests {
             pending: Vec::new(),
         };
         // The reader reads nothing: every write returns at once. The first
-        // line is taken by the writer thread (and blocks there); the queue
-        // holds 100 bytes of the rest, in two pieces each.
-        for i in 0..50 {
+        // line is taken by the writer thread, which blocks on it; then the
+        // queue holds 100 bytes of the rest (10 lines, each given in two
+        // pieces), and the other 39 are dropped.
+        let mut line = |i: usize| {
             write!(lines, "{{\"n\":").unwrap();
             writeln!(lines, "{i:03}}}").unwrap();
+        };
+        line(0);
+        while !reached.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        for i in 1..50 {
+            line(i);
         }
         let (lock, cv) = &*open;
         *lock.lock().unwrap() = true;
@@ -312,7 +325,7 @@ mod tests {
         // The lines that got through are whole, the first ones, in order;
         // then one JSON line counting the rest, where they would have been.
         let (note, numbered) = got.split_last().unwrap();
-        assert!(numbered.len() >= 2 && numbered.len() < 50, "{got:?}");
+        assert_eq!(numbered.len(), 11, "{got:?}");
         for (i, l) in numbered.iter().enumerate() {
             assert_eq!(*l, format!("{{\"n\":{i:03}}}"), "{got:?}");
         }
@@ -338,6 +351,7 @@ mod tests {
         let gate = Gate {
             open: Arc::new((Mutex::new(true), std::sync::Condvar::new())),
             kept: kept.clone(),
+            reached: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         };
         let spool = Arc::new(Spool::over(Box::new(gate), Stream::Stderr, QUEUED).unwrap());
         let threads: Vec<_> = (0..4)
