@@ -91,7 +91,9 @@ fn script_refused_by(
     fn refuses(path: &str) -> Option<&'static str> {
         let name = path.rsplit('/').next().unwrap_or(path);
         let is = |linker: &str| {
-            name == linker || name.ends_with(&format!("-{linker}")) || name == format!("ld.{linker}")
+            name == linker
+                || name.ends_with(&format!("-{linker}"))
+                || name == format!("ld.{linker}")
                 || name.ends_with(&format!("-ld.{linker}"))
         };
         if is("gold") {
@@ -107,11 +109,7 @@ fn script_refused_by(
     if preload.is_some_and(|p| p.contains("mold-wrapper")) {
         return Some("mold");
     }
-    let words = || {
-        rustflags
-            .split('\x1f')
-            .flat_map(str::split_whitespace)
-    };
+    let words = || rustflags.split('\x1f').flat_map(str::split_whitespace);
     // clang runs the linker `--ld-path=` names whatever `-fuse-ld=` says;
     // otherwise the driver runs the one its last `-fuse-ld=` names, looked
     // for first in the folders `-B` names (mold's way for GCC before 12.1:
@@ -124,8 +122,21 @@ fn script_refused_by(
     if let Some(path) = last("--ld-path=") {
         return refuses(path);
     }
-    if words().any(|w| w.find("-B").is_some_and(|at| refuses(w[at + 2..].trim_end_matches('/')) == Some("mold"))) {
-        return Some("mold");
+    // A `-B` folder's linker: mold's folder, or an `ld` in it that is a
+    // link to one of them (Debian's `-B/usr/lib/gold-ld`).
+    let folders = words().filter_map(|w| {
+        let arg = w.rsplit(['=', ',']).next().unwrap_or(w);
+        arg.strip_prefix("-B").filter(|d| !d.is_empty())
+    });
+    for folder in folders {
+        let folder = folder.trim_end_matches('/');
+        if let Some(name) = refuses(folder) {
+            return Some(name);
+        }
+        let ld = std::fs::canonicalize(format!("{folder}/ld")).ok();
+        if let Some(name) = ld.as_ref().and_then(|p| p.to_str()).and_then(refuses) {
+            return Some(name);
+        }
     }
     if let Some(name) = last("-fuse-ld=") {
         return refuses(name);

@@ -1383,7 +1383,7 @@ fn a_daemon_whose_output_nobody_reads_runs_every_window_and_exits_on_its_own() {
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;

@@ -1787,6 +1787,28 @@ fn one_incident_of_a_kind_is_open_per_job_and_each_notification_is_leased_to_one
     assert_eq!(by_id(took_a[0].id).state, "SENT");
     assert_eq!(by_id(took_b[0].id).state, "PENDING");
     assert_eq!(by_id(took_b[0].id).detail.as_deref(), Some("http 503"));
+    // The open incidents' notifications, as status reads them: those of
+    // this job's open incidents only, oldest first, without bodies.
+    let open_told = b.open_notifications(job, 100).unwrap();
+    assert_eq!(
+        open_told
+            .iter()
+            .map(|n| (n.id, n.incident, n.state.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            (
+                took_a[0].id.min(took_b[0].id),
+                id,
+                by_id(took_a[0].id.min(took_b[0].id)).state.as_str()
+            ),
+            (
+                took_a[0].id.max(took_b[0].id),
+                id,
+                by_id(took_a[0].id.max(took_b[0].id)).state.as_str()
+            ),
+        ]
+    );
+    assert!(open_told.iter().all(|n| n.body.is_empty() && n.job == job));
 
     // Closing: once, staging what the closing says.
     let recovered = |i: &jobhost::store::Incident| vec![note("recovered", "https://a/hook", i.id)];
@@ -1798,6 +1820,13 @@ fn one_incident_of_a_kind_is_open_per_job_and_each_notification_is_leased_to_one
     let last = b.last_incident(job, "failed").unwrap().unwrap();
     assert_eq!(last.closed_by.as_deref(), Some("window 2026-11-10 is DONE"));
     assert!(last.closed_at.is_some());
+    // A closed incident's notifications are no longer read as open.
+    assert!(
+        a.open_notifications(job, 100)
+            .unwrap()
+            .iter()
+            .all(|n| n.incident != id)
+    );
     let took = b
         .take_notifications(job, "host-b", lease, 10, f.now)
         .unwrap();

@@ -106,6 +106,9 @@ mod tests {
             "link-arg=-fuse-ld=gold",
         ]);
         assert_eq!(script_refused_by(&f, None, None), Some("GNU gold"));
+        // A driver told which linker to run is not itself the linker.
+        let f = flags(&["-C", "link-arg=-fuse-ld=lld"]);
+        assert_eq!(script_refused_by(&f, Some("ld.gold"), None), None);
         // clang's --ld-path wins over -fuse-ld, wherever it stands.
         let f = flags(&[
             "-C",
@@ -141,6 +144,21 @@ mod tests {
         assert_eq!(script_refused_by(&f, None, None), Some("mold"));
         let f = flags(&["-C", "link-arg=-B/usr/local/libexec/mold/"]);
         assert_eq!(script_refused_by(&f, None, None), Some("mold"));
+        // A -B only where an argument starts, not inside a path.
+        let f = flags(&["-C", "link-arg=-L/ci-Builds/mold"]);
+        assert_eq!(script_refused_by(&f, None, None), None);
+        let f = flags(&["-C", "link-args=-Wl,-z,now -B/usr/libexec/mold"]);
+        assert_eq!(script_refused_by(&f, None, None), Some("mold"));
+        // A -B folder whose `ld` links to gold.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("x86_64-linux-gnu-ld.gold"), "").unwrap();
+        std::os::unix::fs::symlink(
+            dir.path().join("x86_64-linux-gnu-ld.gold"),
+            dir.path().join("ld"),
+        )
+        .unwrap();
+        let f = flags(&["-C", &format!("link-arg=-B{}", dir.path().display())]);
+        assert_eq!(script_refused_by(&f, None, None), Some("GNU gold"));
         // Names that only look alike are not those linkers.
         for name in ["/usr/bin/golden-ld", "ld.lld", "/opt/moldy/ld"] {
             let f = flags(&["-C", &format!("link-arg=--ld-path={name}")]);

@@ -23,6 +23,10 @@ pub const QUEUED: usize = 8 << 20;
 /// How long the lines still waiting at exit get to be written.
 pub const FINISH: Duration = Duration::from_secs(5);
 
+/// What holding one line costs besides its bytes (its buffer and its place
+/// in the queue), counted against [`QUEUED`].
+const LINE_COST: usize = 64;
+
 /// Which standard stream a spool writes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
@@ -82,7 +86,7 @@ impl Spool {
                 // A stream that cannot be written (a reader gone) loses its
                 // lines; the process goes on.
                 for line in rx {
-                    q.fetch_sub(line.len(), Ordering::SeqCst);
+                    q.fetch_sub(line.len() + LINE_COST, Ordering::SeqCst);
                     let _ = out.write_all(&line);
                     let _ = out.flush();
                 }
@@ -109,7 +113,10 @@ impl Spool {
         let Some(tx) = tx.as_ref() else {
             return;
         };
-        if self.queued.load(Ordering::SeqCst) + line.len() > self.limit {
+        // A line is taken when nothing waits, however long; otherwise only
+        // within the limit (each line counted with what holding it costs).
+        let waiting = self.queued.load(Ordering::SeqCst);
+        if waiting > 0 && waiting + line.len() + LINE_COST > self.limit {
             *dropped += 1;
             return;
         }
@@ -121,7 +128,7 @@ impl Spool {
     }
 
     fn send(&self, tx: &Sender<Vec<u8>>, line: Vec<u8>) {
-        let len = line.len();
+        let len = line.len() + LINE_COST;
         self.queued.fetch_add(len, Ordering::SeqCst);
         if tx.send(line).is_err() {
             self.queued.fetch_sub(len, Ordering::SeqCst);
@@ -188,10 +195,7 @@ static STDOUT: OnceLock<Arc<Spool>> = OnceLock::new();
 ///
 /// A thread could not be started (the streams are then written as before).
 pub fn install() -> std::io::Result<Lines> {
-    if STDERR.get().is_none() {
-        let spool = Spool::start(Stream::Stderr, QUEUED)?;
-        let _ = STDERR.set(spool);
-    }
+    install_stderr()?;
     let out = match STDOUT.get() {
         Some(out) => out.clone(),
         None => {
@@ -203,6 +207,21 @@ pub fn install() -> std::io::Result<Lines> {
         spool: out,
         pending: Vec::new(),
     })
+}
+
+/// From now on this process's notes on standard error go through a spool
+/// (for a process that writes nothing to standard output).
+///
+/// # Errors
+///
+/// The thread could not be started (standard error is then written as
+/// before).
+pub fn install_stderr() -> std::io::Result<()> {
+    if STDERR.get().is_none() {
+        let spool = Spool::start(Stream::Stderr, QUEUED)?;
+        let _ = STDERR.set(spool);
+    }
+    Ok(())
 }
 
 /// Writes `text` (whole lines) to standard error: queued on its spool when
@@ -218,14 +237,25 @@ pub fn to_stderr(text: &[u8]) {
 }
 
 /// Lets the lines still waiting on the spooled streams go, for at most
-/// [`FINISH`] in all (nothing to do without [`install`]).
-pub fn finish() {
-    let until = std::time::Instant::now() + FINISH;
+/// `wait` in all (nothing to do without [`install`]): [`FINISH`] at a
+/// command's end, less on the way out of a second stop signal.
+pub fn finish(wait: Duration) {
+    let until = std::time::Instant::now() + wait;
     if let Some(out) = STDOUT.get() {
-        out.finish(FINISH);
+        out.finish(wait);
     }
     if let Some(err) = STDERR.get() {
         err.finish(until.saturating_duration_since(std::time::Instant::now()));
+    }
+}
+
+/// Calls [`finish`] with [`FINISH`] when dropped: however a command ends,
+/// a panic included, what it said gets its time to go.
+pub struct Finish;
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        finish(FINISH);
     }
 }
 
@@ -245,6 +275,10 @@ impl Write for Lines {
             rest = &rest[at + 1..];
         }
         self.pending.extend_from_slice(rest);
+        // Text that never ends its line is not held without bound.
+        if self.pending.len() > self.spool.limit {
+            self.spool.line(std::mem::take(&mut self.pending));
+        }
         Ok(buf.len())
     }
 
@@ -293,15 +327,16 @@ mod tests {
             kept: kept.clone(),
             reached: reached.clone(),
         };
-        let spool = Spool::over(Box::new(gate), Stream::Stdout, 100).unwrap();
+        // Room for 10 lines of 10 bytes, each with what holding it costs.
+        let spool = Spool::over(Box::new(gate), Stream::Stdout, 10 * (10 + LINE_COST)).unwrap();
         let mut lines = Lines {
             spool: Arc::new(spool),
             pending: Vec::new(),
         };
         // The reader reads nothing: every write returns at once. The first
         // line is taken by the writer thread, which blocks on it; then the
-        // queue holds 100 bytes of the rest (10 lines, each given in two
-        // pieces), and the other 39 are dropped.
+        // queue holds 10 of the rest (each given in two pieces), and the
+        // other 39 are dropped.
         let mut line = |i: usize| {
             write!(lines, "{{\"n\":").unwrap();
             writeln!(lines, "{i:03}}}").unwrap();
@@ -342,6 +377,24 @@ mod tests {
             !String::from_utf8(kept.lock().unwrap().clone())
                 .unwrap()
                 .contains("late")
+        );
+    }
+
+    #[test]
+    fn a_line_longer_than_the_limit_goes_when_nothing_waits() {
+        let kept = Arc::new(Mutex::new(Vec::new()));
+        let gate = Gate {
+            open: Arc::new((Mutex::new(true), std::sync::Condvar::new())),
+            kept: kept.clone(),
+            reached: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        };
+        let spool = Spool::over(Box::new(gate), Stream::Stderr, 100).unwrap();
+        let long = format!("{}\n", "x".repeat(1000));
+        spool.line(long.clone().into_bytes());
+        assert!(spool.finish(Duration::from_secs(10)));
+        assert_eq!(
+            String::from_utf8(kept.lock().unwrap().clone()).unwrap(),
+            long
         );
     }
 

@@ -125,8 +125,10 @@ impl GuestLog {
                 self.job
             ));
         }
-        if !printed.is_empty() {
-            crate::core::spool::to_stderr(printed.as_bytes());
+        // A line at a time: a spooled stderr that is behind drops lines,
+        // not a run's whole output.
+        for line in printed.split_inclusive('\n') {
+            crate::core::spool::to_stderr(line.as_bytes());
         }
     }
 

@@ -1443,6 +1443,9 @@ pub fn stop_on_signals() -> Result<&'static AtomicBool> {
             .spawn(move || {
                 for _ in signals.forever() {
                     if COUNTED.swap(true, Ordering::SeqCst) {
+                        // At once, but what was said (a receipt of a run
+                        // that just committed) gets a moment to go.
+                        crate::core::spool::finish(std::time::Duration::from_millis(200));
                         signal_hook::low_level::exit(130);
                     }
                 }

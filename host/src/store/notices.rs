@@ -495,7 +495,8 @@ impl<B: Backend> Notices for SqlStore<B> {
         }
         self.rows(
             "read the notifications of the job's open incidents",
-            "SELECT id, job, incident, event, target, idempotency_key, '', state, attempts, detail
+            "SELECT id, job, incident, event, target, idempotency_key, CAST('' AS TEXT), state,
+                    attempts, detail
              FROM {notifications}
              WHERE incident IN (SELECT id FROM {incidents} WHERE job = $1 AND closed_at IS NULL)
              ORDER BY incident, id LIMIT $2",

@@ -209,6 +209,9 @@ pub fn main_with(runtime: &Runtime) -> i32 {
         crate::core::text::say("error", &crate::core::text::printable(&e.chain()));
         return e.exit_code();
     }
+    // What a daemon or the dashboard still has to write gets a bounded time
+    // when the command ends, however it ends.
+    let _finish = crate::core::spool::Finish;
     let ended = match cli.command {
         Command::Run(args) => run::main(args, runtime),
         Command::Backfill(args) => backfill::main(args, runtime),
@@ -236,16 +239,13 @@ pub fn main_with(runtime: &Runtime) -> i32 {
     crate::store::close_idle();
     // The traces of this command's runs get a short, bounded time to go.
     crate::effects::telemetry::flush(crate::effects::telemetry::FLUSH_AT_EXIT);
-    let code = match ended {
+    match ended {
         Ok(code) => code,
         Err(e) => {
             crate::core::text::say("error", &crate::core::text::printable(&e.chain()));
             e.exit_code()
         }
-    };
-    // What a daemon or the dashboard still has to write gets a bounded time.
-    crate::core::spool::finish();
-    code
+    }
 }
 
 /// The command line, parsed. `jobhost run` (the command a scheduler starts

@@ -72,7 +72,8 @@ pub(super) fn main(args: PlanArgs) -> Result<i32, Error> {
         // not DONE would be recorded WAITING: said as such, with what it
         // waits for (the same two reads per upstream job a run makes).
         let mut waits = std::collections::HashMap::new();
-        if !needs.is_empty() {
+        let runs = plan.entries.iter().any(|e| e.what == What::Run);
+        if !needs.is_empty() && runs {
             let due: Vec<crate::core::window::Window> = plan
                 .entries
                 .iter()

@@ -35,7 +35,7 @@ pub(super) struct ServeArgs {
 pub(super) fn main(args: ServeArgs, runtime: &crate::run::Runtime) -> Result<i32, Error> {
     // The dashboard never waits on a stderr nobody reads (`core::spool`);
     // it writes nothing to standard output.
-    if let Err(e) = crate::core::spool::install() {
+    if let Err(e) = crate::core::spool::install_stderr() {
         crate::core::text::say(
             "warning",
             &format!(
