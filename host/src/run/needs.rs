@@ -211,6 +211,9 @@ pub fn check_each(
     needs: &[JobName],
 ) -> Result<Vec<Needs>> {
     let mut out: Vec<Needs> = windows.iter().map(|_| Needs::default()).collect();
+    let Some(first) = windows.first() else {
+        return Ok(out);
+    };
     for upstream in needs {
         let Some(newest) = store.newest(Some(upstream.as_str()), 1)?.into_iter().next() else {
             for n in &mut out {
@@ -218,14 +221,14 @@ pub fn check_each(
             }
             continue;
         };
+        let Some((kind, zone)) = kind_of(upstream, &newest) else {
+            return Err(Error::input(format!(
+                "job `{}` needs `{upstream}`, whose newest window `{}` is of no kind jobhost \
+                 knows; run `{upstream}` once with its current config",
+                first.job, newest.key
+            )));
+        };
         for (window, out) in windows.iter().zip(&mut out) {
-            let Some((kind, zone)) = kind_of(upstream, &newest) else {
-                return Err(Error::input(format!(
-                    "job `{}` needs `{upstream}`, whose newest window `{}` is of no kind jobhost \
-                     knows; run `{upstream}` once with its current config",
-                    window.job, newest.key
-                )));
-            };
             let wanted = overlapping(upstream, kind, &zone, window)?;
             let rows = store.runs_in_range(&RangeQuery {
                 job: upstream.as_str(),

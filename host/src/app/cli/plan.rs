@@ -72,14 +72,13 @@ pub(super) fn main(args: PlanArgs) -> Result<i32, Error> {
         // not DONE would be recorded WAITING: said as such, with what it
         // waits for (the same two reads per upstream job a run makes).
         let mut waits = std::collections::HashMap::new();
-        let runs = plan.entries.iter().any(|e| e.what == What::Run);
-        if !needs.is_empty() && runs {
-            let due: Vec<crate::core::window::Window> = plan
-                .entries
-                .iter()
-                .filter(|e| e.what == What::Run)
-                .map(|e| e.window.clone())
-                .collect();
+        let due: Vec<crate::core::window::Window> = plan
+            .entries
+            .iter()
+            .filter(|e| e.what == What::Run)
+            .map(|e| e.window.clone())
+            .collect();
+        if !needs.is_empty() && !due.is_empty() {
             let checked = match lend(&mut store) {
                 Some(st) => crate::run::needs::check_each(st, &due, &needs),
                 // No store: no upstream job has run.

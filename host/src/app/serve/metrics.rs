@@ -57,13 +57,6 @@ struct StoreJobVerdict {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct StoreJobNotification {
-    jobhost_job: String,
-    store: String,
-    state: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StoreLabel {
     store: String,
 }
@@ -177,7 +170,7 @@ pub(super) fn render(worker: &mut Worker, now: Timestamp) -> Result<String> {
     let stale = Family::<StoreJob, Gauge>::default();
     let shadows = Family::<StoreJobVerdict, Gauge>::default();
     let incidents = Family::<StoreJob, Gauge>::default();
-    let undelivered = Family::<StoreJobNotification, Gauge>::default();
+    let undelivered = Family::<StoreJobState, Gauge>::default();
     let reachable = Family::<StoreLabel, Gauge>::default();
     let queries = Gauge::<i64>::default();
     let mut count = ReadCount::default();
@@ -275,7 +268,7 @@ pub(super) fn render(worker: &mut Worker, now: Timestamp) -> Result<String> {
                 .filter(|n| n.state == state)
                 .count();
             undelivered
-                .get_or_create(&StoreJobNotification {
+                .get_or_create(&StoreJobState {
                     jobhost_job: job.clone(),
                     store: store.clone(),
                     state: state.to_ascii_lowercase(),
